@@ -1,0 +1,99 @@
+"""The ``orch`` command. Subcommands load lazily so ``orch --help`` never imports litellm."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from orchestrator import __version__
+from orchestrator.errors import OrchError
+
+# name -> "module:attribute"; imported only when that command runs (or its help is shown).
+COMMANDS = {
+    "fanout": "orchestrator.cli.fanout:fanout",
+    "status": "orchestrator.cli.status:status",
+    "spend": "orchestrator.cli.spend:spend",
+    "provider": "orchestrator.cli.config_cmds:provider",
+    "alias": "orchestrator.cli.config_cmds:alias",
+    "council": "orchestrator.cli.council:council",
+    "plugins": "orchestrator.cli.plugins_cmd:plugins",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose built-in commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands:
+            return self.commands[name]
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Short help without importing every command module: keep `orch --help` fast.
+        rows = [(name, SUMMARIES.get(name, "")) for name in COMMANDS]
+        rows += [(n, c.get_short_help_str(60)) for n, c in self.commands.items()
+                 if n not in COMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(sorted(rows))
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except OrchError as exc:
+            click.echo(f"orch: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+SUMMARIES = {
+    "fanout": "Run one briefing on several models at once (a wave).",
+    "status": "Show a wave's legs, rebuilt from disk if the run was killed.",
+    "spend": "Roll up the spend ledger: tokens and dollars by model, day, wave...",
+    "provider": "Declare OpenAI-compatible endpoints (provider add|list|remove).",
+    "alias": "Short names for models (alias set|list|remove).",
+    "council": "Multi-model review and saved model lists (council run|save|list|stats).",
+    "plugins": "List plugins: where each came from, its hooks, whether it loaded.",
+}
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="orch")
+def cli() -> None:
+    """orch: a second (and third, and fifth) opinion from several models at once.
+
+    \b
+    Quick start:
+      orch provider add myvllm --base-url http://127.0.0.1:8000/v1
+      orch fanout --models myvllm/qwen3-8b,openai/gpt-4o-mini --prompt "Why does this flake?"
+      orch spend --since 7d
+
+    Config lives in ORCH_HOME (default ~/.config/orch). Logs are JSON lines on stderr
+    (LOG_LEVEL, default warning); stdout carries only each command's output.
+    """
+
+
+def _register_plugin_commands() -> None:
+    """Let plugins add subcommands; a broken plugin is reported once and skipped."""
+    if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+        return  # a built-in command runs: plugin commands can't be what was asked for
+    from orchestrator.runtime import plugin_manager
+
+    pm = plugin_manager()
+    pm.hook.register_commands(cli=cli)
+
+
+def main() -> None:
+    try:
+        _register_plugin_commands()
+    except OrchError as exc:
+        click.echo(f"orch: error: {exc}", err=True)
+        sys.exit(1)
+    cli(prog_name="orch")

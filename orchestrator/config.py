@@ -1,0 +1,84 @@
+"""The config directory (``ORCH_HOME``) and its ``config.json``: providers, aliases, councils."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import OrchError
+from orchestrator.store import write_json_atomic
+
+SECTIONS = ("providers", "aliases", "councils", "variants", "plugins", "plugin_config", "defaults")
+
+
+def home() -> Path:
+    """Where orch keeps config, ledger and runs: ``ORCH_HOME``, else the user's config home."""
+    env = os.environ.get("ORCH_HOME")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "orch"
+
+
+def runs_dir() -> Path:
+    env = os.environ.get("ORCH_RUNS_DIR")
+    return Path(env).expanduser() if env else home() / "runs"
+
+
+@dataclass
+class Config:
+    """The parsed ``config.json``; every section is a plain dict so plugins can read their own."""
+
+    path: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Config:
+        path = path or home() / "config.json"
+        data: dict[str, Any] = {}
+        if path.exists():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8") or "{}")
+            except json.JSONDecodeError as exc:
+                raise OrchError(
+                    f"config file {path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
+                    "fix or remove it"
+                ) from None
+            if not isinstance(data, dict):
+                raise OrchError(f"config file {path} must hold a JSON object; fix or remove it")
+        for name in SECTIONS:
+            data.setdefault(name, {})
+        return cls(path=path, data=data)
+
+    def save(self) -> None:
+        write_json_atomic(self.path, {k: v for k, v in self.data.items() if v != {}})
+
+    def section(self, name: str) -> dict[str, Any]:
+        return self.data.setdefault(name, {})
+
+    @property
+    def providers(self) -> dict[str, dict[str, Any]]:
+        return self.section("providers")
+
+    @property
+    def aliases(self) -> dict[str, str]:
+        return self.section("aliases")
+
+    @property
+    def councils(self) -> dict[str, list[str]]:
+        return self.section("councils")
+
+    @property
+    def variants(self) -> dict[str, dict[str, Any]]:
+        return self.section("variants")
+
+    def plugin_config(self, plugin: str) -> dict[str, Any]:
+        """A plugin's own section, ``plugin_config.<name>`` in config.json."""
+        return self.section("plugin_config").get(plugin, {})
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        return self.section("defaults")

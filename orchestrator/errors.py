@@ -1,0 +1,49 @@
+"""The few exceptions the engine and CLI understand by name."""
+
+from __future__ import annotations
+
+
+class OrchError(Exception):
+    """A problem the user can fix: printed as one line, exit code 1, no traceback."""
+
+    exit_code = 1
+
+
+class Refusal(Exception):  # noqa: N818 - it is a refusal, not an error
+    """Raised by a plugin to refuse a request: nothing is sent, the leg ends `refused`.
+
+    ``code`` is a short upper-case name (``OUTPUT_STARVATION``); the leg's reason becomes
+    ``"<code>: <message>"``.
+    """
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    @property
+    def reason(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class ProviderError(Exception):
+    """A model call failed; ``reason`` is one of REASONS, ``message`` keeps the provider's words."""
+
+    REASONS = (
+        "rate_limited",
+        "context_overflow",
+        "auth",
+        "timeout",
+        "server_error",
+        "bad_request",
+        "connection",
+        "not_found",
+    )
+
+    def __init__(self, reason: str, message: str, status: int | None = None,
+                 retry_after: float | None = None):
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after

@@ -1,0 +1,79 @@
+"""The hook points around every model request. docs/plugins.md is the reference for authors.
+
+Request-path hooks (``tool_roster``, ``before_request``, ``after_response``) form a pipeline:
+each implementation gets the value the previous one returned and returns a replacement or
+``None`` (no change). An implementation that raises is skipped — the leg goes on without its
+change and the error is recorded on the leg — except :class:`orchestrator.errors.Refusal`,
+which ends the leg ``refused`` before anything is sent.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("orch")
+hookimpl = pluggy.HookimplMarker("orch")
+
+
+@hookspec
+def register_commands(cli):
+    """Add click commands to the ``orch`` group. Called once at start-up: keep it cheap."""
+
+
+@hookspec(firstresult=True)
+def resolve_model(spec, config):
+    """Resolve a model name orch does not know (e.g. ``local/...``) to a ResolvedModel.
+    First non-None answer wins. May not do I/O."""
+
+
+@hookspec
+def register_tools(leg):
+    """Return a list of :class:`orchestrator.tools.Tool` this plugin offers to ``leg``."""
+
+
+@hookspec(firstresult=True)
+def system_prompt(leg):
+    """Return the system prompt for ``leg`` (a str), or None to pass. First answer wins."""
+
+
+@hookspec
+def tool_roster(leg, tools):
+    """Pipeline. Return the tools ``leg`` may use (a filtered or extended list) or None."""
+
+
+@hookspec
+def before_request(leg, request):
+    """Pipeline. Return a replacement :class:`Request` (``request.evolve(...)``) or None.
+    Raise ``Refusal(code, message)`` to refuse: nothing is sent. May return an awaitable."""
+
+
+@hookspec
+def after_response(leg, request, response):
+    """Pipeline. Return a replacement :class:`Response` (e.g. repaired tool calls) or None.
+    May return an awaitable."""
+
+
+@hookspec
+def step_end(leg, step):
+    """Observer: a step (request, response, tool results) finished. May return an awaitable."""
+
+
+@hookspec
+def leg_start(leg):
+    """Observer: ``leg`` is about to send its first request. May return an awaitable."""
+
+
+@hookspec
+def leg_end(leg, record):
+    """Observer: ``leg`` ended; ``record`` is its final LegRecord. May return an awaitable."""
+
+
+@hookspec
+def wave_start(wave):
+    """Observer: a wave is about to launch its legs (e.g. start a local server).
+    May return an awaitable; raising OrchError stops the wave before any spend."""
+
+
+@hookspec
+def wave_end(wave):
+    """Observer: every leg (and the chair) of ``wave`` ended. May return an awaitable."""

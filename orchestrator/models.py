@@ -1,0 +1,108 @@
+"""Model addressing: ``alias`` → ``PROVIDER/MODEL[@VARIANT]`` → what litellm is called with."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.config import Config
+from orchestrator.errors import OrchError
+
+# Sampling variants every install has; config `variants` adds or overrides.
+BUILTIN_VARIANTS: dict[str, dict[str, Any]] = {
+    "hot": {"temperature": 1.0, "top_p": 0.95},
+    "cold": {"temperature": 0.2},
+    "greedy": {"temperature": 0.0},
+}
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """Everything needed to call one model. Holds the *name* of the key variable, never the key."""
+
+    name: str  # canonical name shown to users and written to records, e.g. "myvllm/qwen3-8b@hot"
+    provider: str  # "myvllm", "openai", "anthropic", "local", ...
+    litellm_model: str  # what litellm is asked for, e.g. "openai/qwen3-8b"
+    api_base: str | None = None
+    api_key_env: str | None = None
+    input_cost_per_mtok: float | None = None
+    output_cost_per_mtok: float | None = None
+    max_output_tokens: int | None = None
+    variant: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    declared: bool = False  # True when the endpoint comes from `orch provider add`
+
+    @property
+    def base_name(self) -> str:
+        return self.name.split("@", 1)[0]
+
+    def api_key(self) -> str | None:
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env)
+        return None
+
+    @property
+    def free(self) -> bool:
+        return self.input_cost_per_mtok == 0 and self.output_cost_per_mtok == 0
+
+
+def split_variant(spec: str) -> tuple[str, str | None]:
+    base, sep, variant = spec.partition("@")
+    return base, (variant if sep else None)
+
+
+def resolve(spec: str, config: Config, _seen: tuple[str, ...] = ()) -> ResolvedModel:
+    """Turn what the user typed into a :class:`ResolvedModel`, or raise a one-line OrchError."""
+    spec = spec.strip()
+    if not spec:
+        raise OrchError("empty model name; pass models as --models a,b,c")
+    base, variant = split_variant(spec)
+    if base in config.aliases:
+        if base in _seen:
+            raise OrchError(f"alias loop: {' -> '.join((*_seen, base))}; fix it with `orch alias set`")
+        target = config.aliases[base]
+        resolved = resolve(target, config, (*_seen, base))
+        if variant:
+            resolved = _with_variant(resolved, variant, config)
+        return resolved
+    provider, sep, model = base.partition("/")
+    if not sep or not model or not provider:
+        raise OrchError(
+            f"model {spec!r} has no provider; write PROVIDER/MODEL (e.g. openai/gpt-4o-mini) "
+            "or define an alias with `orch alias set`"
+        )
+    declared = config.providers.get(provider)
+    if declared is not None:
+        resolved = ResolvedModel(
+            name=base,
+            provider=provider,
+            litellm_model=f"openai/{model}",
+            api_base=declared.get("base_url"),
+            api_key_env=declared.get("api_key_env"),
+            input_cost_per_mtok=declared.get("input_cost_per_mtok"),
+            output_cost_per_mtok=declared.get("output_cost_per_mtok"),
+            max_output_tokens=declared.get("max_output_tokens"),
+            declared=True,
+        )
+    else:
+        resolved = ResolvedModel(name=base, provider=provider, litellm_model=base)
+    return _with_variant(resolved, variant, config) if variant else resolved
+
+
+def _with_variant(model: ResolvedModel, variant: str, config: Config) -> ResolvedModel:
+    settings = config.variants.get(variant, BUILTIN_VARIANTS.get(variant))
+    if settings is None:
+        known = sorted({*BUILTIN_VARIANTS, *config.variants})
+        raise OrchError(
+            f"unknown variant @{variant} on {model.name}; known: {', '.join(known)} "
+            "(add one under `variants` in config.json)"
+        )
+    from dataclasses import replace
+
+    return replace(model, name=f"{model.base_name}@{variant}", variant=variant,
+                   sampling=dict(settings))
+
+
+def parse_model_list(text: str) -> list[str]:
+    return [m.strip() for m in text.split(",") if m.strip()]

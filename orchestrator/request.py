@@ -1,0 +1,80 @@
+"""What a leg sends and receives, as plain data that plugins can inspect and replace."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Usage:
+    """Token counts as the provider reported them (never estimated)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(*(a + b for a, b in zip(dataclasses.astuple(self),
+                                              dataclasses.astuple(other), strict=True)))
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model request. Plugins return ``request.evolve(...)`` rather than mutating it."""
+
+    model: str  # the canonical model name (ResolvedModel.name)
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None  # OpenAI tool schemas, None = no tools
+    params: dict[str, Any] = field(default_factory=dict)  # max_tokens, temperature, ...
+    step: int = 1
+
+    def evolve(self, **changes: Any) -> Request:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "step": self.step, "messages": self.messages,
+                "tools": self.tools, "params": self.params}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the raw JSON text the model wrote
+
+    def to_message(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class Response:
+    """One model answer, usage and cost normalised by the server."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    cost_source: str = "unknown"  # priced | declared | free | unknown
+    reasoning_text: str | None = None
+
+    def evolve(self, **changes: Any) -> Response:
+        return dataclasses.replace(self, **changes)
+
+    def assistant_message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            message["tool_calls"] = [c.to_message() for c in self.tool_calls]
+        return message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "tool_calls": [c.to_message() for c in self.tool_calls],
+                "finish_reason": self.finish_reason, "usage": self.usage.to_dict(),
+                "cost_usd": self.cost_usd, "cost_source": self.cost_source}

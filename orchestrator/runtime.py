@@ -1,0 +1,73 @@
+"""Process-wide set-up done once: config, plugins, logging, and the (slow) litellm import."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+
+from orchestrator.config import Config
+from orchestrator.plugins import PluginManager, load, stderr_warn
+
+
+@functools.cache
+def config() -> Config:
+    return Config.load()
+
+
+@functools.cache
+def plugin_manager(enabled: bool = True) -> PluginManager:
+    return load(config().section("plugins"), enabled=enabled, warn=stderr_warn)
+
+
+@functools.cache
+def configure_logging() -> None:
+    """structlog JSON lines on stderr at LOG_LEVEL (default warning); stdout stays clean."""
+    import structlog
+
+    level_name = os.environ.get("LOG_LEVEL", "warning").upper()
+    level = getattr(logging, level_name, logging.WARNING)
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def log():
+    import structlog
+
+    configure_logging()
+    return structlog.get_logger("orch")
+
+
+@functools.cache
+def litellm():
+    """Import litellm once, quietly: nothing on stdout, its loggers routed to ours."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
+    import gc
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import litellm as _litellm
+    _litellm.suppress_debug_info = True
+    _litellm.set_verbose = False
+    _litellm.drop_params = True
+    _litellm.telemetry = False
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "openai"):
+        lg = logging.getLogger(name)
+        lg.handlers.clear()
+        lg.propagate = True
+        lg.setLevel(max(logging.WARNING, logging.getLogger().level))
+    configure_logging()
+    gc.freeze()  # litellm's import leaves a large heap; freezing it makes exit and GC cheap
+    return _litellm
