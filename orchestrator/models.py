@@ -52,8 +52,12 @@ def split_variant(spec: str) -> tuple[str, str | None]:
     return base, (variant if sep else None)
 
 
-def resolve(spec: str, config: Config, _seen: tuple[str, ...] = ()) -> ResolvedModel:
-    """Turn what the user typed into a :class:`ResolvedModel`, or raise a one-line OrchError."""
+def resolve(spec: str, config: Config, _seen: tuple[str, ...] = (),
+            plugin_resolver=None) -> ResolvedModel:
+    """Turn what the user typed into a :class:`ResolvedModel`, or raise a one-line OrchError.
+
+    Aliases expand first; then ``plugin_resolver(base, config)`` (the ``resolve_model`` hook)
+    may claim the name (``local/...``); then declared providers; then litellm's own names."""
     spec = spec.strip()
     if not spec:
         raise OrchError("empty model name; pass models as --models a,b,c")
@@ -62,7 +66,7 @@ def resolve(spec: str, config: Config, _seen: tuple[str, ...] = ()) -> ResolvedM
         if base in _seen:
             raise OrchError(f"alias loop: {' -> '.join((*_seen, base))}; fix it with `orch alias set`")
         target = config.aliases[base]
-        resolved = resolve(target, config, (*_seen, base))
+        resolved = resolve(target, config, (*_seen, base), plugin_resolver)
         if variant:
             resolved = _with_variant(resolved, variant, config)
         return resolved
@@ -72,8 +76,11 @@ def resolve(spec: str, config: Config, _seen: tuple[str, ...] = ()) -> ResolvedM
             f"model {spec!r} has no provider; write PROVIDER/MODEL (e.g. openai/gpt-4o-mini) "
             "or define an alias with `orch alias set`"
         )
+    claimed = plugin_resolver(base, config) if plugin_resolver else None
     declared = config.providers.get(provider)
-    if declared is not None:
+    if claimed is not None:
+        resolved = claimed
+    elif declared is not None:
         resolved = ResolvedModel(
             name=base,
             provider=provider,

@@ -56,9 +56,9 @@ def litellm():
     import gc
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import litellm as _litellm
+    # pydantic warns about litellm's TypedDicts (ReadOnly) on import and on first use.
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"pydantic\..*")
+    import litellm as _litellm
     _litellm.suppress_debug_info = True
     _litellm.set_verbose = False
     _litellm.drop_params = True

@@ -1,0 +1,159 @@
+"""``orch fanout``: one briefing, N models at once, every leg in the spend ledger."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator import config as config_mod
+from orchestrator.briefing import compose, read_context, read_prompt
+from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
+from orchestrator.errors import OrchError
+from orchestrator.models import parse_model_list
+
+DEFAULT_MAX_LEGS = 10
+
+
+def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
+    if models and council:
+        raise OrchError("pass either --models or --council, not both")
+    if council:
+        if council not in cfg.councils:
+            known = ", ".join(sorted(cfg.councils)) or "none saved yet"
+            raise OrchError(f"no saved council {council!r} (known: {known}); save one with "
+                            "`orch council save NAME --models a,b,c`")
+        return list(cfg.councils[council])
+    if models:
+        return parse_model_list(models)
+    default = cfg.defaults.get("models")
+    if default:
+        return list(default)
+    raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "
+                    "`defaults.models` in config.json)")
+
+
+@click.command()
+@click.option("--models", "-m", help="Comma-separated models, e.g. openai/gpt-4o-mini,myvllm/qwen3-8b.")
+@click.option("--council", "council", metavar="NAME", help="Use a saved model list (orch council save).")
+@click.option("--prompt", "-p", help="The briefing text.")
+@click.option("--prompt-file", "-f", metavar="FILE", help="Read the briefing from FILE ('-' = stdin).")
+@click.option("--context", "-c", "context", multiple=True, metavar="PATH",
+              help="A file added to the briefing (repeatable); read once, shared by all legs.")
+@click.option("--chair", metavar="MODEL", help="After the legs, this model writes one synthesis.")
+@click.option("--timeout", "timeout_min", type=float, default=10.0, show_default=True,
+              metavar="MINUTES", help="Per-leg time limit.")
+@click.option("--max-steps", type=click.IntRange(1, 200), default=20, show_default=True,
+              help="Requests one leg may make (tool rounds); the last one asks for the answer.")
+@click.option("--max-legs", type=click.IntRange(1, 256), default=DEFAULT_MAX_LEGS, show_default=True,
+              help="Refuse waves with more legs than this.")
+@click.option("--tag", help="A label stored on every ledger row (see orch spend --group-by tag).")
+@click.option("--retry-failed", metavar="WAVE_ID", help="Re-run only that wave's failed legs.")
+@click.option("--no-plugins", is_flag=True, help="A bare run: load no plugins at all.")
+@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where wave and leg directories go (default ORCH_HOME/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the wave document as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, max_steps, max_legs,
+           tag, retry_failed, no_plugins, runs_dir, as_json, quiet):
+    """Run one briefing on several models at once and print every answer.
+
+    All legs run concurrently on one shared server; each leg's tokens and dollars go to the
+    spend ledger (orch spend), its files to RUNS_DIR/<wave_id>-<n>/. Exit code: 0 all legs
+    complete, 2 partial, 1 none complete, 130/143 interrupted.
+
+    \b
+    Examples:
+      orch fanout -m openai/gpt-4o-mini,myvllm/qwen3-8b -p "Why does this test flake?" \\
+                  -c tests/test_x.py
+      git diff | orch fanout --council reviewers --chair anthropic/claude-sonnet-4-5
+      orch fanout --retry-failed 20261130-101500-ab12
+    """
+    from orchestrator import runtime
+    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.engine.wave import WaveSpec
+
+    cfg = runtime.config()
+    runs = runs_dir or config_mod.runs_dir()
+    retry_of = None
+    if retry_failed:
+        from orchestrator.engine.rebuild import load_wave
+
+        old = load_wave(runs, retry_failed)
+        specs = [leg["model"] for leg in old["legs"] if leg["status"] != "complete"]
+        if not specs:
+            click.echo(f"wave {retry_failed} has no failed legs: nothing to retry", err=True)
+            sys.exit(0)
+        briefing = (runs / retry_failed / "briefing.md").read_text(encoding="utf-8")
+        retry_of = retry_failed
+        tag = tag or old.get("tag")
+        chair = chair or old.get("chair_model")
+    else:
+        specs = choose_models(models, council, cfg)
+        briefing = compose(read_prompt(prompt, prompt_file), read_context(context))
+    if len(specs) > max_legs:
+        raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
+                        f"models or raise --max-legs")
+    if timeout_min <= 0:
+        raise OrchError("--timeout must be a positive number of minutes")
+    pm = runtime.plugin_manager(enabled=not no_plugins)
+    resolved = resolve_all(specs, cfg, pm)
+    chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
+    spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
+                    timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
+                    project_dir=os.getcwd(), workspace=Path.cwd(), retry_of=retry_of,
+                    options={"plugins": not no_plugins})
+    doc = run_wave(spec, pm, cfg, LedgerSink(), quiet=quiet or as_json)
+    if as_json:
+        print_json(doc)
+    else:
+        print_human(doc)
+    sys.exit(doc["exit_code"])
+
+
+def run_wave(spec, pm, cfg, ledger, *, quiet: bool) -> dict:
+    """Run a wave with progress and signal handling; return its document."""
+    import anyio
+
+    from orchestrator.engine.wave import Wave
+    from orchestrator.progress import make_progress
+
+    import_litellm_quietly()
+    progress = make_progress(quiet)
+    wave = Wave(spec, pm=pm, config=cfg, ledger=ledger, observe=progress)
+
+    async def main():
+        with progress:
+            return await wave.run(handle_signals=True)
+
+    return anyio.run(main)
+
+
+def _money(value) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def print_human(doc: dict) -> None:
+    for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
+        u = leg["usage"]
+        title = "chair: " if leg.get("kind") == "chair" else ""
+        click.echo(f"== {title}{leg['model']} ({leg['leg_id']}) · {leg['status']} · "
+                   f"{u['input_tokens']}+{u['output_tokens']} tok · {_money(leg['cost_usd'])} · "
+                   f"{leg['duration_s']:.1f}s")
+        if leg.get("reason"):
+            click.echo(f"Reason: {leg['reason']}")
+        if leg.get("answer"):
+            click.echo(leg["answer"].rstrip())
+        for note in leg.get("notes") or []:
+            click.echo(f"Note: {note}")
+        click.echo("")
+    for notice in doc.get("notices") or []:
+        click.echo(f"Notice: {notice}")
+    u = doc["usage"]
+    exact = "" if doc["cost_exact"] else " (a floor: some legs' cost is unknown)"
+    click.echo(f"Wave {doc['wave_id']}: {doc['status']} · {len(doc['legs'])} legs · "
+               f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
+               f"{_money(doc['cost_usd'])}{exact}")
+    click.echo(f"Runs: {doc['runs_dir']}/{doc['wave_id']}")

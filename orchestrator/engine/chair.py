@@ -1,0 +1,23 @@
+"""The chair: after the legs, one model reads every complete answer and writes one synthesis."""
+
+from __future__ import annotations
+
+from orchestrator.engine.record import COMPLETE, LegRecord
+
+CHAIR_BRIEF = """You are the chair. Several models were given the same briefing, reproduced \
+below, and answered independently. Read their answers and write one synthesis: what they agree \
+on, where they differ and which side the evidence favours, and your own conclusion. Name the \
+models when you attribute a view. Do not invent facts that no answer supports."""
+
+
+def chair_packet(briefing: str, legs: list[LegRecord]) -> str | None:
+    """The chair's briefing: the original briefing and every complete answer, labelled by model.
+    None when no leg completed (there is nothing to synthesise)."""
+    answers = [r for r in legs if r.status == COMPLETE and (r.answer or "").strip()]
+    if not answers:
+        return None
+    parts = [CHAIR_BRIEF, "", "## The briefing", "", briefing.strip(), "",
+             f"## The answers ({len(answers)})"]
+    for r in answers:
+        parts += ["", f"### {r.model} ({r.leg_id})", "", r.answer.strip()]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,74 @@
+"""What hooks see: the leg (``leg``) and the wave (``wave``) as plain, documented objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.config import Config
+from orchestrator.engine.record import LegRecord
+from orchestrator.models import ResolvedModel
+from orchestrator.tools import Tool
+
+
+@dataclass
+class LegContext:
+    """One leg, as plugins see it. Plugins read it, keep scratch in ``state[plugin]`` and
+    record fields on the leg's ``metadata.json`` with :meth:`set`."""
+
+    leg_id: str
+    wave_id: str
+    model: ResolvedModel
+    briefing: str
+    record: LegRecord
+    config: Config
+    dir: Path
+    kind: str = "leg"
+    max_steps: int = 20
+    step: int = 0
+    workspace: Path | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # wave options (tools mode, budgets)
+    tools: dict[str, Tool] = field(default_factory=dict)  # the roster in force for this leg
+    messages: list[dict[str, Any]] = field(default_factory=list)  # the conversation so far
+    state: dict[str, Any] = field(default_factory=dict)  # per-plugin scratch: state[name]
+    system: str | None = None
+    tier: str = "default"  # "minimal" or "default"; the tiers plugin decides at leg_start
+
+    @property
+    def model_name(self) -> str:
+        return self.model.name
+
+    def set(self, key: str, value: Any) -> None:
+        """Record ``key`` on the leg's metadata.json (and the wave document)."""
+        self.record.extra[key] = value
+
+    def notice(self, text: str) -> None:
+        """A one-line Note shown with the leg's answer and logged on stderr."""
+        if text not in self.record.notes:
+            self.record.notes.append(text)
+            from orchestrator.runtime import log
+
+            log().warning("notice", leg_id=self.leg_id, model=self.model.name, note=text)
+
+    def plugin_config(self, plugin: str) -> dict[str, Any]:
+        return self.config.plugin_config(plugin)
+
+
+@dataclass
+class WaveContext:
+    """A wave, as plugins see it in ``wave_start`` / ``wave_end``."""
+
+    wave_id: str
+    legs: list[LegContext]
+    config: Config
+    dir: Path
+    options: dict[str, Any] = field(default_factory=dict)
+    chair: LegContext | None = None
+    status: str = "running"
+    notices: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def notice(self, text: str) -> None:
+        if text not in self.notices:
+            self.notices.append(text)

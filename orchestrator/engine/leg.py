@@ -1,0 +1,213 @@
+"""The agent loop of one leg: request → hooks → server → hooks → tools, until an answer.
+
+Whatever happens — an answer, a refusal, a provider error, a crash, a signal — the leg ends
+with a status and reason on disk (``metadata.json``) and one ledger row. A leg never raises
+into its wave except for cancellation, so one leg's failure never touches another.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+from orchestrator.engine.context import LegContext
+from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_iso
+from orchestrator.errors import OrchError, ProviderError, Refusal
+from orchestrator.hooks import HookRunner
+from orchestrator.request import Request, Response
+from orchestrator.secrets import scrub
+from orchestrator.server import Server
+from orchestrator.store import append_jsonl, write_json_atomic
+from orchestrator.tools import Tool
+
+# The last request at --max-steps carries no tools and this plain instruction.
+FINAL_STEP_DIRECTIVE = (
+    "You have reached the step limit for this task and no tools are available any more. "
+    "Give your final answer now, from what you already know."
+)
+
+LegObserver = Callable[[LegContext], None]
+LedgerAppend = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Leg:
+    """Runs one :class:`LegContext` to its end."""
+
+    def __init__(self, ctx: LegContext, server: Server, hooks: HookRunner, *,
+                 timeout_s: float, ledger: LedgerAppend | None = None,
+                 observe: LegObserver | None = None, tag: str | None = None,
+                 project_dir: str | None = None, run_id: str | None = None) -> None:
+        self.ctx = ctx
+        self.server = server
+        self.hooks = hooks
+        self.timeout_s = timeout_s
+        self.ledger = ledger
+        self.observe = observe or (lambda ctx: None)
+        self.tag = tag
+        self.project_dir = project_dir
+        self.run_id = run_id
+        self._warned: set[str] = set()
+
+    # -- records -------------------------------------------------------------------------
+    @property
+    def record(self):
+        return self.ctx.record
+
+    def save(self) -> None:
+        """metadata.json at every change of state, atomically: a killed run leaves it valid."""
+        write_json_atomic(self.ctx.dir / "metadata.json", self.record.to_dict())
+        self.observe(self.ctx)
+
+    def log(self, kind: str, payload: dict[str, Any]) -> None:
+        append_jsonl(self.ctx.dir / "conversation.jsonl",
+                     {"type": kind, "at": now_iso(), "step": self.ctx.step, **payload})
+
+    def plugin_error(self, plugin: str, hook: str, exc: BaseException) -> None:
+        """A plugin raised: the leg goes on without its change; say so once per plugin."""
+        error = scrub(f"{type(exc).__name__}: {exc}".splitlines()[0])
+        self.record.plugin_errors.append({"plugin": plugin, "hook": hook, "error": error})
+        if plugin not in self._warned:
+            self._warned.add(plugin)
+            from orchestrator.runtime import log
+
+            log().warning("plugin_error", plugin=plugin, hook=hook, leg_id=self.ctx.leg_id,
+                          error=error)
+
+    # -- the loop ------------------------------------------------------------------------
+    async def run(self) -> None:
+        ctx, record = self.ctx, self.record
+        ctx.dir.mkdir(parents=True, exist_ok=True)
+        record.start()
+        self.save()
+        try:
+            with anyio.fail_after(self.timeout_s):
+                await self.hooks.notify("leg_start", self.plugin_error, leg=ctx)
+                await self._prepare()
+                await self._loop()
+        except Refusal as refusal:
+            record.finish(REFUSED, scrub(refusal.reason))
+        except ProviderError as exc:
+            record.finish(ERROR, f"{exc.reason}: {exc.message}")
+        except TimeoutError:
+            record.finish(ERROR, f"timeout: the leg ran past its {self.timeout_s:g} s limit")
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                record.finish(ABORTED, record.reason or "aborted: the wave was interrupted")
+                await self._close()
+            raise
+        except OrchError as exc:
+            record.finish(ERROR, f"config: {exc}")
+        except Exception as exc:  # a crash in one leg stays in that leg
+            record.finish(ERROR, scrub(f"internal: {type(exc).__name__}: {exc}"))
+        await self._close()
+
+    async def _close(self) -> None:
+        if self.record.ended_at is None:
+            self.record.finish(self.record.status)
+        self.save()
+        if self.ledger is not None:
+            await self.ledger(self.record.ledger_row(tag=self.tag, project_dir=self.project_dir,
+                                                     run_id=self.run_id))
+        await self.hooks.notify("leg_end", self.plugin_error, leg=self.ctx, record=self.record)
+        self.save()
+
+    async def _prepare(self) -> None:
+        ctx = self.ctx
+        offered: list[Tool] = []
+        for plugin, tools in self.hooks.collect("register_tools", self.plugin_error, leg=ctx):
+            for tool in tools:
+                tool.plugin = tool.plugin or plugin
+                tool.builtin = self.hooks.pm.is_builtin(plugin)
+                offered.append(tool)
+        roster = await self.hooks.pipeline("tool_roster", "tools", offered, self.plugin_error,
+                                           leg=ctx)
+        ctx.tools = {t.name: t for t in roster or []}
+        if ctx.tools:
+            ctx.set("roster", sorted(ctx.tools))
+        ctx.system = self.hooks.first("system_prompt", self.plugin_error, leg=ctx)
+        messages: list[dict[str, Any]] = []
+        if ctx.system:
+            messages.append({"role": "system", "content": ctx.system})
+        messages.append({"role": "user", "content": ctx.briefing})
+        ctx.messages = messages
+
+    async def _loop(self) -> None:
+        ctx, record = self.ctx, self.record
+        for step in range(1, ctx.max_steps + 1):
+            ctx.step = record.steps = step
+            final = step == ctx.max_steps and bool(ctx.tools)
+            request = self._build(step, final)
+            request = await self.hooks.pipeline("before_request", "request", request,
+                                                self.plugin_error, leg=ctx)
+            self.log("request", request.to_dict())
+            response = await self.server.complete(ctx.model, request)
+            response = await self.hooks.pipeline("after_response", "response", response,
+                                                 self.plugin_error, leg=ctx, request=request)
+            self.log("response", response.to_dict())
+            record.usage = record.usage + response.usage
+            record.add_cost(response.cost_usd, response.cost_source)
+            record.finish_reason = response.finish_reason
+            ctx.messages = [*request.messages, response.assistant_message()]
+            results = await self._run_tools(response) if response.tool_calls else []
+            await self.hooks.notify("step_end", self.plugin_error, leg=ctx,
+                                    step={"step": step, "request": request,
+                                          "response": response, "tool_results": results})
+            self.save()
+            if not response.tool_calls or not request.tools:
+                record.answer = _strip_directive(response.text)
+                if final:
+                    ctx.set("stopped", "max_steps")
+                record.finish(COMPLETE)
+                return
+        ctx.set("stopped", "max_steps")
+        record.answer = ""
+        record.finish(COMPLETE)
+
+    def _build(self, step: int, final: bool) -> Request:
+        ctx = self.ctx
+        messages = list(ctx.messages)
+        tools = [t.schema() for t in ctx.tools.values()] or None
+        if final:
+            messages.append({"role": "user", "content": FINAL_STEP_DIRECTIVE})
+            tools = None
+        return Request(model=ctx.model.name, messages=messages, tools=tools,
+                       params=dict(ctx.model.sampling), step=step)
+
+    async def _run_tools(self, response: Response) -> list[dict[str, Any]]:
+        results = []
+        for call in response.tool_calls:
+            tool = self.ctx.tools.get(call.name)
+            if tool is None:
+                content = (f"error: no tool named {call.name!r}; available: "
+                           f"{', '.join(sorted(self.ctx.tools)) or 'none'}")
+            else:
+                content = await _call_tool(tool, call.arguments)
+            message = {"role": "tool", "tool_call_id": call.id, "content": content}
+            self.ctx.messages.append(message)
+            results.append({"tool": call.name, "id": call.id, "content": content})
+            self.log("tool", {"tool": call.name, "id": call.id, "arguments": call.arguments,
+                              "result": content})
+        return results
+
+
+async def _call_tool(tool: Tool, arguments: str) -> str:
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError as exc:
+        return f"error: the arguments are not valid JSON ({exc.msg}); send a JSON object"
+    if not isinstance(args, dict):
+        return "error: the arguments must be a JSON object"
+    try:
+        return await tool.run(args)
+    except TypeError as exc:
+        return f"error: bad arguments for {tool.name}: {exc}"
+    except Exception as exc:
+        return f"error: {tool.name} failed: {type(exc).__name__}: {exc}"
+
+
+def _strip_directive(text: str) -> str:
+    """A parent or chair reading the answer must not take the stop directive as its own."""
+    return (text or "").replace(FINAL_STEP_DIRECTIVE, "").strip()

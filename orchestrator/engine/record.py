@@ -1,0 +1,104 @@
+"""A leg's record: what ``metadata.json`` holds and what the ledger row is made from."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from orchestrator.request import Usage
+
+RUNNING, COMPLETE, ERROR, REFUSED, ABORTED, PENDING = (
+    "running", "complete", "error", "refused", "aborted", "pending")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class LegRecord:
+    leg_id: str
+    wave_id: str
+    model: str
+    provider: str
+    kind: str = "leg"  # leg | chair | seat | judge
+    status: str = PENDING
+    reason: str | None = None
+    answer: str | None = None
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = 0.0
+    cost_source: str = "none"  # until an answer arrives: nothing was billed
+    steps: int = 0
+    requests: int = 0
+    started_at: str | None = None
+    ended_at: str | None = None
+    duration_s: float = 0.0
+    variant: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    plugin_errors: list[dict[str, str]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # fields plugins record (doom_loop, ...)
+    _t0: float = 0.0
+
+    def start(self) -> None:
+        self.status = RUNNING
+        self.started_at = now_iso()
+        self._t0 = time.monotonic()
+
+    def finish(self, status: str, reason: str | None = None) -> None:
+        self.status = status
+        self.reason = reason
+        self.ended_at = now_iso()
+        if self._t0:
+            self.duration_s = round(time.monotonic() - self._t0, 3)
+
+    def add_cost(self, cost_usd: float | None, source: str) -> None:
+        """Accumulate cost; once any request's cost is unknown the leg's total is unknown."""
+        if self.requests == 0:
+            self.cost_usd, self.cost_source = cost_usd, source
+        elif cost_usd is None or self.cost_usd is None:
+            self.cost_usd, self.cost_source = None, "unknown"
+        else:
+            self.cost_usd += cost_usd
+            if source != self.cost_source:
+                self.cost_source = source if self.cost_source == "free" else self.cost_source
+        self.requests += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wave-document shape (``orch fanout --json``), plus the leg's extras."""
+        doc = {
+            "leg_id": self.leg_id, "wave_id": self.wave_id, "kind": self.kind,
+            "model": self.model, "provider": self.provider, "status": self.status,
+            "reason": self.reason, "answer": self.answer, "usage": self.usage.to_dict(),
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
+            "cost_source": self.cost_source, "duration_s": self.duration_s,
+            "finish_reason": self.finish_reason, "steps": self.steps, "requests": self.requests,
+            "started_at": self.started_at, "ended_at": self.ended_at,
+            "variant": self.variant, "sampling": self.sampling, "notes": self.notes,
+            "plugin_errors": self.plugin_errors,
+        }
+        doc.update(self.extra)
+        return doc
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> LegRecord:
+        known = {f for f in cls.__dataclass_fields__ if not f.startswith("_")}
+        kwargs = {k: v for k, v in doc.items() if k in known and k not in ("usage", "extra")}
+        rec = cls(**kwargs)
+        rec.usage = Usage(**(doc.get("usage") or {}))
+        rec.extra = {k: v for k, v in doc.items() if k not in known}
+        return rec
+
+    def ledger_row(self, *, tag: str | None, project_dir: str | None,
+                   run_id: str | None = None) -> dict[str, Any]:
+        return {
+            "wave_id": self.wave_id, "leg_id": self.leg_id, "kind": self.kind,
+            "model": self.model, "provider": self.provider, "status": self.status,
+            "reason": self.reason, "finish_reason": self.finish_reason,
+            **self.usage.to_dict(), "cost_usd": self.cost_usd, "cost_source": self.cost_source,
+            "duration_s": self.duration_s, "tag": tag, "project_dir": project_dir,
+            "run_id": run_id,
+        }

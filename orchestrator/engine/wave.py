@@ -1,0 +1,221 @@
+"""A wave: N legs in one anyio task group on one shared server, then optionally a chair.
+
+``wave.json`` is written atomically when the wave starts (status ``running``) and when it
+ends; every leg keeps its own ``metadata.json``, so ``orch status`` can rebuild a wave whose
+process was killed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as _random
+import signal
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from orchestrator.config import Config
+from orchestrator.engine.chair import chair_packet
+from orchestrator.engine.context import LegContext, WaveContext
+from orchestrator.engine.ledger_sink import LedgerSink
+from orchestrator.engine.leg import Leg
+from orchestrator.engine.record import (
+    ABORTED,
+    COMPLETE,
+    RUNNING,
+    LegRecord,
+    now_iso,
+)
+from orchestrator.hooks import HookRunner
+from orchestrator.models import ResolvedModel
+from orchestrator.request import Usage
+from orchestrator.server import Server
+from orchestrator.store import write_json_atomic
+
+EXIT_COMPLETE, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2
+
+
+def new_wave_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + _random.token_hex(2)
+
+
+def wave_status(records: list[LegRecord]) -> str:
+    statuses = [r.status for r in records]
+    if any(s in (RUNNING, "pending") for s in statuses):
+        return "running"
+    if statuses and all(s == COMPLETE for s in statuses):
+        return "complete"
+    if COMPLETE in statuses:
+        return "partial"
+    if ABORTED in statuses:
+        return "aborted"
+    return "error"
+
+
+def exit_code(status: str, signum: int | None = None) -> int:
+    if signum is not None:
+        return 128 + signum
+    return {"complete": EXIT_COMPLETE, "partial": EXIT_PARTIAL}.get(status, EXIT_ERROR)
+
+
+@dataclass
+class WaveSpec:
+    """What the user asked for; the CLI builds it, the council builds its stages from it."""
+
+    models: list[ResolvedModel]
+    briefing: str
+    runs_dir: Path
+    timeout_s: float = 600.0
+    max_steps: int = 20
+    chair: ResolvedModel | None = None
+    chair_brief: Any = None  # callable(briefing, records) -> str | None; default chair_packet
+    tag: str | None = None
+    project_dir: str | None = None
+    workspace: Path | None = None
+    kind: str = "leg"
+    retry_of: str | None = None
+    run_id: str | None = None
+    wave_id: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    briefings: list[str] | None = None  # one per model, overriding ``briefing`` (council)
+
+
+class Wave:
+    def __init__(self, spec: WaveSpec, *, pm, config: Config, ledger: LedgerSink | None = None,
+                 observe=None) -> None:
+        self.spec = spec
+        self.config = config
+        self.hooks = HookRunner(pm)
+        self.ledger = ledger
+        self.observe = observe
+        self.wave_id = spec.wave_id or new_wave_id()
+        self.dir = spec.runs_dir / self.wave_id
+        self.server = Server(timeout_s=spec.timeout_s)
+        self.signum: int | None = None
+        self.legs: list[Leg] = [
+            self._leg(f"{self.wave_id}-{n}", model, spec.kind,
+                      (spec.briefings or [])[n - 1] if spec.briefings else spec.briefing)
+            for n, model in enumerate(spec.models, start=1)
+        ]
+        self.chair: Leg | None = None
+        self.context = WaveContext(wave_id=self.wave_id, legs=[leg.ctx for leg in self.legs],
+                                   config=config, dir=self.dir, options=spec.options)
+        self._legs_scope: anyio.CancelScope | None = None
+        self._created = now_iso()
+
+    def _leg(self, leg_id: str, model: ResolvedModel, kind: str, briefing: str) -> Leg:
+        record = LegRecord(leg_id=leg_id, wave_id=self.wave_id, model=model.name,
+                           provider=model.provider, kind=kind, variant=model.variant,
+                           sampling=dict(model.sampling))
+        ctx = LegContext(leg_id=leg_id, wave_id=self.wave_id, model=model, briefing=briefing,
+                         record=record, config=self.config, dir=self.spec.runs_dir / leg_id,
+                         kind=kind, max_steps=self.spec.max_steps, workspace=self.spec.workspace,
+                         options=self.spec.options)
+        return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
+                   ledger=self.ledger.append if self.ledger else None, observe=self.observe,
+                   tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id)
+
+    @property
+    def records(self) -> list[LegRecord]:
+        return [leg.record for leg in self.legs]
+
+    def _on_hook_error(self, plugin: str, hook: str, exc: BaseException) -> None:
+        self.context.notice(f"plugin {plugin} failed in {hook}: {type(exc).__name__}: {exc}")
+
+    # -- running -------------------------------------------------------------------------
+    async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "briefing.md").write_text(self.spec.briefing, encoding="utf-8")
+        await self.hooks.notify("wave_start", self._raise_orch_errors, wave=self.context)
+        self.write()
+        async with anyio.create_task_group() as outer:
+            if handle_signals:
+                outer.start_soon(self._watch_signals)
+            with anyio.CancelScope() as self._legs_scope:
+                async with anyio.create_task_group() as tg:
+                    for leg in self.legs:
+                        tg.start_soon(leg.run)
+                if self.spec.chair is not None:
+                    await self._run_chair()
+            outer.cancel_scope.cancel()
+        self.context.status = self.status
+        await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context)
+        return self.write()
+
+    def _raise_orch_errors(self, plugin: str, hook: str, exc: BaseException) -> None:
+        self._on_hook_error(plugin, hook, exc)
+
+    async def _run_chair(self) -> None:
+        brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing, self.records)
+        if brief is None:
+            self.context.notice("no leg completed: the chair was not called")
+            return
+        self.chair = self._leg(f"{self.wave_id}-chair", self.spec.chair, "chair", brief)
+        self.context.chair = self.chair.ctx
+        await self.chair.run()
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                if self.signum is not None:
+                    os._exit(128 + signum)  # a second signal: leave at once
+                self.signum = signum
+                if self._legs_scope is not None:
+                    self._legs_scope.cancel()
+
+    # -- the wave document ---------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        records = self.records + ([self.chair.record] if self.chair else [])
+        return wave_status(records)
+
+    def document(self) -> dict[str, Any]:
+        status = self.status
+        return build_document(
+            wave_id=self.wave_id, status=status, legs=self.records,
+            chair=self.chair.record if self.chair else None, runs_dir=self.spec.runs_dir,
+            signum=self.signum,
+            extra={
+                "created_at": self._created,
+                "ended_at": None if status == "running" else now_iso(),
+                "tag": self.spec.tag, "kind": self.spec.kind, "retry_of": self.spec.retry_of,
+                "run_id": self.spec.run_id, "project_dir": self.spec.project_dir,
+                "models": [m.name for m in self.spec.models],
+                "chair_model": self.spec.chair.name if self.spec.chair else None,
+                "options": self.spec.options, "pid": os.getpid(),
+                "notices": self.context.notices,
+                "ledger_errors": self.ledger.errors if self.ledger else [],
+                "server": {"requests": self.server.sent,
+                           "peak_in_flight": self.server.peak_in_flight},
+            })
+
+    def write(self) -> dict[str, Any]:
+        doc = self.document()
+        write_json_atomic(self.dir / "wave.json", doc)
+        return doc
+
+
+def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
+                   chair: LegRecord | None, runs_dir: Path, signum: int | None = None,
+                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The wave document: ``wave.json`` and ``orch fanout --json`` (one shape, two places)."""
+    everything = legs + ([chair] if chair else [])
+    usage = sum((r.usage for r in everything), Usage())
+    known = [r.cost_usd for r in everything if r.cost_usd is not None]
+    doc = {
+        "wave_id": wave_id,
+        "status": status,
+        "exit_code": exit_code(status, signum),
+        "legs": [r.to_dict() for r in legs],
+        "chair": chair.to_dict() if chair else None,
+        "usage": usage.to_dict(),
+        "cost_usd": round(sum(known), 8),
+        "cost_exact": len(known) == len(everything),
+        "runs_dir": str(runs_dir),
+        "signal": signum,
+    }
+    doc.update(extra or {})
+    return doc

@@ -1,0 +1,95 @@
+"""Live progress on stderr: a rich table on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from orchestrator.engine.context import LegContext
+from orchestrator.engine.record import RUNNING, LegRecord
+
+
+def _cost(r: LegRecord) -> str:
+    return "?" if r.cost_usd is None else f"${r.cost_usd:.4f}"
+
+
+def _tokens(r: LegRecord) -> str:
+    return f"{r.usage.input_tokens}+{r.usage.output_tokens}"
+
+
+class PlainProgress:
+    """One line per leg start and end: readable in CI logs and pipes."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self._said: dict[str, str] = {}
+
+    def __call__(self, ctx: LegContext) -> None:
+        r = ctx.record
+        if self._said.get(r.leg_id) == r.status:
+            return
+        self._said[r.leg_id] = r.status
+        if r.status == RUNNING:
+            line = f"orch: {r.leg_id} {r.model} running"
+        else:
+            line = (f"orch: {r.leg_id} {r.model} {r.status} {_tokens(r)} tok {_cost(r)} "
+                    f"{r.duration_s:.1f}s" + (f" — {r.reason}" if r.reason else ""))
+        print(line, file=self.stream, flush=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+class LiveProgress:
+    """A rich table (model, status, tokens, cost, elapsed), redrawn as legs change."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._legs: dict[str, LegRecord] = {}
+        self._t0: dict[str, float] = {}
+        self._live = Live(self._table(), console=Console(stderr=True), refresh_per_second=4,
+                          transient=False)
+
+    def _table(self):
+        from rich.table import Table
+
+        table = Table(title="orch wave", expand=False)
+        for col in ("leg", "model", "status", "tokens", "cost", "elapsed"):
+            table.add_column(col)
+        for r in self._legs.values():
+            elapsed = r.duration_s if r.status != RUNNING else time.monotonic() - self._t0[
+                r.leg_id]
+            table.add_row(r.leg_id.rsplit("-", 1)[-1], r.model, r.status, _tokens(r), _cost(r),
+                          f"{elapsed:.1f}s")
+        return table
+
+    def __call__(self, ctx: LegContext) -> None:
+        self._legs[ctx.record.leg_id] = ctx.record
+        self._t0.setdefault(ctx.record.leg_id, time.monotonic())
+        self._live.update(self._table())
+
+    def __enter__(self):
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._live.update(self._table())
+        self._live.__exit__(*exc)
+
+
+class NoProgress(PlainProgress):
+    def __call__(self, ctx: LegContext) -> None:
+        return None
+
+
+def make_progress(quiet: bool = False):
+    if quiet:
+        return NoProgress()
+    if sys.stderr.isatty():
+        return LiveProgress()
+    return PlainProgress()

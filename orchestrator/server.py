@@ -1,0 +1,179 @@
+"""The shared server: the one gateway every leg of a wave (and its chair) calls.
+
+It wraps litellm (imported lazily), passes timeout and retries explicitly so nothing retries
+twice behind orch's back, normalises usage and cost, and names every provider failure with one
+of a few reasons while keeping the provider's own message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.errors import ProviderError
+from orchestrator.models import ResolvedModel
+from orchestrator.request import Request, Response, ToolCall, Usage
+from orchestrator.secrets import scrub
+
+# Declared providers need *some* key for litellm's OpenAI client; local servers ignore it.
+NO_KEY = "sk-no-key-required"
+
+
+class Server:
+    """One per wave. Counts requests in flight so guards and progress can read the load."""
+
+    def __init__(self, *, timeout_s: float = 600.0, max_retries: int = 0) -> None:
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.sent = 0
+
+    def call_kwargs(self, model: ResolvedModel, request: Request) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": model.litellm_model,
+            "messages": request.messages,
+            "timeout": self.timeout_s,
+            "max_retries": self.max_retries,
+            "num_retries": 0,
+        }
+        if request.tools:
+            kwargs["tools"] = request.tools
+        if model.api_base:
+            kwargs["api_base"] = model.api_base
+        key = model.api_key()
+        if key:
+            kwargs["api_key"] = key
+        elif model.declared:
+            kwargs["api_key"] = NO_KEY
+        kwargs.update(request.params)
+        return kwargs
+
+    async def complete(self, model: ResolvedModel, request: Request) -> Response:
+        from orchestrator.runtime import litellm
+
+        lm = litellm()
+        kwargs = self.call_kwargs(model, request)
+        self.in_flight += 1
+        self.sent += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            raw = await lm.acompletion(**kwargs)
+        except Exception as exc:
+            raise provider_error(exc) from None
+        finally:
+            self.in_flight -= 1
+        return normalise(model, raw)
+
+
+def normalise(model: ResolvedModel, raw: Any) -> Response:
+    """litellm's ModelResponse → Response with the four token counts and an honest cost."""
+    choice = raw.choices[0]
+    message = choice.message
+    calls = tuple(
+        ToolCall(id=c.id or f"call_{i}", name=c.function.name or "",
+                 arguments=c.function.arguments or "{}")
+        for i, c in enumerate(getattr(message, "tool_calls", None) or [])
+    )
+    usage = usage_of(getattr(raw, "usage", None))
+    cost, source = cost_of(model, raw, usage)
+    return Response(
+        text=message.content or "",
+        tool_calls=calls,
+        finish_reason=choice.finish_reason,
+        usage=usage,
+        cost_usd=cost,
+        cost_source=source,
+        reasoning_text=getattr(message, "reasoning_content", None),
+    )
+
+
+def usage_of(u: Any) -> Usage:
+    if u is None:
+        return Usage()
+    prompt_details = getattr(u, "prompt_tokens_details", None)
+    completion_details = getattr(u, "completion_tokens_details", None)
+    return Usage(
+        input_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
+        output_tokens=int(getattr(u, "completion_tokens", 0) or 0),
+        reasoning_tokens=int(getattr(completion_details, "reasoning_tokens", 0) or 0),
+        cached_tokens=int(getattr(prompt_details, "cached_tokens", 0) or 0),
+    )
+
+
+def cost_of(model: ResolvedModel, raw: Any, usage: Usage) -> tuple[float | None, str]:
+    """``priced`` from litellm's price map, ``declared``/``free`` from the provider, else
+    ``unknown`` with no number: a cost is never guessed."""
+    if model.input_cost_per_mtok is not None and model.output_cost_per_mtok is not None:
+        if model.free:
+            return 0.0, "free"
+        cost = (usage.input_tokens * model.input_cost_per_mtok
+                + usage.output_tokens * model.output_cost_per_mtok) / 1_000_000
+        return cost, "declared"
+    if model.declared:
+        return None, "unknown"  # an endpoint we only know by URL: its name may mislead litellm
+    hidden = getattr(raw, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost")
+    if cost is None:
+        try:
+            from orchestrator.runtime import litellm
+
+            cost = litellm().completion_cost(completion_response=raw)
+        except Exception:
+            cost = None
+    if cost is None:
+        return None, "unknown"
+    return float(cost), "priced"
+
+
+def provider_error(exc: BaseException) -> ProviderError:
+    """Name a litellm/SDK failure with one of ProviderError.REASONS, keeping its message."""
+    from orchestrator.runtime import litellm
+
+    lm = litellm()
+    message = scrub(str(getattr(exc, "message", None) or exc) or type(exc).__name__)
+    message = " ".join(message.split())[:500]
+    status = getattr(exc, "status_code", None)
+    retry_after = _retry_after(exc)
+    if "Connection error" in message and isinstance(exc, lm.InternalServerError):
+        # litellm reports a refused or dropped connection as a 500 "Connection error."
+        return ProviderError("connection", message, None)
+    checks = [
+        (lm.ContextWindowExceededError, "context_overflow"),
+        (lm.RateLimitError, "rate_limited"),
+        ((lm.AuthenticationError, lm.PermissionDeniedError), "auth"),
+        (lm.Timeout, "timeout"),  # before APIConnectionError: Timeout subclasses it
+        (lm.NotFoundError, "not_found"),
+        (lm.BadRequestError, "bad_request"),
+        (lm.APIConnectionError, "connection"),
+        ((lm.InternalServerError, lm.ServiceUnavailableError, lm.BadGatewayError),
+         "server_error"),
+    ]
+    for classes, reason in checks:
+        if isinstance(exc, classes):
+            return ProviderError(reason, message, status, retry_after)
+    if isinstance(exc, lm.APIError) and status in (401, 403):
+        return ProviderError("auth", message, status)
+    if isinstance(exc, TimeoutError):
+        return ProviderError("timeout", message, status)
+    if isinstance(exc, ConnectionError | OSError):
+        return ProviderError("connection", message, status)
+    if isinstance(status, int):
+        if status == 429:
+            return ProviderError("rate_limited", message, status, retry_after)
+        if status >= 500:
+            return ProviderError("server_error", message, status)
+        if status in (401, 403):  # litellm raises a plain APIError for 403
+            return ProviderError("auth", message, status)
+        if status >= 400:
+            return ProviderError("bad_request", message, status)
+    return ProviderError("server_error", f"{type(exc).__name__}: {message}", status)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        value = headers.get("retry-after") or headers.get("Retry-After")
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,123 @@
+"""Run a wave or a leg in-process against the scripted server: a plugin author's test is a few
+lines. The pytest fixtures in :mod:`orchestrator.testing.pytest_plugin` hand you an
+:class:`OrchKit`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.testing.scripted_server import RecordedRequest, ScriptedServer
+
+OFFLINE_ENV = {
+    "LITELLM_OFFLINE_MODE": "true",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_MODE": "PRODUCTION",
+}
+
+
+@dataclass
+class WaveRun:
+    """What a wave did: its document, each leg's metadata, and the requests on the wire."""
+
+    doc: dict[str, Any]
+    requests: list[RecordedRequest]
+    runs_dir: Path
+
+    @property
+    def legs(self) -> list[dict[str, Any]]:
+        return self.doc["legs"]
+
+    @property
+    def leg(self) -> dict[str, Any]:
+        """The first (often only) leg's record."""
+        return self.doc["legs"][0]
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        """The JSON bodies that reached the server, oldest first."""
+        return [r.body for r in self.requests]
+
+    def conversation(self, n: int = 1) -> list[dict[str, Any]]:
+        import json
+
+        path = self.runs_dir / f"{self.doc['wave_id']}-{n}" / "conversation.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@dataclass
+class OrchKit:
+    home: Path
+    server: ScriptedServer
+    provider_name: str = "scripted"
+    _declared: bool = field(default=False, repr=False)
+
+    def provider(self, name: str | None = None, **extra: Any) -> str:
+        """Declare the scripted server as provider ``name`` (default ``scripted``) in config;
+        pass ``input_cost_per_mtok``/``output_cost_per_mtok`` to price it."""
+        from orchestrator import runtime
+        from orchestrator.config import Config
+
+        name = name or self.provider_name
+        cfg = Config.load()
+        cfg.providers[name] = {"base_url": self.server.url, **extra}
+        cfg.save()
+        runtime.config.cache_clear()
+        self._declared = True
+        return name
+
+    def config(self, **sections: Any) -> None:
+        """Merge sections into config.json (e.g. ``plugin_config={"tiers": {...}}``)."""
+        from orchestrator import runtime
+        from orchestrator.config import Config
+
+        cfg = Config.load()
+        for key, value in sections.items():
+            if isinstance(value, dict):
+                cfg.section(key).update(value)
+            else:
+                cfg.data[key] = value
+        cfg.save()
+        runtime.config.cache_clear()
+
+    def run_wave(self, models: list[str] | str, prompt: str = "Say hello.", *,
+                 plugins: list[tuple[str, object]] | None = None, builtins: bool = True,
+                 chair: str | None = None, **spec: Any) -> WaveRun:
+        """Run one wave in this process. ``models`` are model names on the scripted provider
+        (``"m1"``) or full names (``"other/m1"``); ``plugins`` registers in-process plugins
+        as ``(name, module_or_object)`` for this run only."""
+        import anyio
+
+        from orchestrator import runtime
+        from orchestrator.cli.common import resolve_all
+        from orchestrator.engine.ledger_sink import LedgerSink
+        from orchestrator.engine.wave import Wave, WaveSpec
+        from orchestrator.plugins import load
+
+        if not self._declared:
+            self.provider()
+        names = [models] if isinstance(models, str) else list(models)
+        names = [n if "/" in n else f"{self.provider_name}/{n}" for n in names]
+        cfg = runtime.config()
+        pm = load(cfg.section("plugins"), enabled=builtins, extra=plugins or [])
+        resolved = resolve_all(names, cfg, pm)
+        chair_model = resolve_all([chair if "/" in chair else f"{self.provider_name}/{chair}"],
+                                  cfg, pm)[0] if chair else None
+        runs = self.home / "runs"
+        before = len(self.server.requests)
+        wave_spec = WaveSpec(models=resolved, briefing=prompt, runs_dir=runs, chair=chair_model,
+                             **spec)
+        wave = Wave(wave_spec, pm=pm, config=cfg, ledger=LedgerSink())
+        doc = anyio.run(wave.run)
+        return WaveRun(doc=doc, requests=self.server.requests[before:], runs_dir=runs)
+
+    def run_leg(self, model: str, prompt: str = "Say hello.", **kwargs: Any) -> WaveRun:
+        """A one-leg wave; ``.leg`` is its record, ``.bodies`` what it sent."""
+        return self.run_wave([model], prompt, **kwargs)
+
+
+def offline_environ() -> None:
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)

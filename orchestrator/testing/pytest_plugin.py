@@ -1,0 +1,47 @@
+"""pytest fixtures for orch and its plugins (registered through the ``pytest11`` entry point).
+
+``orch_home``: a temporary ORCH_HOME, litellm kept offline. ``scripted_server``: the scripted
+OpenAI-compatible server on 127.0.0.1. ``orch``: an :class:`~orchestrator.testing.kit.OrchKit`
+bound to both, with ``run_wave``/``run_leg`` that return the requests on the wire.
+Kept light: nothing heavy is imported until a fixture is used.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def orch_home(tmp_path, monkeypatch):
+    from orchestrator import runtime
+    from orchestrator.testing.kit import OFFLINE_ENV
+
+    home = tmp_path / "orch-home"
+    home.mkdir()
+    monkeypatch.setenv("ORCH_HOME", str(home))
+    monkeypatch.delenv("ORCH_RUNS_DIR", raising=False)
+    monkeypatch.delenv("ORCH_LEDGER_URL", raising=False)
+    monkeypatch.delenv("ORCH_PLUGINS", raising=False)
+    monkeypatch.delenv("ORCH_DISABLE_PLUGINS", raising=False)
+    for key, value in OFFLINE_ENV.items():
+        monkeypatch.setenv(key, value)
+    runtime.config.cache_clear()
+    runtime.plugin_manager.cache_clear()
+    yield home
+    runtime.config.cache_clear()
+    runtime.plugin_manager.cache_clear()
+
+
+@pytest.fixture
+def scripted_server():
+    from orchestrator.testing.scripted_server import ScriptedServer
+
+    with ScriptedServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def orch(orch_home, scripted_server):
+    from orchestrator.testing.kit import OrchKit
+
+    return OrchKit(home=orch_home, server=scripted_server)

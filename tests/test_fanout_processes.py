@@ -1,0 +1,89 @@
+"""`orch fanout` as separate OS processes: signals, concurrent ledger writers, secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.testing.scripted_server import Reply
+
+pytestmark = pytest.mark.slow
+ORCH = [sys.executable, "-m", "orchestrator"]
+
+
+def env_for(home: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ, ORCH_HOME=str(home), LOG_LEVEL="info")
+    env.update(extra)
+    env.pop("ORCH_RUNS_DIR", None)
+    return env
+
+
+def test_sigint_marks_running_legs_aborted_and_exits_130(orch, scripted_server, orch_home):
+    orch.provider()
+    scripted_server.script("quick", Reply(text="done early"))
+    scripted_server.script("slow", Reply(text="never", latency=60))
+    proc = subprocess.Popen([*ORCH, "fanout", "-m", "scripted/quick,scripted/slow", "-p", "x",
+                             "--json"], env=env_for(orch_home), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while scripted_server.count("slow") == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert scripted_server.count("slow") == 1
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["status"] == "partial" and doc["exit_code"] == 130
+    statuses = {leg["model"]: leg["status"] for leg in doc["legs"]}
+    assert statuses == {"scripted/quick": "complete", "scripted/slow": "aborted"}
+    wave = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
+    assert wave["legs"][1]["status"] == "aborted"
+    con = sqlite3.connect(orch_home / "ledger.db")
+    rows = con.execute("select model, status from spend order by model").fetchall()
+    assert rows == [("scripted/quick", "complete"), ("scripted/slow", "aborted")]
+
+
+def test_four_concurrent_fanouts_lose_no_ledger_row(orch, scripted_server, orch_home):
+    orch.provider()
+    scripted_server.script("m", Reply(text="ok", latency=0.2))
+    procs = [subprocess.Popen([*ORCH, "fanout", "-m", ",".join(["scripted/m"] * 5), "-p", "x",
+                               "-q", "--tag", f"p{i}"], env=env_for(orch_home),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    con = sqlite3.connect(orch_home / "ledger.db")
+    counts = dict(con.execute("select tag, count(*) from spend group by tag").fetchall())
+    assert counts == {"p0": 5, "p1": 5, "p2": 5, "p3": 5}
+
+
+def test_an_api_key_never_appears_in_output_logs_artifacts_or_ledger(
+        orch, scripted_server, orch_home):
+    secret = "sk-test-TOPSECRET-0123456789abcdef"
+    orch.provider(api_key_env="SCRIPTED_API_KEY")
+    scripted_server.script("ok", Reply(text="fine"))
+    scripted_server.script("denied", Reply(status=401, error_message=f"Incorrect API key "
+                                                                     f"provided: {secret}"))
+    proc = subprocess.run([*ORCH, "fanout", "-m", "scripted/ok,scripted/denied", "-p", "x",
+                           "--json"], env=env_for(orch_home, SCRIPTED_API_KEY=secret,
+                                                  OPENAI_API_KEY=secret, LOG_LEVEL="debug"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    # the key did travel on the wire, where it belongs
+    assert scripted_server.requests_for("ok")[0].headers["authorization"] == f"Bearer {secret}"
+    doc = json.loads(proc.stdout)
+    assert doc["legs"][1]["reason"].startswith("auth:")
+    assert secret not in proc.stdout and secret not in proc.stderr
+    for path in orch_home.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
