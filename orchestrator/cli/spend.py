@@ -1,0 +1,99 @@
+"""``orch spend``: what the ledger says was spent, grouped, with unknown costs called out."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import click
+
+from orchestrator.ledger import GROUP_BY, Ledger, parse_since
+
+TOKEN_COLUMNS = (("input_tokens", "input"), ("output_tokens", "output"),
+                 ("reasoning_tokens", "reasoning"), ("cached_tokens", "cached"))
+
+
+@click.command()
+@click.option("--since", "since_text", default="7d", show_default=True, metavar="WHEN",
+              help="Only legs since then: 30m, 24h, 7d, 2w, an ISO date/datetime (UTC), or 'all'.")
+@click.option("--group-by", type=click.Choice(GROUP_BY), help="One table row per group.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rollup as JSON on stdout.")
+def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
+    """Roll up the spend ledger: tokens and dollars by model, day, wave, tag or status.
+
+    Totals add up known costs only: when some legs have unknown cost the total is a floor,
+    and orch says how many. The ledger is ORCH_LEDGER_URL, else ORCH_HOME/ledger.db.
+    """
+    since = None if since_text.strip().lower() == "all" else parse_since(since_text)
+    ledger = Ledger()
+    data = ledger.rollup(since=since, group_by=group_by)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    when = f"since {_moment(since)} ({since_text.strip()})" if since else "yet"
+    if not data["legs"]:
+        click.echo(f"no spend recorded {when} in {ledger.location}")
+        return
+    if group_by:
+        _print_table(group_by, data["groups"])
+        click.echo()
+        failed_legs = sum(g["failed_legs"] for g in data["groups"])
+    else:
+        failed_legs = sum(g["failed_legs"] for g in ledger.rollup(since, "status")["groups"])
+    click.echo(f"{_count(data['legs'], 'leg')}, {_money(data['total_cost_usd'])} total"
+               + (f" since {_moment(since)}" if since else ""))
+    if data["unknown_cost_legs"]:
+        click.echo(f"total is a floor: {_count(data['unknown_cost_legs'], 'leg')} "
+                   f"{'has' if data['unknown_cost_legs'] == 1 else 'have'} unknown cost")
+    if data["failed_cost_usd"] or failed_legs:
+        click.echo(f"{_money(data['failed_cost_usd'])} went to failed legs "
+                   f"({_count(failed_legs, 'leg')} did not complete)")
+
+
+def _print_table(group_by: str, groups: list[dict[str, Any]]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    tokens = [(k, label) for k, label in TOKEN_COLUMNS
+              if k in ("input_tokens", "output_tokens") or any(g[k] for g in groups)]
+    show_unknown = any(g["unknown_cost_legs"] for g in groups)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column(group_by, overflow="fold")
+    table.add_column("legs", justify="right")
+    table.add_column("failed", justify="right")
+    for _, label in tokens:
+        table.add_column(label, justify="right")
+    table.add_column("cost", justify="right")
+    if show_unknown:
+        table.add_column("unknown cost", justify="right")
+    for g in groups:
+        cells = [_key(g["key"]), f"{g['legs']:,}", f"{g['failed_legs']:,}",
+                 *(f"{g[k]:,}" for k, _ in tokens), _money(g["cost_usd"])]
+        if show_unknown:
+            cells.append(f"{g['unknown_cost_legs']:,}" if g["unknown_cost_legs"] else "")
+        table.add_row(*cells)
+    console = Console(highlight=False)
+    needed = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if needed > console.width:  # a wrapped line beats a model name folded into fragments
+        console = Console(highlight=False, width=needed)
+    console.print(table)
+
+
+def _key(key: Any) -> str:
+    return "(none)" if key is None or key == "" else str(key)
+
+
+def _money(value: float) -> str:
+    if 0 < value < 0.00005:
+        return "<$0.0001"
+    return f"${value:,.4f}"  # one precision: a column of costs lines up, cents of a cent show
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _moment(when: datetime) -> str:
+    return when.strftime("%Y-%m-%d %H:%M UTC")

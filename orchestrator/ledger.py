@@ -1,0 +1,367 @@
+"""The spend ledger: one row per model call (leg, chair, seat, judge...), rolled up by ``orch spend``.
+
+Rows live in SQLite (``<ORCH_HOME>/ledger.db``) or any SQLAlchemy URL in ``ORCH_LEDGER_URL``,
+so several orch processes, or a whole team, can share one ledger. A cost is recorded only when
+it is known: ``cost_usd`` null means unknown, and totals over such rows are floors, never
+guesses. The ledger stores what it is given; callers pass usage and cost, never keys.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+from orchestrator import config
+from orchestrator.errors import OrchError
+
+STATUSES = ("complete", "error", "refused", "aborted")
+COST_SOURCES = ("priced", "declared", "free", "unknown")
+GROUP_BY = ("model", "day", "wave", "tag", "status")
+
+BUSY_TIMEOUT_MS = 30_000
+WRITE_ATTEMPTS = 5  # on top of SQLite's own busy_timeout wait
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator):
+    """Stored as naive UTC on every backend, read back as aware UTC: no local-time surprises."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None else None
+
+
+class SpendRow(SQLModel, table=True):
+    """One model call's usage and cost, written when the call ends however it ended."""
+
+    __tablename__ = "spend"
+
+    id: int | None = Field(default=None, primary_key=True)
+    ts: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
+    wave_id: str = Field(index=True)
+    leg_id: str
+    kind: str  # leg | chair | seat | judge | ...
+    model: str  # canonical model name, e.g. "myvllm/qwen3-8b@hot"
+    provider: str
+    status: str  # complete | error | refused | aborted
+    reason: str | None = Field(default=None, sa_type=sa.Text)
+    finish_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cost_usd: float | None = None  # None = unknown, never guessed
+    cost_source: str = "unknown"  # priced | declared | free | unknown
+    duration_s: float = 0.0
+    tag: str | None = None
+    project_dir: str | None = Field(default=None, sa_type=sa.Text)
+    run_id: str | None = Field(default=None, index=True)  # a council run id
+
+
+TABLE: sa.Table = SpendRow.__table__  # type: ignore[attr-defined]
+COLUMNS = frozenset(c.name for c in TABLE.columns) - {"id"}
+REQUIRED = ("wave_id", "leg_id", "kind", "model", "provider", "status")
+DEFAULTS: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0,
+                            "cached_tokens": 0, "cost_source": "unknown", "duration_s": 0.0}
+TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens")
+
+
+# --- engines: one per URL per process ---------------------------------------------------------
+
+_engines: dict[str, sa.Engine] = {}
+_lock = threading.Lock()
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    """Readers never block the writer (WAL); writers queue instead of failing (busy_timeout)."""
+    cursor = dbapi_conn.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+    finally:
+        cursor.close()
+
+
+def _already_exists(exc: sa_exc.DBAPIError) -> bool:
+    """Another process won the race to create the table (or index): that is fine."""
+    text = str(exc.orig).lower()
+    return "already exists" in text or "duplicate key" in text
+
+
+def _create_schema(engine: sa.Engine) -> None:
+    for item in (TABLE, *sorted(TABLE.indexes, key=lambda i: i.name or "")):
+        try:
+            with engine.begin() as conn:
+                item.create(conn, checkfirst=True)
+        except (sa_exc.OperationalError, sa_exc.ProgrammingError, sa_exc.IntegrityError) as exc:
+            if not _already_exists(exc):
+                raise
+
+
+def _engine(url: sa.URL) -> sa.Engine:
+    key = url.render_as_string(hide_password=False)
+    with _lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = sa.create_engine(url)
+            if url.get_backend_name() == "sqlite":
+                sa.event.listen(engine, "connect", _sqlite_pragmas)
+            _create_schema(engine)
+            _engines[key] = engine
+        return engine
+
+
+def _forget_engines() -> None:
+    """A forked child must not reuse its parent's pooled connections."""
+    for engine in _engines.values():
+        engine.dispose(close=False)
+    _engines.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_engines)
+
+
+def default_url() -> str:
+    env = os.environ.get("ORCH_LEDGER_URL")
+    if env:
+        return env
+    return f"sqlite:///{config.home() / 'ledger.db'}"
+
+
+def _redact(url: str) -> str:
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa_exc.ArgumentError:
+        return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc.orig) if isinstance(exc, sa_exc.DBAPIError) else str(exc)
+    return (text.strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _is_locked(exc: sa_exc.OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+# --- the ledger ---------------------------------------------------------------------------------
+
+
+class Ledger:
+    """Append spend rows and roll them up. Opening creates the table if it is missing."""
+
+    def __init__(self, url: str | None = None):
+        raw = url or default_url()
+        self.location = _redact(raw)  # safe to print: the password, if any, is masked
+        try:
+            parsed = sa.make_url(raw)
+        except sa_exc.ArgumentError:
+            raise OrchError(
+                f"spend ledger URL {self.location!r} is not a SQLAlchemy URL; fix ORCH_LEDGER_URL "
+                "(e.g. sqlite:////path/ledger.db or postgresql://user@host/db)"
+            ) from None
+        if parsed.get_backend_name() == "sqlite":
+            self._make_parent(parsed.database)
+        try:
+            self.engine = _engine(parsed)
+        except ImportError as exc:
+            raise OrchError(
+                f"spend ledger {self.location}: database driver not installed ({exc.name or exc})"
+            ) from None
+        except sa_exc.SQLAlchemyError as exc:
+            raise OrchError(f"cannot open spend ledger {self.location}: {_brief(exc)}") from None
+
+    def __repr__(self) -> str:
+        return f"Ledger({self.location!r})"
+
+    def _make_parent(self, database: str | None) -> None:
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return
+        try:
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OrchError(f"cannot create the spend ledger's directory: {exc}") from None
+
+    @contextmanager
+    def _reporting(self, doing: str) -> Iterator[None]:
+        try:
+            yield
+        except sa_exc.SQLAlchemyError as exc:
+            raise OrchError(f"spend ledger {self.location}: cannot {doing}: {_brief(exc)}") from None
+
+    # -- writing
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Record one call. Unknown fields or missing required ones are a caller bug: ValueError."""
+        self.append_many([row])
+
+    def append_many(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Record several calls in one transaction (all or none)."""
+        prepared = [_prepare(r) for r in rows]
+        if not prepared:
+            return
+        with self._reporting("write"):
+            for attempt in range(WRITE_ATTEMPTS):
+                try:
+                    with self.engine.begin() as conn:
+                        conn.execute(sa.insert(TABLE), prepared)
+                    return
+                except sa_exc.OperationalError as exc:
+                    if not _is_locked(exc) or attempt == WRITE_ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.05 * 2**attempt + random.uniform(0, 0.05))
+
+    # -- reading
+
+    def rows(self, since: datetime | None = None, wave_id: str | None = None,
+             run_id: str | None = None) -> list[dict[str, Any]]:
+        """Rows oldest first, as plain dicts (``ts`` is an aware UTC datetime)."""
+        query = sa.select(TABLE).where(*self._filters(since, wave_id, run_id))
+        with self._reporting("read"), self.engine.connect() as conn:
+            result = conn.execute(query.order_by(TABLE.c.ts, TABLE.c.id))
+            return [dict(r._mapping) for r in result]
+
+    def rollup(self, since: datetime | None = None, group_by: str | None = None) -> dict[str, Any]:
+        """Totals since ``since`` and, with ``group_by``, one entry per group: the ``orch spend
+        --json`` contract. ``total_cost_usd`` sums known costs only, so it is a floor when
+        ``unknown_cost_legs`` > 0."""
+        if group_by is not None and group_by not in GROUP_BY:
+            raise OrchError(f"cannot group spend by {group_by!r}; use one of {', '.join(GROUP_BY)}")
+        c = TABLE.c
+        failed = c.status != "complete"
+        measures = [
+            sa.func.count().label("legs"),
+            *(sa.func.sum(c[name]).label(name) for name in TOKENS),
+            sa.func.sum(c.cost_usd).label("cost_usd"),
+            sa.func.sum(sa.case((c.cost_usd.is_(None), 1), else_=0)).label("unknown_cost_legs"),
+            sa.func.sum(sa.case((failed, 1), else_=0)).label("failed_legs"),
+            sa.func.sum(sa.case((failed, c.cost_usd), else_=None)).label("failed_cost_usd"),
+        ]
+        where = self._filters(since, None, None)
+        with self._reporting("read"), self.engine.connect() as conn:
+            totals = conn.execute(sa.select(*measures).where(*where)).one()
+            grouped = []
+            if group_by is not None:
+                key = _group_key(group_by).label("key")
+                grouped = conn.execute(
+                    sa.select(key, *measures).where(*where).group_by(key)
+                ).all()
+        groups = [_group(r) for r in grouped]
+        if group_by == "day":
+            groups.sort(key=lambda g: g["key"] or "")
+        else:
+            groups.sort(key=lambda g: (-g["cost_usd"], -g["legs"], g["key"] is None,
+                                       str(g["key"])))
+        return {
+            "legs": _int(totals.legs),
+            "total_cost_usd": _money(totals.cost_usd),
+            "unknown_cost_legs": _int(totals.unknown_cost_legs),
+            "failed_cost_usd": _money(totals.failed_cost_usd),
+            "groups": groups,
+        }
+
+    @staticmethod
+    def _filters(since: datetime | None, wave_id: str | None, run_id: str | None) -> list:
+        where = []
+        if since is not None:
+            where.append(TABLE.c.ts >= _as_utc(since))
+        if wave_id is not None:
+            where.append(TABLE.c.wave_id == wave_id)
+        if run_id is not None:
+            where.append(TABLE.c.run_id == run_id)
+        return where
+
+    def close(self) -> None:
+        """Close pooled connections (the engine reconnects if used again)."""
+        self.engine.dispose()
+
+
+def _group_key(group_by: str):
+    c = TABLE.c
+    return {"model": c.model, "wave": c.wave_id, "tag": c.tag, "status": c.status,
+            "day": sa.func.date(c.ts)}[group_by]
+
+
+def _group(r) -> dict[str, Any]:
+    key = r.key
+    if isinstance(key, date | datetime):
+        key = key.isoformat()[:10]
+    return {"key": key, "legs": _int(r.legs), **{name: _int(r._mapping[name]) for name in TOKENS},
+            "cost_usd": _money(r.cost_usd), "unknown_cost_legs": _int(r.unknown_cost_legs),
+            "failed_legs": _int(r.failed_legs)}
+
+
+def _int(value) -> int:
+    return int(value or 0)  # SUM is NULL over no rows, and a Decimal on some backends
+
+
+def _money(value: float | None) -> float:
+    return round(float(value or 0.0), 10)  # drop float noise, keep sub-cent precision
+
+
+def _as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _prepare(row: dict[str, Any]) -> dict[str, Any]:
+    """Fill defaults and catch caller bugs early: a typo'd field would otherwise vanish."""
+    unknown = set(row) - COLUMNS
+    if unknown:
+        raise ValueError(f"spend row has unknown fields: {', '.join(sorted(unknown))}")
+    missing = [name for name in REQUIRED if row.get(name) is None]
+    if missing:
+        raise ValueError(f"spend row is missing: {', '.join(missing)}")
+    prepared = {**DEFAULTS, **{k: v for k, v in row.items() if v is not None}}
+    prepared["ts"] = _as_utc(row.get("ts") or utcnow())
+    for name in COLUMNS - prepared.keys():
+        prepared[name] = None  # every row binds every column: one executemany statement
+    return prepared
+
+
+# --- reading --since ---------------------------------------------------------------------------
+
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION = re.compile(r"^(\d+)\s*([mhdw])$")
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``30m``, ``24h``, ``7d``, ``2w`` ago, or an ISO date/datetime (UTC unless it says so)."""
+    cleaned = (text or "").strip()
+    match = _DURATION.match(cleaned.lower())
+    if match:
+        amount, unit = match.groups()
+        return (now or utcnow()) - timedelta(**{_UNITS[unit]: int(amount)})
+    try:
+        moment = datetime.fromisoformat(cleaned)
+    except ValueError:
+        raise OrchError(
+            f"cannot read --since {text!r}: use 30m, 24h, 7d, 2w, or an ISO date or datetime "
+            "such as 2025-01-31 or 2025-01-31T09:00 (UTC unless an offset is given)"
+        ) from None
+    return _as_utc(moment)

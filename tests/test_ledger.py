@@ -1,0 +1,260 @@
+"""The spend ledger on real SQLite files: rollups, honest unknown costs, and concurrent writers."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from orchestrator.errors import OrchError
+from orchestrator.ledger import GROUP_BY, Ledger, parse_since
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ORCH_LEDGER_URL", raising=False)
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def ledger(home):
+    led = Ledger()
+    yield led
+    led.close()
+
+
+def row(**overrides):
+    base = {"ts": T0, "wave_id": "w1", "leg_id": "w1-a", "kind": "leg",
+            "model": "openai/gpt-4o-mini", "provider": "openai", "status": "complete",
+            "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.01, "cost_source": "priced",
+            "duration_s": 1.5}
+    return {**base, **overrides}
+
+
+@pytest.fixture
+def filled(ledger):
+    ledger.append_many([
+        row(),
+        row(leg_id="w1-b", model="myvllm/qwen3-8b", provider="myvllm", cost_usd=0.0,
+            cost_source="free", reasoning_tokens=7, tag="bugs"),
+        row(leg_id="w1-c", model="mystery/x", provider="mystery", cost_usd=None,
+            cost_source="unknown", cached_tokens=50, tag="bugs"),
+        row(ts=T0 + timedelta(days=1), wave_id="w2", leg_id="w2-a", status="error",
+            reason="rate_limited: slow down", input_tokens=0, output_tokens=0, cost_usd=0.02),
+        row(ts=T0 + timedelta(days=1), wave_id="w2", leg_id="w2-b", kind="chair",
+            status="refused", input_tokens=0, output_tokens=0, cost_usd=None,
+            cost_source="unknown", run_id="council-1"),
+    ])
+    return ledger
+
+
+def test_default_location_is_orch_home(home, ledger):
+    assert (home / "ledger.db").exists()
+    assert ledger.location.endswith("ledger.db")
+
+
+def test_ledger_url_env_wins(tmp_path, home, monkeypatch):
+    target = tmp_path / "team" / "shared.db"
+    monkeypatch.setenv("ORCH_LEDGER_URL", f"sqlite:///{target}")
+    Ledger().append(row())
+    assert target.exists()
+    assert not (home / "ledger.db").exists()
+
+
+def test_wal_mode_is_on(home, ledger):
+    ledger.append(row())
+    with sqlite3.connect(home / "ledger.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with ledger.engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert raw.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+        assert raw.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+
+
+def test_append_fills_defaults_and_reads_back_utc(ledger):
+    ledger.append({"wave_id": "w", "leg_id": "w-a", "kind": "leg", "model": "a/b",
+                   "provider": "a", "status": "aborted"})
+    (got,) = ledger.rows()
+    assert got["ts"].tzinfo is not None and got["ts"].utcoffset() == timedelta(0)
+    assert abs(got["ts"] - datetime.now(UTC)) < timedelta(minutes=1)
+    assert (got["input_tokens"], got["output_tokens"], got["cost_usd"], got["cost_source"]) == (
+        0, 0, None, "unknown")
+
+
+def test_append_rejects_caller_bugs(ledger):
+    with pytest.raises(ValueError, match="unknown fields: api_key"):
+        ledger.append(row(api_key="sk-nope"))
+    with pytest.raises(ValueError, match="missing: status"):
+        ledger.append({k: v for k, v in row().items() if k != "status"})
+    assert ledger.rows() == []
+
+
+def test_rows_filters(filled):
+    assert [r["leg_id"] for r in filled.rows()] == ["w1-a", "w1-b", "w1-c", "w2-a", "w2-b"]
+    assert [r["leg_id"] for r in filled.rows(wave_id="w2")] == ["w2-a", "w2-b"]
+    assert [r["leg_id"] for r in filled.rows(run_id="council-1")] == ["w2-b"]
+    assert [r["leg_id"] for r in filled.rows(since=T0 + timedelta(hours=1))] == ["w2-a", "w2-b"]
+
+
+def test_rollup_totals_floor_and_failed_cost(filled):
+    data = filled.rollup()
+    assert data == {"legs": 5, "total_cost_usd": 0.03, "unknown_cost_legs": 2,
+                    "failed_cost_usd": 0.02, "groups": []}
+
+
+def test_since_is_inclusive_and_naive_means_utc(filled):
+    assert filled.rollup(since=T0 + timedelta(days=1))["legs"] == 2
+    assert filled.rollup(since=datetime(2025, 3, 2, 12, 0))["legs"] == 2
+    assert filled.rollup(since=datetime(2025, 3, 2, 12, 0, 1))["legs"] == 0
+    assert filled.rollup(since=T0 - timedelta(seconds=1))["legs"] == 5
+
+
+def test_empty_ledger_rollup(ledger):
+    assert ledger.rollup(group_by="model") == {"legs": 0, "total_cost_usd": 0.0,
+                                               "unknown_cost_legs": 0, "failed_cost_usd": 0.0,
+                                               "groups": []}
+
+
+def by_key(data):
+    return {g["key"]: g for g in data["groups"]}
+
+
+def test_group_by_model(filled):
+    groups = by_key(filled.rollup(group_by="model"))
+    assert set(groups) == {"openai/gpt-4o-mini", "myvllm/qwen3-8b", "mystery/x"}
+    gpt = groups["openai/gpt-4o-mini"]
+    assert gpt == {"key": "openai/gpt-4o-mini", "legs": 3, "input_tokens": 100,
+                   "output_tokens": 10, "reasoning_tokens": 0, "cached_tokens": 0,
+                   "cost_usd": 0.03, "unknown_cost_legs": 1, "failed_legs": 2}
+    assert groups["mystery/x"]["cost_usd"] == 0.0
+    assert groups["mystery/x"]["unknown_cost_legs"] == 1
+    assert groups["mystery/x"]["cached_tokens"] == 50
+    assert groups["myvllm/qwen3-8b"]["reasoning_tokens"] == 7
+
+
+def test_group_by_day_is_chronological_utc_dates(filled):
+    data = filled.rollup(group_by="day")
+    assert [(g["key"], g["legs"]) for g in data["groups"]] == [("2025-03-01", 3),
+                                                               ("2025-03-02", 2)]
+
+
+def test_group_by_wave_tag_status(filled):
+    waves = by_key(filled.rollup(group_by="wave"))
+    assert (waves["w1"]["legs"], waves["w2"]["failed_legs"], waves["w2"]["cost_usd"]) == (3, 2, 0.02)
+    tags = by_key(filled.rollup(group_by="tag"))
+    assert (tags["bugs"]["legs"], tags[None]["legs"]) == (2, 3)
+    statuses = by_key(filled.rollup(group_by="status"))
+    assert {k: g["legs"] for k, g in statuses.items()} == {"complete": 3, "error": 1, "refused": 1}
+    assert statuses["complete"]["failed_legs"] == 0 and statuses["error"]["failed_legs"] == 1
+
+
+@pytest.mark.parametrize("group_by", GROUP_BY)
+def test_groups_add_up_to_totals(filled, group_by):
+    data = filled.rollup(group_by=group_by)
+    assert sum(g["legs"] for g in data["groups"]) == data["legs"]
+    assert sum(g["unknown_cost_legs"] for g in data["groups"]) == data["unknown_cost_legs"]
+    assert round(sum(g["cost_usd"] for g in data["groups"]), 10) == data["total_cost_usd"]
+
+
+def test_bad_group_by(filled):
+    with pytest.raises(OrchError, match="model, day, wave, tag, status"):
+        filled.rollup(group_by="colour")
+
+
+NOW = datetime(2025, 3, 10, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("7d", NOW - timedelta(days=7)),
+    ("24h", NOW - timedelta(hours=24)),
+    ("30m", NOW - timedelta(minutes=30)),
+    ("2w", NOW - timedelta(weeks=2)),
+    (" 3D ", NOW - timedelta(days=3)),
+    ("2025-03-01", datetime(2025, 3, 1, tzinfo=UTC)),
+    ("2025-03-01T09:30", datetime(2025, 3, 1, 9, 30, tzinfo=UTC)),
+    ("2025-03-01T09:30:00Z", datetime(2025, 3, 1, 9, 30, tzinfo=UTC)),
+    ("2025-03-01T11:30+02:00", datetime(2025, 3, 1, 9, 30, tzinfo=UTC)),
+])
+def test_parse_since(text, expected):
+    assert parse_since(text, now=NOW) == expected
+
+
+@pytest.mark.parametrize("text", ["", "7", "d", "-7d", "7 days", "1y", "yesterday", "2025-13-01"])
+def test_parse_since_rejects(text):
+    with pytest.raises(OrchError) as info:
+        parse_since(text)
+    assert "30m, 24h, 7d, 2w" in str(info.value) and "ISO" in str(info.value)
+
+
+def test_unopenable_ledgers_are_one_line_errors(tmp_path, monkeypatch):
+    bad = tmp_path / "not-a-db.db"
+    bad.write_text("this is not sqlite\n" * 100)
+    with pytest.raises(OrchError, match="cannot open spend ledger"):
+        Ledger(f"sqlite:///{bad}")
+    with pytest.raises(OrchError, match="not a SQLAlchemy URL"):
+        Ledger("not a url")
+
+
+def test_password_never_shown(monkeypatch):
+    monkeypatch.setenv("ORCH_LEDGER_URL", "nosuchdb+nodriver://me:hunter2@db.example/orch")
+    with pytest.raises(OrchError) as info:
+        Ledger()
+    assert "hunter2" not in str(info.value)
+
+
+def test_losing_the_table_creation_race_is_harmless(tmp_path, monkeypatch):
+    from orchestrator import ledger as ledger_mod
+
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    engine = Ledger(url).engine
+    Ledger(url).append(row())
+    # A process that checked before the winner created the table then runs CREATE TABLE anyway.
+    monkeypatch.setattr(engine.dialect, "has_table", lambda *a, **k: False)
+    monkeypatch.setattr(engine.dialect, "has_index", lambda *a, **k: False)
+    ledger_mod._create_schema(engine)
+    assert len(Ledger(url).rows()) == 1
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from orchestrator.ledger import Ledger
+go, n = Path(sys.argv[1]), sys.argv[2]
+(go.parent / f"ready-{n}").touch()
+while not go.exists():
+    time.sleep(0.005)
+ledger = Ledger()
+for i in range(50):
+    ledger.append({"wave_id": "w-" + n, "leg_id": f"{n}-{i}", "kind": "leg",
+                   "model": "m/x", "provider": "m", "status": "complete",
+                   "input_tokens": 1, "cost_usd": 0.001, "cost_source": "declared"})
+"""
+
+
+def test_four_processes_lose_no_row(home, tmp_path):
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(go), str(n)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n in range(4)]
+    # Let every writer finish its slow imports, then release them all at once.
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err
+    ledger = Ledger()  # the file did not exist before the writers raced to create it
+    rows = ledger.rows()
+    assert len(rows) == 200
+    assert {r["leg_id"] for r in rows} == {f"{n}-{i}" for n in range(4) for i in range(50)}
+    data = ledger.rollup(group_by="wave")
+    assert data["legs"] == 200 and data["total_cost_usd"] == 0.2
+    assert {g["key"]: g["legs"] for g in data["groups"]} == {f"w-{n}": 50 for n in range(4)}
