@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import re
 
-_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
+# Variables named like API_KEY, OPENAI_API_KEY, HF_TOKEN, DB_PASSWORD (not KEYBOARD_LAYOUT).
+_SECRET_NAME = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", re.I)
 _KEY_SHAPE = re.compile(r"\b(sk|pk|rk|ak)-[A-Za-z0-9_\-]{8,}\b")
 
 
 def secret_values() -> list[str]:
     """Values of environment variables whose names say they hold a secret (longest first)."""
-    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 6}
+    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8}
     return sorted(values, key=len, reverse=True)
 
 

@@ -1,4 +1,7 @@
-"""Files on disk: atomic JSON writes and append-only JSONL, so a killed process leaves valid files."""
+"""Files on disk: atomic JSON writes and append-only JSONL, so a killed process leaves valid files.
+
+Everything passes through :func:`orchestrator.secrets.scrub` on the way: no artifact ever
+holds a key value, even one a user pasted into a briefing."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from orchestrator.secrets import scrub
+
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON next to ``path`` and rename it into place: readers never see half a file."""
@@ -15,8 +20,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, default=str)
-            fh.write("\n")
+            fh.write(scrub(json.dumps(data, indent=2, default=str)) + "\n")
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -29,7 +33,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def append_jsonl(path: Path, record: Any) -> None:
     """Append one JSON line; each line is complete on its own."""
     with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record, default=str) + "\n")
+        fh.write(scrub(json.dumps(record, default=str)) + "\n")
 
 
 def read_json(path: Path) -> Any:
