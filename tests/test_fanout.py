@@ -197,3 +197,33 @@ def test_status_rebuilds_a_wave_from_its_legs(orch, scripted_server, orch_home):
     doc = json.loads(result.stdout)
     assert doc["rebuilt"] is True and doc["status"] == "partial"
     assert [leg["status"] for leg in doc["legs"]] == ["complete", "aborted"]
+
+
+def test_a_hanging_leg_times_out_alone_and_a_dropped_one_is_named(orch, scripted_server):
+    orch.provider()
+    scripted_server.script("ok", Reply(text="fine"))
+    scripted_server.script("hang", Reply(hang=True))
+    scripted_server.script("drop", Reply(drop=True))
+    result = fanout("-m", "scripted/ok,scripted/hang,scripted/drop", "-p", "x",
+                    "--timeout", "0.03", "--json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 2 and doc["status"] == "partial"
+    ok, hang, drop = doc["legs"]
+    assert ok["status"] == "complete"
+    assert hang["status"] == "error" and hang["reason"].startswith("timeout")
+    assert drop["status"] == "error" and drop["reason"].startswith("connection")
+
+
+def test_a_ledger_that_cannot_be_written_never_fails_the_run(orch, scripted_server, orch_home,
+                                                              monkeypatch):
+    orch.provider()
+    blocker = orch_home / "not-a-dir"
+    blocker.write_text("a file where a directory should be")
+    monkeypatch.setenv("ORCH_LEDGER_URL", f"sqlite:///{blocker}/ledger.db")
+    result = fanout("-m", "scripted/a,scripted/b", "-p", "x", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["status"] == "complete" and len(doc["ledger_errors"]) == 2
+    assert result.stderr.count("spend ledger could not record") == 1
+    wave = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
+    assert len(wave["ledger_errors"]) == 2

@@ -26,7 +26,9 @@ def env_for(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def test_sigint_marks_running_legs_aborted_and_exits_130(orch, scripted_server, orch_home):
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_marks_running_legs_aborted_and_exits_128_plus_n(
+        orch, scripted_server, orch_home, signum, code):
     orch.provider()
     scripted_server.script("quick", Reply(text="done early"))
     scripted_server.script("slow", Reply(text="never", latency=60))
@@ -38,11 +40,11 @@ def test_sigint_marks_running_legs_aborted_and_exits_130(orch, scripted_server, 
         time.sleep(0.1)
     assert scripted_server.count("slow") == 1
     time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     doc = json.loads(out)
-    assert doc["status"] == "partial" and doc["exit_code"] == 130
+    assert doc["status"] == "partial" and doc["exit_code"] == code
     statuses = {leg["model"]: leg["status"] for leg in doc["legs"]}
     assert statuses == {"scripted/quick": "complete", "scripted/slow": "aborted"}
     wave = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
