@@ -1,0 +1,174 @@
+"""Keeping the workspace tools inside the workspace root.
+
+Every path a model sends is resolved the way the operating system would (symlinks followed,
+``..`` applied after them) and the *resolved* path is what gets opened, so nothing outside
+the root can be read whatever the spelling. Each refusal is a :class:`Refused` whose message
+tells the model what to send instead.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+# Directories the recursive tools (grep, glob) do not descend into: version control and caches
+# are noise for a reviewer and can be huge. ``list`` still shows them.
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv",
+                       ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
+BINARY_SNIFF_BYTES = 8192
+
+
+class Refused(Exception):  # noqa: N818 - a refusal the model reads, not a crash
+    """A path or file the tools will not touch; ``str()`` is the message for the model."""
+
+
+def kind(mode: int) -> str:
+    for test, name in ((stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISFIFO, "named pipe"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+class Workspace:
+    """The root the tools may read, and the checks every path passes before it is opened."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = os.path.realpath(root)
+
+    def inside(self, real: str) -> bool:
+        return os.path.commonpath([self.root, real]) == self.root
+
+    def rel(self, real: str) -> str:
+        """How a resolved path is shown to the model: relative to the root, '/'-separated."""
+        rel = os.path.relpath(real, self.root)
+        return "." if rel == "." else rel.replace(os.sep, "/")
+
+    def resolve(self, raw: object, *, want: str | None = None) -> str:
+        """The real path ``raw`` names inside the root, or :class:`Refused`.
+
+        ``want`` is ``"file"`` (a regular file), ``"dir"`` or None (either)."""
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            raw = "."
+        if not isinstance(raw, str):
+            raise Refused(f"path must be a string, got {type(raw).__name__}; "
+                          "send e.g. \"src/app.py\"")
+        if "\x00" in raw:
+            raise Refused("path contains a NUL byte; send a plain relative path like "
+                          "\"src/app.py\"")
+        if raw.startswith("~"):
+            raise Refused(f"{raw!r}: '~' is not expanded here; paths are relative to the "
+                          "workspace root, e.g. \"src/app.py\"")
+        joined = os.path.join(self.root, raw)  # an absolute raw replaces the root
+        if not self.inside(os.path.normpath(joined)):
+            if os.path.isabs(raw):
+                raise Refused(f"{raw!r} is outside the workspace root; send a path relative "
+                              "to the root instead (list(path=\".\") shows what is there)")
+            raise Refused(f"{raw!r} climbs out of the workspace root with '..'; only files "
+                          "under the root can be read (list(path=\".\") shows what is there)")
+        real = os.path.realpath(joined)
+        if not self.inside(real):
+            raise Refused(f"{raw!r} goes through a symlink that leads outside the workspace "
+                          "root; it cannot be read. Pick another path under the root.")
+        try:
+            st = os.stat(real)
+        except FileNotFoundError:
+            raise Refused(f"no such file or directory: {self.rel(real)!r}; "
+                          f"list(path={self._existing_parent(real)!r}) shows what is "
+                          "there") from None
+        except OSError as exc:
+            raise Refused(f"{self.rel(real)!r} cannot be opened ({exc.strerror})") from None
+        if want == "dir" and not stat.S_ISDIR(st.st_mode):
+            raise Refused(f"{self.rel(real)!r} is not a directory; use read(path=...) for "
+                          "a file")
+        if want == "file":
+            if stat.S_ISDIR(st.st_mode):
+                raise Refused(f"{self.rel(real)!r} is a directory; use list(path="
+                              f"{self.rel(real)!r}) to see its files, then read one of them")
+            if not stat.S_ISREG(st.st_mode):
+                raise Refused(f"{self.rel(real)!r} is a {kind(st.st_mode)}, not a regular "
+                              "file; only text files can be read")
+        elif not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            raise Refused(f"{self.rel(real)!r} is a {kind(st.st_mode)}; only files and "
+                          "directories can be used")
+        return real
+
+    def _existing_parent(self, real: str) -> str:
+        parent = os.path.dirname(real)
+        while parent != self.root and not os.path.isdir(parent) and self.inside(parent):
+            parent = os.path.dirname(parent)
+        return self.rel(parent) if self.inside(parent) else "."
+
+    def check_text(self, real: str) -> None:
+        """Refuse a binary file (NUL bytes near its start): its bytes mean nothing as text."""
+        with open(real, "rb") as fh:
+            head = fh.read(BINARY_SNIFF_BYTES)
+        if b"\x00" in head:
+            raise Refused(f"{self.rel(real)!r} is a binary file; only text files can be read. "
+                          "Look for its source or a text file that describes it.")
+
+    def walk(self, start: str) -> Iterator[tuple[str, bool]]:
+        """(real path, is_dir) under ``start`` in sorted order, never leaving the root:
+        symlinks are not followed into directories, SKIP_DIRS are not entered."""
+        if os.path.isfile(start):
+            yield start, False
+            return
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            for d in dirnames:
+                yield os.path.join(dirpath, d), True
+            for f in sorted(filenames):
+                yield os.path.join(dirpath, f), False
+
+    def readable(self, path: str) -> tuple[str | None, str | None]:
+        """(real path, None) for a walked file the tools may open — a regular file whose real
+        location is inside the root — else (None, why not)."""
+        real = os.path.realpath(path)
+        if not self.inside(real):
+            return None, "links leading outside the root"
+        try:
+            mode = os.stat(real).st_mode
+        except OSError:
+            return None, "unreadable"
+        return (real, None) if stat.S_ISREG(mode) else (None, "devices, pipes or sockets")
+
+
+def glob_regex(pattern: str) -> str:
+    """A shell glob as a regular expression over '/'-separated relative paths.
+
+    ``**`` spans directories, ``*`` and ``?`` stay within one, ``[...]`` is a character class.
+    (Python 3.11 has no ``glob.translate``; ``fnmatch`` lets ``*`` cross ``/``.)"""
+    import re
+
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "]") else i + 1)
+            if j == -1:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pattern[i + 1:j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out) + r"\Z"
