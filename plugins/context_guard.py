@@ -1,0 +1,164 @@
+"""The context window: never send a request that cannot answer, never let one be rejected.
+
+- **Starvation.** When the window leaves less than the floor of room (window - estimate -
+  a 4,096-token margin <= 1) the request is refused, never sent, with one line:
+  ``output starvation: refused (<model>): context estimate E, window W, output budget B``.
+- **Overrun.** When estimate + reservation passes the window, the reservation is *fitted*
+  instead of letting the provider reject the whole request. The estimate anchors on the
+  prompt size the provider reported for the last answer (``usage.input_tokens``) plus an
+  inflated estimate (x2.0) of everything after it; the fit is window - estimate - margin,
+  never above what was asked, and a thinking budget sharing the ceiling is lowered with it.
+  Below a 1,024-token answer it refuses (``OUTPUT_OVERRUN``) - but only with an anchor: on
+  its own guess alone it fits when there is room and otherwise stays silent.
+- **OUTPUT_LENGTH.** An answer that stopped at the reservation with no text ends the leg
+  ``error`` (``OUTPUT_LENGTH: ...``); with text, the leg completes ``truncated: true`` and a
+  Note says so. Checked at ``step_end``, after every ``after_response`` plugin had its say
+  and the response was billed and logged.
+
+Settings: ``plugin_config.context_guard`` ``margin``, ``inflation``, ``min_answer``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from orchestrator.catalog import model_info
+from orchestrator.errors import LegError, Refusal
+from orchestrator.estimate import estimate_messages
+from orchestrator.hookspecs import hookimpl
+
+NAME = "context_guard"
+MARGIN = 4096
+INFLATION = 2.0
+MIN_ANSWER = 1024
+MIN_THINKING = 1024  # Anthropic's smallest thinking budget: below it, thinking is dropped
+
+
+def _settings(leg) -> tuple[int, float, int]:
+    cfg = leg.plugin_config(NAME)
+    return (int(cfg.get("margin", MARGIN)), float(cfg.get("inflation", INFLATION)),
+            int(cfg.get("min_answer", MIN_ANSWER)))
+
+
+def _window(leg) -> int | None:
+    declared = leg.config.providers.get(leg.model.provider) if leg.model.declared else None
+    return model_info(leg.model, declared).context_window
+
+
+def _reservation(params: dict) -> int | None:
+    value = params.get("max_tokens") or params.get("max_completion_tokens")
+    return int(value) if value else None
+
+
+def _thinking(params: dict) -> int | None:
+    thinking = params.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        return int(thinking.get("budget_tokens") or 0) or None
+    return None
+
+
+def context_estimate(leg, request, inflation: float) -> tuple[int, int | None]:
+    """(estimate, anchor): the provider's last reported prompt size plus an inflated
+    estimate of what came after it, or (own estimate, None) before any answer."""
+    model = leg.model.litellm_model
+    anchor = leg.state.get(NAME, {}).get("anchor")
+    if anchor:
+        reported, prefix = anchor
+        n = len(prefix)
+        if len(request.messages) >= n and request.messages[:n] == prefix:
+            tail = estimate_messages(request.messages[n:], model=model)
+            return reported + math.ceil(inflation * tail), reported
+    return estimate_messages(request.messages, request.tools, model=model), None
+
+
+@hookimpl(wrapper=True, trylast=True)
+def before_request(leg, request):
+    """A wrapper: it sees the request after every other plugin changed it."""
+    final = yield
+    return guard(leg, final)
+
+
+def guard(leg, request):
+    window = _window(leg)
+    if not window:
+        return None  # no known window: nothing to guard
+    margin, inflation, min_answer = _settings(leg)
+    estimate, anchor = context_estimate(leg, request, inflation)
+    budget = _reservation(request.params)
+    thinking = _thinking(request.params)
+    model = leg.model.name
+    if window - estimate - margin <= 1:
+        line = (f"output starvation: refused ({model}): context estimate {estimate}, "
+                f"window {window}, output budget {budget if budget else 'unset'}")
+        leg.notice(line)
+        leg.set("output_starvation", {"step": request.step, "estimate": estimate,
+                                      "window": window, "output_budget": budget})
+        raise Refusal("OUTPUT_STARVATION", line.removeprefix("output starvation: "))
+    if budget is None or estimate + budget <= window:
+        return None
+    fit = min(budget, window - estimate - margin)
+    basis = f" (anchored on {anchor} reported)" if anchor else " (estimated)"
+    if fit < min_answer:
+        if anchor is None:
+            return None  # never refuse on its own guess: the provider may still take it
+        line = (f"output overrun: refused ({model}): room for {fit} tokens is below the "
+                f"{min_answer}-token minimum answer; window {window}, context estimate "
+                f"{estimate}{basis}, output budget {budget}"
+                + (f", thinking budget {thinking}" if thinking else ""))
+        leg.notice(line)
+        raise Refusal("OUTPUT_OVERRUN", line.removeprefix("output overrun: "))
+    params = dict(request.params)
+    params.pop("max_completion_tokens", None)
+    params["max_tokens"] = fit
+    thinking_fit = None
+    if thinking:
+        thinking_fit = min(thinking, max(0, fit - min_answer))
+        if thinking_fit < MIN_THINKING:
+            params.pop("thinking", None)
+            thinking_fit = 0
+        else:
+            params["thinking"] = {**params["thinking"], "budget_tokens": thinking_fit}
+    _note_fit(leg, request.step, window, estimate, basis, budget, fit, thinking, thinking_fit)
+    return request.evolve(params=params)
+
+
+def _note_fit(leg, step, window, estimate, basis, budget, fit, thinking, thinking_fit) -> None:
+    state = leg.state.setdefault(NAME, {})
+    fits = state.setdefault("fits", [])
+    fits.append({"step": step, "window": window, "estimate": estimate, "output_budget": budget,
+                 "fit": fit, "thinking_budget": thinking, "thinking_fit": thinking_fit})
+    leg.set("output_fits", fits)
+    if state.get("noticed_step") == step:
+        return  # one notice per leg step
+    state["noticed_step"] = step
+    think = (f", thinking budget {thinking} -> {thinking_fit or 'dropped'}" if thinking else "")
+    leg.notice(f"output overrun: fitted ({leg.model.name}) at step {step}: window {window}, "
+               f"context estimate {estimate}{basis}, output budget {budget} -> {fit}{think}")
+
+
+@hookimpl(trylast=True)
+def after_response(leg, request, response):
+    """Anchor the next estimate on what the provider says this prompt was."""
+    if response.usage.input_tokens > 0:
+        leg.state.setdefault(NAME, {})["anchor"] = (response.usage.input_tokens,
+                                                    list(request.messages))
+    return None
+
+
+@hookimpl(trylast=True)
+def step_end(leg, step):
+    response, request = step["response"], step["request"]
+    if response.finish_reason != "length" or response.tool_calls:
+        return
+    budget = _reservation(request.params)
+    in_force = f"{budget} tokens" if budget else "the provider's default"
+    usage = response.usage
+    if not (response.text or "").strip():
+        raise LegError("OUTPUT_LENGTH",
+                       f"{leg.model.name} stopped at the output reservation with no answer: "
+                       f"{usage.reasoning_tokens} reasoning and {usage.output_tokens} output "
+                       f"tokens against a budget of {in_force}; raise --output-budget or "
+                       "lower --thinking")
+    leg.set("truncated", True)
+    leg.notice(f"answer truncated: {leg.model.name} stopped at the output reservation "
+               f"({in_force}, {usage.output_tokens} output tokens) at step {step['step']}")

@@ -1,0 +1,127 @@
+"""Turn budgets: a leg with a token or time budget never ends empty-handed.
+
+``--leg-tokens N`` / ``--leg-seconds S`` (or ``plugin_config.turn_budget.tokens`` /
+``seconds``). Tokens are the provider's counts, with cached input at a tenth (it is billed
+and processed at about that). At 50 %, 75 % and 90 % a short note is appended at the *end*
+of the conversation - nothing earlier changes, so prompt caches stay valid. At 95 %, at the
+cap, or when one more step plus a summary would not fit, one final request goes out with no
+tools asking for what was found, the state of the work and what remains; the leg ends with
+that text, ``stopped: "budget"`` and ``finished: false``, and the wave exits 2.
+"""
+
+from __future__ import annotations
+
+import time
+
+from orchestrator.hookspecs import hookimpl
+
+NAME = "turn_budget"
+FINAL_AT = 0.95
+NOTES = (
+    (0.50, "Budget note: half of the budget for this task is spent. Stop broad exploration; "
+           "work from what you have found so far."),
+    (0.75, "Budget note: three quarters of the budget for this task is spent. Produce the "
+           "result now."),
+    (0.90, "Budget note: 90% of the budget for this task is spent. Your next reply must be "
+           "the result."),
+)
+FINAL_REQUEST = (
+    "The budget for this task is spent and no tools are available any more. Reply now, "
+    "without tools, with: what you found, the state of the work, and what remains to be done."
+)
+
+
+def limits(leg) -> tuple[int | None, float | None]:
+    cfg = leg.plugin_config(NAME)
+    tokens = leg.options.get("leg_tokens") or cfg.get("tokens")
+    seconds = leg.options.get("leg_seconds") or cfg.get("seconds")
+    return (int(tokens) if tokens else None, float(seconds) if seconds else None)
+
+
+def step_tokens(usage) -> float:
+    """What a step cost against the budget: cached input at a tenth."""
+    cached = min(usage.cached_tokens, usage.input_tokens)
+    return usage.input_tokens - cached + cached / 10 + usage.output_tokens
+
+
+def _state(leg) -> dict:
+    return leg.state.setdefault(NAME, {"t0": time.monotonic(), "used": 0.0, "last": 0.0,
+                                       "last_s": 0.0, "t_step": None, "notes": []})
+
+
+@hookimpl(trylast=True)
+def leg_start(leg):
+    if any(limits(leg)):
+        _state(leg)
+
+
+@hookimpl(trylast=True)
+def step_end(leg, step):
+    tokens, seconds = limits(leg)
+    if not (tokens or seconds):
+        return
+    st = _state(leg)
+    now = time.monotonic()
+    cost = step_tokens(step["response"].usage)
+    st["used"] += cost
+    st["last"] = cost
+    st["last_s"] = now - (st["t_step"] or st["t0"])
+    st["t_step"] = now
+    _record(leg, st, tokens, seconds)
+
+
+def _record(leg, st: dict, tokens: int | None, seconds: float | None) -> None:
+    leg.set(NAME, {"tokens": tokens, "seconds": seconds, "used_tokens": round(st["used"]),
+                   "used_seconds": round(time.monotonic() - st["t0"], 3),
+                   "notes": [int(level * 100) for level in st["notes"]]})
+
+
+def spent(st: dict, tokens: int | None, seconds: float | None) -> tuple[float, bool]:
+    """(fraction of the budget spent, whether one more step plus a summary would not fit)."""
+    elapsed = time.monotonic() - st["t0"]
+    fraction, tight = 0.0, False
+    if tokens:
+        fraction = st["used"] / tokens
+        tight = st["used"] + 2 * st["last"] > tokens
+    if seconds:
+        fraction = max(fraction, elapsed / seconds)
+        tight = tight or elapsed + 2 * st["last_s"] > seconds
+    return fraction, tight
+
+
+@hookimpl(trylast=True)
+def before_request(leg, request):
+    tokens, seconds = limits(leg)
+    if not (tokens or seconds) or not request.tools or request.step == 1:
+        return None  # no budget, or already a final (tool-less) request, or nothing spent
+    st = _state(leg)
+    fraction, tight = spent(st, tokens, seconds)
+    if fraction >= FINAL_AT or tight:
+        why = "one more step and a summary would not fit" if fraction < FINAL_AT else \
+            f"{fraction:.0%} of it is spent"
+        leg.set("stopped", "budget")
+        leg.set("finished", False)
+        _record(leg, st, tokens, seconds)
+        leg.notice(f"turn budget: {why} ({_spend(st, tokens, seconds)}); asked "
+                   f"{leg.model.name} for its result without tools at step {request.step}")
+        return request.evolve(tools=None, messages=[
+            *request.messages, {"role": "user", "content": FINAL_REQUEST}])
+    due = [(level, text) for level, text in NOTES if fraction >= level
+           and level not in st["notes"]]
+    if not due:
+        return None
+    level, text = due[-1]  # past two marks in one step: the latest note says it all
+    st["notes"].extend(lv for lv, _ in due)
+    _record(leg, st, tokens, seconds)
+    leg.notice(f"turn budget: {int(level * 100)}% spent ({_spend(st, tokens, seconds)}); "
+               f"note appended at step {request.step}")
+    return request.evolve(messages=[*request.messages, {"role": "user", "content": text}])
+
+
+def _spend(st: dict, tokens: int | None, seconds: float | None) -> str:
+    parts = []
+    if tokens:
+        parts.append(f"{round(st['used']):,} of {tokens:,} tokens")
+    if seconds:
+        parts.append(f"{time.monotonic() - st['t0']:.1f} of {seconds:g} s")
+    return ", ".join(parts)
