@@ -1,0 +1,185 @@
+"""``orch server start|stop|status`` and ``orch local add|list|remove``: the one local model
+server every orch process shares, and the GGUF files it serves."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from orchestrator.cli.common import print_json
+from orchestrator.errors import OrchError
+
+
+def _settings():
+    from orchestrator import runtime
+    from orchestrator.local.settings import LocalSettings
+
+    return LocalSettings.from_config(runtime.config())
+
+
+@click.group()
+def server() -> None:
+    """The local model server: started on first use of a local/... model, shared by every
+    orch process of this user, stopped after `local.idle_minutes` (default 15) unused.
+
+    \b
+    Examples:
+      orch server start          # start it now (e.g. before timing a wave)
+      orch server status --json
+      orch server stop
+    """
+
+
+@server.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the server's state as JSON.")
+def start(as_json):
+    """Start the server (or find it running), with every configured model."""
+    from orchestrator.local.manager import ensure
+
+    t0 = time.monotonic()
+    state, started = ensure(_settings(), retry_failed=True)
+    elapsed = time.monotonic() - t0
+    if as_json:
+        print_json({**state, "started": started, "start_s": round(elapsed, 3)})
+        return
+    verb = f"started in {elapsed:.1f} s" if started else "already running"
+    click.echo(f"local server {verb}: {state['url']} · pid {state['server_pid']} · "
+               f"models: {', '.join(state['models'])}")
+
+
+@server.command()
+@click.option("--json", "as_json", is_flag=True, help="Print what was stopped as JSON.")
+def stop(as_json):
+    """Stop the server and its supervisor (legs in flight end with a connection error)."""
+    from orchestrator.local.manager import stop as stop_server
+
+    state = stop_server()
+    if as_json:
+        print_json({"stopped": state is not None, "pid": (state or {}).get("server_pid"),
+                    "port": (state or {}).get("port")})
+        return
+    if state is None:
+        click.echo("no local server is running")
+    else:
+        click.echo(f"stopped the local server (pid {state.get('server_pid')}, port "
+                   f"{state.get('port')})")
+
+
+@server.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the state and health as JSON.")
+def status(as_json):
+    """Is the server running, on which port, serving what, restarted how often."""
+    from orchestrator.local.manager import status as server_status
+
+    doc = server_status()
+    if as_json:
+        print_json(doc)
+        return
+    if doc["status"] == "stopped" and "pid" not in doc:
+        click.echo("local server: stopped (the next local/... model use starts it)")
+        return
+    click.echo(f"local server: {doc['status']}" + (f" ({doc['note']})" if doc.get("note") else ""))
+    if doc.get("error"):
+        click.echo(f"  error: {doc['error']}")
+    click.echo(f"  url: {doc.get('url')}  pid: {doc.get('server_pid')}  "
+               f"supervisor: {doc.get('pid')}")
+    click.echo(f"  models: {', '.join(doc.get('served') or doc.get('models') or [])}")
+    idle = doc.get("idle_s") or 0
+    click.echo(f"  started: {doc.get('started_at')}  restarts: {doc.get('restarts', 0)}  "
+               f"idle stop: {f'{idle / 60:g} min' if idle else 'off'}  "
+               f"last used: {doc.get('last_used_s_ago')} s ago")
+    click.echo(f"  log: {doc.get('log')}")
+
+
+@click.group()
+def local() -> None:
+    """GGUF models the local server serves, each as local/ALIAS (the built-in is
+    local/gemma3-270m).
+
+    \b
+    Examples:
+      orch local add ~/models/qwen2.5-0.5b-q4.gguf --alias qwen0.5b
+      orch fanout -m local/gemma3-270m,local/qwen0.5b -p "..."
+      orch local list
+    """
+
+
+@local.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--alias", required=True, help="The model's name: it is used as local/ALIAS.")
+@click.option("--chat-format", metavar="NAME",
+              help="llama.cpp chat format (default: the GGUF's own template); 'orch-plain' "
+                   "hands a base model the conversation as plain text to continue.")
+def add(path, alias, chat_format):
+    """Serve the GGUF file PATH as local/ALIAS; its sha256 is pinned now and checked at
+    every server start."""
+    from orchestrator import runtime
+    from orchestrator.local import model as lm
+    from orchestrator.local.state import read_state
+
+    lm.check_alias(alias)
+    path = path.expanduser().resolve()
+    if not path.is_file():
+        raise OrchError(f"{path} does not exist; pass the path of a .gguf file")
+    if not lm.is_gguf(path):
+        raise OrchError(f"{path} is not a GGUF file (it does not start with 'GGUF'); "
+                        "llama.cpp serves GGUF models only")
+    digest = lm.sha256_file(path)
+    cfg = runtime.config()
+    section = cfg.data.setdefault("local", {})
+    entry = {"path": str(path), "sha256": digest}
+    if chat_format:
+        entry["chat_format"] = chat_format
+    section.setdefault("models", {})[alias] = entry
+    cfg.save()
+    runtime.config.cache_clear()
+    replaced = " (replacing the built-in)" if alias == lm.BUILTIN_ALIAS else ""
+    click.echo(f"added local/{alias}{replaced}: {path} · sha256 {digest[:12]}…")
+    state = read_state()
+    if state is not None and alias not in state.get("models", []):
+        click.echo("the running local server does not serve it yet: `orch server stop`, and "
+                   "the next use starts it with every model")
+
+
+@local.command(name="remove")
+@click.argument("alias")
+def remove(alias):
+    """Stop serving local/ALIAS (the file itself is left alone)."""
+    from orchestrator import runtime
+
+    cfg = runtime.config()
+    models = (cfg.data.get("local") or {}).get("models") or {}
+    if alias not in models:
+        known = ", ".join(sorted(models)) or "none added"
+        raise OrchError(f"no added local model {alias!r} (added: {known})")
+    del models[alias]
+    cfg.save()
+    runtime.config.cache_clear()
+    click.echo(f"removed local/{alias}")
+
+
+@local.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print the models as JSON.")
+def list_models(as_json):
+    """Every local model: alias, file, whether it is on disk, whether the server serves it."""
+    from orchestrator.local.model import catalogue
+    from orchestrator.local.state import read_state
+
+    state = read_state() or {}
+    served = set(state.get("models") or []) if state.get("status") == "running" else set()
+    rows = []
+    for model in catalogue(_settings().models).values():
+        on_disk = model.path.is_file()
+        rows.append({**model.to_dict(), "on_disk": on_disk,
+                     "size_mb": round(model.path.stat().st_size / 1e6, 1) if on_disk else None,
+                     "served": model.alias in served})
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        where = f"{row['size_mb']} MB" if row["on_disk"] else (
+            "assembled on first use" if row["builtin"] else "MISSING")
+        tags = [t for t, on in (("built-in", row["builtin"]), ("served", row["served"])) if on]
+        click.echo(f"{row['model']:<28} {where:<24} {', '.join(tags):<18} {row['path']}")

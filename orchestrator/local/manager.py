@@ -1,0 +1,288 @@
+"""The one local server per machine user: found if running, started if not, stopped on demand.
+
+Every orch process calls :func:`ensure` before it sends a ``local/...`` request. Under the
+server lock it reads the state file, health-checks the server and returns it; if there is
+none it verifies the GGUF files, picks a port, launches the supervisor
+(:mod:`orchestrator.local.supervisor`) and waits until the server answers. Two invocations
+starting at once therefore end with one server: the second waits for the lock and finds the
+first one's server running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import OrchError
+from orchestrator.local import state as st
+from orchestrator.local.model import EXTRA_HINT, LocalModel, catalogue, installed, prepare
+from orchestrator.local.settings import HOST, LocalSettings
+from orchestrator.secrets import _SECRET_NAME
+
+MAX_RESTARTS, WINDOW_S = 3, 300.0  # restarts allowed in the window, then a clear error
+PORT_ATTEMPTS = 3
+IN_USE = "address already in use"
+
+
+class _PortTaken(Exception):
+    """The server could not bind its port (someone took it between our check and its bind)."""
+
+
+def ensure(settings: LocalSettings, need: Collection[str] = (), *,
+           retry_failed: bool = False) -> tuple[dict[str, Any], bool]:
+    """The running server's state (starting it first if needed) and whether this call started
+    it. ``need``: aliases that must be served. ``retry_failed``: start again even if the
+    server failed within the restart window (``orch server start``)."""
+    with st.server_lock(settings.start_timeout_s + 30):
+        st.touch_last_used()
+        state = st.read_state()
+        if state is not None and st.is_supervisor(state.get("pid")):
+            state = _wait_ready(state["pid"], settings.start_timeout_s)
+            _check_served(state, need)
+            return state, False
+        if state is not None:
+            _clear_stale(state, retry_failed)
+        state = _launch(settings)
+        _check_served(state, need)
+        st.touch_last_used()
+        return state, True
+
+
+def status() -> dict[str, Any]:
+    """What ``orch server status`` shows: the state file plus a live health check."""
+    state = st.read_state()
+    if state is None:
+        return {"status": "stopped"}
+    doc = dict(state)
+    alive = st.is_supervisor(state.get("pid"))
+    if not alive and state.get("status") != st.FAILED:
+        doc["status"] = "stopped"
+        doc["note"] = "the supervisor is gone (stale state; the next use starts a new server)"
+    if alive:
+        health, models = st.probe(state["host"], state["port"])
+        doc["health"] = health
+        if models is not None:
+            doc["served"] = models
+    used = st.last_used()
+    doc["last_used_s_ago"] = None if used is None else round(time.time() - used, 1)
+    return doc
+
+
+def stop(timeout_s: float = 15.0) -> dict[str, Any] | None:
+    """Stop the server (and its supervisor); the state it had, or None if none was running."""
+    with st.server_lock(timeout_s + 30):
+        state = st.read_state()
+        if state is None:
+            return None
+        pid = state.get("pid")
+        if st.is_supervisor(pid):
+            os.kill(pid, signal.SIGTERM)
+            if not _wait_gone(pid, timeout_s):
+                os.kill(pid, signal.SIGKILL)
+                _wait_gone(pid, 5)
+        _kill_orphan(state)
+        st.clear_state()
+        return state
+
+
+class Lease:
+    """Keeps the server from stopping for idleness while a wave uses it: touches last-used
+    now and every ``every_s`` until closed (a daemon thread; nothing to clean up on a crash)."""
+
+    def __init__(self, idle_s: float) -> None:
+        self.every_s = max(0.2, min(30.0, idle_s / 3)) if idle_s > 0 else 30.0
+        self._done = threading.Event()
+        st.touch_last_used()
+        self._thread = threading.Thread(target=self._run, name="orch-local-lease", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.every_s):
+            st.touch_last_used()
+
+    def close(self) -> None:
+        self._done.set()
+        st.touch_last_used()
+
+
+# -- starting ------------------------------------------------------------------------------
+def _launch(settings: LocalSettings) -> dict[str, Any]:
+    if settings.server_command is None and not installed("llama_cpp"):
+        raise OrchError(EXTRA_HINT)
+    models = catalogue(settings.models)
+    for model in models.values():
+        prepare(model)
+    for _attempt in range(PORT_ATTEMPTS):
+        port = _pick_port(settings)
+        pid = _spawn(settings, models, port)
+        try:
+            return _wait_ready(pid, settings.start_timeout_s)
+        except _PortTaken:
+            st.clear_state(pid)
+            if settings.port:
+                raise OrchError(_port_message(port)) from None
+    raise OrchError(f"could not find a free port for the local server in {PORT_ATTEMPTS} "
+                    f"tries; set `local.port` in config.json (see {st.log_path()})")
+
+
+def _pick_port(settings: LocalSettings) -> int:
+    if settings.port:
+        if port_in_use(settings.port):
+            raise OrchError(_port_message(settings.port))
+        return settings.port
+    for _ in range(20):
+        port = free_port()
+        if not port_in_use(port):
+            return port
+    raise OrchError("no free port on 127.0.0.1 for the local server; set `local.port`")
+
+
+def _port_message(port: int) -> str:
+    return (f"port {port} on {HOST} is already in use, so the local server cannot listen "
+            "there; set `local.port` in config.json to a free port, or to 0 to let orch pick one")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+def server_argv(settings: LocalSettings, port: int, config_file: Path) -> list[str]:
+    """llama.cpp's OpenAI-compatible server (with orch's plain-text format for base models),
+    or ``local.server_command`` with {python}, {host}, {port} and {config_file} filled in."""
+    if settings.server_command is None:
+        return [sys.executable, "-m", "orchestrator.local.llama_server",
+                "--config_file", str(config_file)]
+    values = {"{python}": sys.executable, "{host}": HOST, "{port}": str(port),
+              "{config_file}": str(config_file)}
+    argv = []
+    for arg in settings.server_command:
+        for key, value in values.items():
+            arg = arg.replace(key, value)
+        argv.append(arg)
+    return argv
+
+
+def server_config(settings: LocalSettings, models: dict[str, LocalModel],
+                  port: int) -> dict[str, Any]:
+    """llama_cpp.server's --config_file: one server, every model by alias (the first loads
+    at start; another alias swaps it in on first use). ``logits_all`` off: with Gemma's 262k
+    vocabulary it would hold n_ctx x vocab floats (2 GB at n_ctx 2048)."""
+    entries = []
+    for alias, model in models.items():
+        entry = {"model": str(model.path), "model_alias": alias, "n_ctx": settings.n_ctx,
+                 "n_threads": settings.n_threads, "n_threads_batch": settings.n_threads,
+                 "logits_all": False, "verbose": False}
+        if model.chat_format:
+            entry["chat_format"] = model.chat_format
+        entries.append(entry)
+    return {"host": HOST, "port": port, "interrupt_requests": False, "models": entries}
+
+
+def _spawn(settings: LocalSettings, models: dict[str, LocalModel], port: int) -> int:
+    """Launch the supervisor in its own session (a Ctrl-C in this terminal must not stop a
+    server other invocations share), with no secrets in its environment."""
+    directory = st.local_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    config_file = directory / "llama-server.json"
+    config_file.write_text(json.dumps(server_config(settings, models, port), indent=2))
+    launch = directory / "launch.json"
+    launch.write_text(json.dumps({
+        "argv": server_argv(settings, port, config_file), "host": HOST, "port": port,
+        "models": list(models), "idle_s": settings.idle_s, "max_restarts": MAX_RESTARTS,
+        "window_s": WINDOW_S, "state": str(st.state_path()), "lock": str(st.lock_path()),
+        "last_used": str(st.last_used_path()), "log": str(st.log_path()),
+    }, indent=2))
+    log = st.log_path()
+    if log.exists() and log.stat().st_size > 4 << 20:
+        log.unlink()
+    env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", st.SUPERVISOR_MODULE, str(launch)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True, env=env)
+    return proc.pid
+
+
+def _wait_ready(pid: int, timeout_s: float) -> dict[str, Any]:
+    """Wait until supervisor ``pid`` reports its server running and it answers (a server that
+    just crashed is being restarted: wait for that too), or say why it will not."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = st.read_state()
+        mine = state if state is not None and state.get("pid") == pid else None
+        if mine is not None and mine.get("status") == st.RUNNING:
+            health, served = st.probe(mine["host"], mine["port"])
+            if health != "down":
+                return {**mine, "served": served if served is not None else mine["models"]}
+        if mine is not None and mine.get("status") == st.FAILED:
+            _wait_gone(pid, 5)
+            if not mine.get("ready_once"):
+                st.clear_state(pid)  # a failed start is retried by the next use
+            if IN_USE in (mine.get("error") or "").lower():
+                raise _PortTaken
+            raise OrchError(mine["error"])
+        if mine is None and not st.pid_alive(pid):
+            raise OrchError(f"the local server's supervisor exited during start-up: "
+                            f"{st.log_tail() or 'no output'}; see {st.log_path()}")
+        if time.monotonic() > deadline:
+            if st.pid_alive(pid):
+                os.kill(pid, signal.SIGTERM)
+            raise OrchError(f"the local server did not answer within {timeout_s:g} s; see "
+                            f"{st.log_path()} (or raise `local.start_timeout_s`)")
+        time.sleep(0.05)
+
+
+def _check_served(state: dict[str, Any], need: Collection[str]) -> None:
+    missing = sorted(set(need) - set(state.get("served") or state["models"]))
+    if missing:
+        raise OrchError(f"the running local server does not serve {', '.join(missing)} (it was "
+                        "started before that model was added); run `orch server stop`: the "
+                        "next use starts it with every configured model")
+
+
+def _clear_stale(state: dict[str, Any], retry_failed: bool) -> None:
+    """A state file whose supervisor is gone: a crash loop stays an error for its window
+    (unless the user retries on purpose); anything else is cleaned up and started afresh."""
+    failed_at = state.get("failed_at") or 0
+    if (state.get("status") == st.FAILED and not retry_failed
+            and time.time() - failed_at < WINDOW_S):
+        raise OrchError(state.get("error") or "the local server failed; run `orch server start`")
+    _kill_orphan(state)
+    st.clear_state()
+
+
+def _kill_orphan(state: dict[str, Any]) -> None:
+    """A server whose supervisor died without taking it along (no PDEATHSIG off Linux)."""
+    pid = state.get("server_pid")
+    if pid and st.pid_alive(pid) and st.cmdline(pid) == state.get("argv"):
+        os.kill(pid, signal.SIGTERM)
+        _wait_gone(pid, 10)
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while st.pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

