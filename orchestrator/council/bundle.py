@@ -1,0 +1,163 @@
+"""The anonymised bundle: every usable review under a neutral label, findings under run-wide ids.
+
+Judges must not know whose review they are reading, so the bundle carries no model name, no
+provider and no label that follows the order of ``--models``: labels (Review A, B, ...) are
+dealt by a shuffle seeded by the run id, and finding ids (F1, F2, ...) follow the labels.
+Whatever a seat wrote about itself ("as gpt-4o, I...") is redacted, and the finished text is
+scanned for every identifying term; a leak stops the run rather than reach a judge.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.council.findings import Review
+from orchestrator.models import ResolvedModel
+
+REDACTED = "[redacted]"
+
+
+def seeded(*parts: str) -> random.Random:
+    """A random generator that depends only on ``parts`` (stable across runs and Pythons)."""
+    digest = hashlib.sha256(":".join(parts).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def label_name(n: int) -> str:
+    return f"Review {chr(ord('A') + n)}" if n < 26 else f"Review {n + 1}"
+
+
+def identifying_terms(models: list[ResolvedModel]) -> list[str]:
+    """Names that would tell a judge whose review it reads: each model's full and base
+    name, its litellm name, its id, the id's family word (``claude``, ``qwen``) and its
+    provider. Longest first, so ``openai/gpt-4o`` goes before ``gpt``."""
+    terms: set[str] = set()
+    for m in models:
+        model_id = m.base_name.split("/", 1)[-1]
+        family = re.match(r"[A-Za-z]+", model_id)
+        terms |= {m.name, m.base_name, m.litellm_model}
+        if len(model_id) >= 3 or any(c.isdigit() for c in model_id):  # "o1" yes, "a" no
+            terms.add(model_id)
+        if family and len(family.group()) >= 3:
+            terms.add(family.group())
+        if len(m.provider) >= 3:
+            terms.add(m.provider)
+    return sorted((t for t in terms if t), key=lambda t: (-len(t), t))
+
+
+def _pattern(terms: list[str]) -> re.Pattern | None:
+    if not terms:
+        return None
+    alternatives = "|".join(re.escape(t) for t in terms)
+    return re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])", re.I)
+
+
+def redact(text: str, terms: list[str]) -> str:
+    pattern = _pattern(terms)
+    return pattern.sub(REDACTED, text or "") if pattern else (text or "")
+
+
+def leaks(text: str, terms: list[str]) -> list[str]:
+    """The identifying terms still present in ``text`` (empty when it is anonymous)."""
+    return sorted({t for t in terms if _pattern([t]).search(text or "")})
+
+
+@dataclass
+class Bundle:
+    run_id: str
+    labels: dict[str, str]  # model -> "Review A" (kept out of everything a judge sees)
+    reviews: list[dict[str, Any]]  # anonymised, in label order
+    findings: list[dict[str, Any]]  # run-wide ids, in id order
+    terms: list[str] = field(default_factory=list)
+
+    @property
+    def seat_of_label(self) -> dict[str, str]:
+        return {label: model for model, label in self.labels.items()}
+
+    @property
+    def seat_of_finding(self) -> dict[str, str]:
+        seat = self.seat_of_label
+        return {f["id"]: seat[f["label"]] for f in self.findings}
+
+    def to_dict(self) -> dict[str, Any]:
+        """``bundle.json``: what the judges saw, and nothing that names a seat."""
+        return {"run_id": self.run_id, "reviews": self.reviews, "findings": self.findings}
+
+    def markdown(self) -> str:
+        parts = [f"# Anonymised bundle, council run {self.run_id}", ""]
+        for review in self.reviews:
+            parts.append(render_review(review, self.findings))
+        return "\n".join(parts)
+
+    def view_for(self, judge: str) -> tuple[str, list[str], list[str]]:
+        """The judge's own view: every review but its own, in an order shuffled for this
+        judge (seeded by run id and seat), findings shuffled within each review. Returns
+        (text, finding ids shown, labels shown)."""
+        own = self.labels.get(judge)
+        others = [r for r in self.reviews if r["label"] != own]
+        rng = seeded(self.run_id, "judge", judge)
+        rng.shuffle(others)
+        parts, shown_ids = [], []
+        for review in others:
+            ids = list(review["findings"])
+            rng.shuffle(ids)
+            shown_ids += ids
+            parts.append(render_review({**review, "findings": ids}, self.findings))
+        return "\n".join(parts), shown_ids, [r["label"] for r in others]
+
+    def scan(self, texts: dict[str, str]) -> dict[str, list[str]]:
+        """Every text a judge sees, checked for identifying terms: {name: leaked terms}."""
+        return {name: found for name, text in texts.items()
+                if (found := leaks(text, self.terms))}
+
+
+def render_review(review: dict[str, Any], findings: list[dict[str, Any]]) -> str:
+    by_id = {f["id"]: f for f in findings}
+    marks = []
+    if review.get("cut"):
+        marks.append("CUT: this review stopped at its output limit")
+    if not review.get("conformed"):
+        marks.append("no readable findings block: its prose is shown for ranking only")
+    lines = [f"### {review['label']}" + "".join(f"\n({m})" for m in marks), "",
+             (review.get("prose") or "(no prose)").strip(), ""]
+    if review["findings"]:
+        lines.append("Findings:")
+        for fid in review["findings"]:
+            f = by_id[fid]
+            where = f" · {f['location']}" if f.get("location") else ""
+            lines.append(f"- {fid} · {f['severity']}{where} — {f['claim']}")
+            if f.get("rationale"):
+                lines.append(f"  Rationale: {f['rationale']}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def build_bundle(run_id: str, reviews: list[Review], models: list[ResolvedModel]) -> Bundle:
+    """Label the usable reviews, number their findings run-wide, redact, and prove it."""
+    usable = [r for r in reviews if r.usable]
+    order = sorted(usable, key=lambda r: r.model)
+    seeded(run_id, "labels").shuffle(order)
+    terms = identifying_terms(models)
+    labels, anon_reviews, anon_findings = {}, [], []
+    for n, review in enumerate(order):
+        label = labels[review.model] = label_name(n)
+        ids = []
+        for f in review.findings:
+            fid = f"F{len(anon_findings) + 1}"
+            f["id"] = fid  # the run-wide id travels with the seat's finding from here on
+            ids.append(fid)
+            anon_findings.append({"id": fid, "label": label, "severity": f["severity"],
+                                  "claim": redact(f["claim"], terms),
+                                  "location": redact(f["location"], terms),
+                                  "rationale": redact(f["rationale"], terms)})
+        anon_reviews.append({"label": label, "cut": review.cut, "conformed": review.conformed,
+                             "prose": redact(review.prose, terms), "findings": ids})
+    bundle = Bundle(run_id, labels, anon_reviews, anon_findings, terms)
+    leaked = bundle.scan({"bundle": bundle.markdown()})
+    if leaked:  # redaction and scan share one pattern: reaching this is a bug, not bad luck
+        raise RuntimeError(f"anonymised bundle still names {leaked['bundle']}")
+    return bundle

@@ -1,0 +1,169 @@
+"""Stage 4, the chair: a model that sat on no seat reads the de-anonymised packet and ends
+with ``VERDICT: ship | fix-first | rethink``.
+
+The walk when things go wrong: a missing verdict gets one repair prompt; a chair that fails
+gets one retry; then the non-seat model with the best street-cred in ``orch council stats``
+is promoted for one attempt; then the verdict is null. Every attempt is recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.council.findings import Review
+from orchestrator.council.tally import CONCURRENCE_LINE, TIERS
+from orchestrator.engine.record import COMPLETE, LegRecord
+from orchestrator.models import ResolvedModel
+
+VERDICTS = ("ship", "fix-first", "rethink")
+
+CHAIR_BRIEF = """You are the chair of a review council. Several models (the seats) reviewed \
+the work in the briefing below, then judged each other's findings anonymously; a \
+deterministic tally sorted the findings by how many peers agreed. You sat on no seat.
+
+Write the synthesis: what must change before this ships and why, which findings you accept \
+or reject (say so where you overrule the tally), and what the dissent got right. Name seats \
+by model when you attribute a view. Do not invent problems no review supports.
+
+End your answer with exactly one line:
+VERDICT: ship | fix-first | rethink
+(ship: good to go as is; fix-first: ship after the named fixes; rethink: the approach is wrong)"""
+
+VERDICT_REPAIR = """You wrote the synthesis quoted between <<<SYNTHESIS and SYNTHESIS>>> below \
+as chair of a review council, but it does not end with a verdict line.
+
+Reply with exactly one line and nothing else:
+VERDICT: ship | fix-first | rethink
+
+<<<SYNTHESIS
+{synthesis}
+SYNTHESIS>>>"""
+
+_VERDICT = re.compile(r"VERDICT\s*[:：]\s*[*_`]*\s*(ship|fix[\s_-]*first|rethink)\b", re.I)
+
+
+def parse_verdict(text: str | None) -> str | None:
+    """The last ``VERDICT: ...`` in the text, normalised, or None."""
+    found = _VERDICT.findall(text or "")
+    if not found:
+        return None
+    word = found[-1].lower()
+    return "fix-first" if word.startswith("fix") else word
+
+
+def verdict_repair_briefing(synthesis: str) -> str:
+    return VERDICT_REPAIR.replace("{synthesis}", synthesis.strip())
+
+
+def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
+                 tally: dict[str, Any], notices: list[str]) -> str:
+    """Everything the chair reads: reviews by model (CUT marks included), the tally with
+    counts, the dissent, and the line that tiers are not verification."""
+    parts = [CHAIR_BRIEF, "", CONCURRENCE_LINE, "", "## The briefing", "", briefing.strip(), "",
+             f"## The reviews ({sum(r.usable for r in reviews)})"]
+    for r in reviews:
+        if not r.usable:
+            continue
+        marks = [labels.get(r.model, "")]
+        if r.cut:
+            marks.append("CUT: stopped at its output limit")
+        if not r.conformed:
+            marks.append("non-conforming: no readable findings block")
+        parts += ["", f"### {r.model} ({'; '.join(m for m in marks if m)})", "",
+                  r.prose.strip() or "(no prose)"]
+        if r.findings:
+            parts += ["", "Findings:"]
+            for f in r.findings:
+                parts.append(f"- {f['id']} · {f['severity']}"
+                             + (f" · {f['location']}" if f["location"] else "")
+                             + f" — {f['claim']}")
+                if f["rationale"]:
+                    parts.append(f"  Rationale: {f['rationale']}")
+    parts += ["", "## The tally", "", CONCURRENCE_LINE, "",
+              " · ".join(f"{tally['tiers'][t]} {t}" for t in TIERS)]
+    for g in tally["groups"]:
+        c = g["counts"]
+        raised = ", ".join(f"{fid} by {seat}" for fid, seat in zip(g["findings"], g["seats"],
+                                                                   strict=True))
+        parts.append(f"- [{g['tier']}] {g['severity']}"
+                     + (f" · {g['location']}" if g["location"] else "")
+                     + f" — {g['claim']} ({raised}; agree {c['agree']}, dispute "
+                       f"{c['dispute']}, neutral {c['neutral']})")
+    dissent = [(g, v) for g in tally["groups"] for v in g["votes"]
+               if g["tier"] in ("contested", "disputed") and v["vote"] != "neutral"]
+    parts += ["", "## Dissent", ""]
+    parts += [f"- {v['finding']} ({g['tier']}): {v['judge']} votes {v['vote']}: "
+              f"{v['reason'] or '(no reason given)'}" for g, v in dissent] or ["(none)"]
+    parts += ["", "## Street-cred (mean rank from peers, 1 = best)", ""]
+    for seat, s in tally["seats"].items():
+        cred = "no ranks" if s["street_cred"] is None else f"{s['street_cred']:g}"
+        parts.append(f"- {seat}: {cred}")
+    if notices:
+        parts += ["", "## Notices", ""] + [f"- {n}" for n in notices]
+    return "\n".join(parts) + "\n"
+
+
+# -- the walk ------------------------------------------------------------------------------
+
+Attempt = Callable[[ResolvedModel, str, str, str], Awaitable[LegRecord]]
+
+
+@dataclass
+class ChairOutcome:
+    model: str | None = None  # whose synthesis stands
+    synthesis: str | None = None
+    verdict: str | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    promoted: str | None = None
+
+
+def _note(rec: LegRecord, role: str, verdict: str | None) -> dict[str, Any]:
+    return {"attempt": 0, "role": role, "model": rec.model, "leg_id": rec.leg_id,
+            "status": rec.status, "reason": rec.reason, "finish_reason": rec.finish_reason,
+            "verdict": verdict}
+
+
+def _answered(rec: LegRecord) -> bool:
+    return rec.status == COMPLETE and bool((rec.answer or "").strip())
+
+
+async def walk(chair: ResolvedModel, packet: str, attempt: Attempt,
+               promote: Callable[[], ResolvedModel | None],
+               stopped: Callable[[], bool], out: ChairOutcome | None = None) -> ChairOutcome:
+    """Chair → retry → promoted → null. ``attempt(model, briefing, stage, kind)`` runs one
+    leg as its own stage; ``stopped()`` is true once the run was interrupted. Attempts are
+    recorded on ``out`` as they happen, so an interrupted walk still shows them."""
+    out = out if out is not None else ChairOutcome()
+
+    def record(entry: dict[str, Any]) -> None:
+        entry["attempt"] = len(out.attempts) + 1
+        out.attempts.append(entry)
+
+    async def one(model: ResolvedModel, role: str) -> bool:
+        rec = await attempt(model, packet, f"chair-{len(out.attempts) + 1}", "chair")
+        if not _answered(rec):
+            record(_note(rec, role, None))
+            return False
+        verdict = parse_verdict(rec.answer)
+        record(_note(rec, role, verdict))
+        out.model, out.synthesis, out.verdict = model.name, rec.answer, verdict
+        if verdict is None and not stopped():
+            fix = await attempt(model, verdict_repair_briefing(rec.answer),
+                                f"chair-{len(out.attempts) + 1}", "chair")
+            out.verdict = parse_verdict(fix.answer) if _answered(fix) else None
+            record(_note(fix, "verdict-repair", out.verdict))
+        return True
+
+    for role in ("chair", "retry"):
+        if stopped() or await one(chair, role):
+            return out
+    if stopped():
+        return out
+    promoted = promote()
+    if promoted is not None:
+        out.promoted = promoted.name
+        await one(promoted, "promoted")
+    return out

@@ -1,0 +1,77 @@
+"""What ``orch council run`` and ``orch council stats`` print on stdout (without ``--json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from orchestrator.council.tally import CONCURRENCE_LINE, SEVERITIES, TIERS
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def print_run(doc: dict[str, Any], tally: dict[str, Any] | None,
+              synthesis: str | None) -> None:
+    verdict = doc.get("verdict")
+    head = f"verdict: {verdict} (chair {doc['chair']['model']})" if verdict else "no verdict"
+    click.echo(f"Council {doc['run_id']}: {doc['status']} · {head}")
+    if tally:
+        click.echo(CONCURRENCE_LINE)
+        click.echo("Tiers: " + " · ".join(f"{tally['tiers'][t]} {t}" for t in TIERS))
+        for g in tally["groups"]:
+            c = g["counts"]
+            raised = ", ".join(f"{fid} {seat}" for fid, seat in zip(g["findings"], g["seats"],
+                                                                   strict=True))
+            where = f" {g['location']}" if g["location"] else ""
+            click.echo(f"  [{g['tier']}] {g['severity']}{where} — {g['claim']} ({raised}; "
+                       f"agree {c['agree']} · dispute {c['dispute']} · neutral {c['neutral']})")
+    click.echo("Seats:")
+    for s in doc["seats"]:
+        if s["status"] != "reviewed":
+            click.echo(f"  {s['model']}: did not review — {s['reason']}")
+            continue
+        cred = "unranked" if s["street_cred"] is None else f"street-cred {s['street_cred']:g}"
+        block = "conformed" if s["conformed"] else "non-conforming"
+        cut = " · CUT" if s["cut"] else ""
+        plural = "" if s["raised"] == 1 else "s"
+        click.echo(f"  {s['model']} ({s['label']}): {s['raised']} finding{plural}, "
+                   f"{s['confirmed']} confirmed · {cred} · {block}{cut}")
+    if synthesis:
+        click.echo("")
+        click.echo(f"== chair: {doc['chair']['model']}")
+        click.echo(synthesis.rstrip())
+    click.echo("")
+    for notice in doc.get("notices") or []:
+        click.echo(f"Notice: {notice}")
+    u = doc["usage"]
+    floor = "" if doc["cost_exact"] else " (a floor: some costs are unknown)"
+    click.echo(f"Council {doc['run_id']}: {doc['requests']} requests · "
+               f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
+               f"{_money(doc['cost_usd'])}{floor}")
+    click.echo(f"Report: {doc['dir']}/report.md")
+
+
+def print_stats(stats: list[dict[str, Any]]) -> None:
+    if not stats:
+        click.echo("no council runs yet; run one with `orch council run`")
+        return
+    rows = [("model", "runs", "seat", "chair", "reviewed", "findings b/M/m/n", "confirmed",
+             "street-cred", "conformed", "verdicts")]
+    for s in stats:
+        rows.append((
+            s["model"], str(s["runs"]), str(s["seat_runs"]), str(s["chair_runs"]),
+            f"{s['reviewed']}/{s['seat_runs']}" if s["seat_runs"] else "—",
+            "/".join(str(s["findings"][k]) for k in SEVERITIES),
+            "—" if s["confirmed_rate"] is None else f"{s['confirmed']} ({s['confirmed_rate']:.0%})",
+            "—" if s["street_cred"] is None else f"{s['street_cred']:g}",
+            "—" if s["conformed_rate"] is None else f"{s['conformed_rate']:.0%}",
+            f"{s['verdicts']}/{s['chair_runs']}" if s["chair_runs"] else "—",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    click.echo("street-cred: mean rank from peers, 1 = best. "
+               "Confirmed counts peer concurrence, never verification.")

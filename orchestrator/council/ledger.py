@@ -1,0 +1,135 @@
+"""The council ledger: one row per run × model in the spend ledger's database (table
+``council``), so ``orch council stats`` can show each model's track record across runs and the
+chair walk can promote the non-seat model with the best street-cred."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlmodel import Field, SQLModel
+
+from orchestrator.errors import OrchError
+from orchestrator.ledger import Ledger, UTCDateTime, utcnow
+
+
+class CouncilRow(SQLModel, table=True):
+    """How one model did in one council run, as a seat or as the chair."""
+
+    __tablename__ = "council"
+
+    id: int | None = Field(default=None, primary_key=True)
+    ts: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
+    run_id: str = Field(index=True)
+    model: str = Field(index=True)
+    role: str  # seat | chair
+    status: str  # seat: reviewed | lost; chair: verdict | no-verdict | failed
+    reviewed: bool = False
+    conformed: bool | None = None  # seats: the findings block was readable (maybe repaired)
+    cut: bool = False
+    findings_blocker: int = 0
+    findings_major: int = 0
+    findings_minor: int = 0
+    findings_nit: int = 0
+    confirmed: int = 0
+    street_cred: float | None = None  # mean rank from peers, 1 = best; None = not ranked
+    verdict: str | None = None  # chair rows
+
+
+TABLE: sa.Table = CouncilRow.__table__  # type: ignore[attr-defined]
+COLUMNS = frozenset(c.name for c in TABLE.columns) - {"id"}
+
+
+def _create(engine: sa.Engine) -> None:
+    """Create the table (once per process and URL); losing a creation race is fine."""
+    try:
+        SQLModel.metadata.create_all(engine, tables=[TABLE])
+    except (sa_exc.OperationalError, sa_exc.ProgrammingError, sa_exc.IntegrityError) as exc:
+        if "already exists" not in str(exc.orig).lower():
+            raise
+
+
+_created: set[int] = set()
+
+
+class CouncilLedger:
+    """The ``council`` table, on the same engine (same URL) as the spend ledger."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.spend = Ledger(url)
+        self.engine = self.spend.engine
+        if id(self.engine) not in _created:
+            try:
+                _create(self.engine)
+            except sa_exc.SQLAlchemyError as exc:
+                raise OrchError(f"cannot open the council ledger at {self.spend.location}: "
+                                f"{str(exc).splitlines()[0]}") from None
+            _created.add(id(self.engine))
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        """One run's rows in one transaction."""
+        for row in rows:
+            unknown = set(row) - COLUMNS
+            if unknown:
+                raise ValueError(f"council row has unknown fields: {', '.join(sorted(unknown))}")
+        if not rows:
+            return
+        prepared = [CouncilRow(**r).model_dump(exclude={"id"}) for r in rows]
+        with self.engine.begin() as conn:
+            conn.execute(sa.insert(TABLE), prepared)
+
+    def rows(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        query = sa.select(TABLE).order_by(TABLE.c.ts, TABLE.c.id)
+        if run_id is not None:
+            query = query.where(TABLE.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Each model's track record, best street-cred first (models never ranked last)."""
+        acc: dict[str, dict[str, Any]] = defaultdict(lambda: {
+            "runs": set(), "seat_runs": 0, "chair_runs": 0, "reviewed": 0, "lost": 0,
+            "conformed": 0, "cut": 0, "findings": {"blocker": 0, "major": 0, "minor": 0,
+                                                   "nit": 0},
+            "confirmed": 0, "creds": [], "verdicts": 0, "chair_failed": 0})
+        for r in self.rows():
+            a = acc[r["model"]]
+            a["runs"].add(r["run_id"])
+            if r["role"] == "seat":
+                a["seat_runs"] += 1
+                a["reviewed" if r["reviewed"] else "lost"] += 1
+                a["conformed"] += bool(r["conformed"])
+                a["cut"] += bool(r["cut"])
+                for s in a["findings"]:
+                    a["findings"][s] += r[f"findings_{s}"] or 0
+                a["confirmed"] += r["confirmed"] or 0
+                if r["street_cred"] is not None:
+                    a["creds"].append(r["street_cred"])
+            else:
+                a["chair_runs"] += 1
+                a["verdicts"] += r["verdict"] is not None
+                a["chair_failed"] += r["status"] == "failed"
+        out = []
+        for model, a in acc.items():
+            raised = sum(a["findings"].values())
+            creds = a.pop("creds")
+            out.append({
+                "model": model, **a, "runs": len(a["runs"]), "raised": raised,
+                "confirmed_rate": round(a["confirmed"] / raised, 3) if raised else None,
+                "conformed_rate": (round(a["conformed"] / a["reviewed"], 3)
+                                   if a["reviewed"] else None),
+                "street_cred": round(sum(creds) / len(creds), 3) if creds else None,
+                "ranked_runs": len(creds),
+            })
+        out.sort(key=lambda s: (s["street_cred"] is None, s["street_cred"] or 0,
+                                -s["ranked_runs"], s["model"]))
+        return out
+
+    def best_street_cred(self, exclude: set[str]) -> list[str]:
+        """Models with a street-cred, best first, leaving out ``exclude`` (by base name)."""
+        return [s["model"] for s in self.stats()
+                if s["street_cred"] is not None
+                and s["model"].split("@", 1)[0] not in exclude and s["model"] not in exclude]

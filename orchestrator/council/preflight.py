@@ -1,0 +1,110 @@
+"""Pre-flight: everything that can be checked before a council spends anything.
+
+At least two seats, no seat twice, a chair that sat on no seat, every model resolving with
+its key present, and the context (``git diff``, files) assembled once. Each failure is one
+line naming the problem and the fix (OrchError, exit 1); nothing has been sent.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.briefing import MAX_CONTEXT_BYTES, compose, read_context
+from orchestrator.errors import OrchError
+from orchestrator.models import ResolvedModel
+
+
+@dataclass
+class Plan:
+    """A council run that passed pre-flight."""
+
+    seats: list[ResolvedModel]
+    chair: ResolvedModel
+    briefing: str
+    context: dict = field(default_factory=dict)  # {"diff": range | None, "files": [...]}
+
+
+def check_bench(seats: list[ResolvedModel], chair: ResolvedModel) -> None:
+    if len(seats) < 2:
+        raise OrchError(f"a council needs at least 2 seats, got {len(seats)}; pass "
+                        "--models a,b[,c...] or --council NAME")
+    names = [s.name for s in seats]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise OrchError(f"{', '.join(twice)} sits on two seats; to seat one model twice give "
+                        "each copy a variant (e.g. MODEL@hot,MODEL@cold)")
+    bases = {s.base_name for s in seats}
+    if chair.base_name in bases:
+        raise OrchError(f"the chair {chair.name} is also a seat; the chair must not judge its "
+                        "own review: pass a --chair that is not in --models")
+
+
+def check_key(model: ResolvedModel) -> None:
+    """The model's key is in the environment (declared providers: their api_key_env; litellm
+    names: what litellm.validate_environment asks for). Only names are read, never values."""
+    if model.declared or model.api_base:
+        if model.api_key_env and not model.api_key():
+            raise OrchError(f"model {model.name} needs ${model.api_key_env}, which is not set; "
+                            "export it (or `orch provider add` without --api-key-env)")
+        return
+    from orchestrator.runtime import litellm
+
+    lm = litellm()
+    try:
+        lm.get_llm_provider(model.litellm_model)
+    except Exception:
+        raise OrchError(f"model {model.name}: litellm does not know the provider "
+                        f"{model.provider!r}; declare it with `orch provider add "
+                        f"{model.provider} --base-url URL` or fix the name") from None
+    missing = lm.validate_environment(model=model.litellm_model).get("missing_keys") or []
+    if missing:
+        raise OrchError(f"model {model.name} needs {', '.join(missing)} in the environment; "
+                        "export it or pick another model")
+
+
+def git_diff(rev_range: str, cwd: Path | None = None) -> str:
+    if rev_range.startswith("-"):
+        raise OrchError(f"--diff {rev_range!r} is not a revision range; pass e.g. main..HEAD")
+    try:
+        proc = subprocess.run(["git", "diff", "--no-color", "--no-ext-diff", rev_range, "--"],
+                              cwd=cwd, capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise OrchError("--diff needs git, which is not installed; pass --context "
+                        "FILE instead") from None
+    except subprocess.TimeoutExpired:
+        raise OrchError(f"git diff {rev_range} took more than 60 s; pass a narrower "
+                        "range") from None
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["git failed"])[0]
+        raise OrchError(f"git diff {rev_range} failed: {why}; run it here to check the range")
+    if not proc.stdout.strip():
+        raise OrchError(f"git diff {rev_range} is empty: there is nothing to review; check "
+                        "the range (e.g. main..HEAD)")
+    if len(proc.stdout.encode()) > MAX_CONTEXT_BYTES:
+        raise OrchError(f"git diff {rev_range} is more than {MAX_CONTEXT_BYTES:,} bytes; "
+                        "review a narrower range")
+    return proc.stdout
+
+
+def assemble(prompt: str, diff: str | None, paths: tuple[str, ...] | list[str],
+             cwd: Path | None = None) -> tuple[str, dict]:
+    """The composed briefing, read once and shared by every seat, and what went into it."""
+    sections = []
+    if diff:
+        sections.append(f"### Diff: git diff {diff}\n\n```diff\n{git_diff(diff, cwd).rstrip()}"
+                        "\n```")
+    files = read_context(paths)
+    if files:
+        sections.append(files)
+    return compose(prompt, "\n\n".join(sections)), {"diff": diff, "files": list(paths)}
+
+
+def preflight(*, seats: list[ResolvedModel], chair: ResolvedModel, prompt: str,
+              diff: str | None, paths, cwd: Path | None = None) -> Plan:
+    check_bench(seats, chair)
+    for model in [*seats, chair]:
+        check_key(model)
+    briefing, context = assemble(prompt, diff, paths, cwd)
+    return Plan(seats=seats, chair=chair, briefing=briefing, context=context)

@@ -1,0 +1,373 @@
+"""A council run: reviews → anonymised cross-review → tally → chair, each stage a wave on one
+shared server, every call in the spend ledger under the run id, every artifact on disk.
+
+Exit codes: 0 every stage complete with a verdict; 2 degraded (a seat lost, judges short, no
+verdict); 1 quorum (fewer than 2 usable reviews) or an internal error; 128+signal when
+interrupted — ``run.json`` is written in every case.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from orchestrator.config import Config
+from orchestrator.council.artifacts import Artifacts
+from orchestrator.council.bundle import Bundle, build_bundle
+from orchestrator.council.chair import ChairOutcome, chair_packet, walk
+from orchestrator.council.findings import Review, repair_briefing, seat_briefing
+from orchestrator.council.judging import Judgement, judge_briefing, parse_judgement
+from orchestrator.council.preflight import Plan, check_key
+from orchestrator.council.report import report_html, report_markdown
+from orchestrator.council.tally import CONCURRENCE_LINE, tally
+from orchestrator.engine.ledger_sink import LedgerSink
+from orchestrator.engine.record import ABORTED, COMPLETE, REFUSED, LegRecord, now_iso
+from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
+from orchestrator.errors import OrchError
+from orchestrator.models import ResolvedModel
+from orchestrator.models import resolve as resolve_model
+from orchestrator.request import Usage
+from orchestrator.secrets import scrub
+from orchestrator.server import Server
+
+QUORUM = 2
+
+
+class Interrupted(Exception):
+    """A signal arrived: no further stage starts."""
+
+
+class Quorum(Exception):
+    """Fewer than two usable reviews: there is nothing to cross-review."""
+
+
+def failure(rec: LegRecord) -> str | None:
+    """Why a leg gave nothing usable, or None when it answered."""
+    if rec.status != COMPLETE:
+        return rec.reason or rec.status
+    if not (rec.answer or "").strip():
+        return "empty answer"
+    return None
+
+
+def retryable(rec: LegRecord) -> bool:
+    """A leg that died is worth one retry; one a guard refused (nothing was sent, and the
+    same check would refuse it again) or a signal aborted is not."""
+    return failure(rec) is not None and rec.status not in (REFUSED, ABORTED)
+
+
+class CouncilRun:
+    def __init__(self, plan: Plan, *, pm, config: Config, runs_dir: Path,
+                 timeout_s: float = 600.0, max_steps: int = 20, tag: str | None = None,
+                 project_dir: str | None = None, workspace: Path | None = None,
+                 observe=None, run_id: str | None = None, ledger_url: str | None = None,
+                 resolve=None, options: dict[str, Any] | None = None) -> None:
+        self.plan, self.pm, self.config = plan, pm, config
+        self.run_id = run_id or new_wave_id()
+        self.dir = runs_dir / f"council-{self.run_id}"
+        self.timeout_s, self.max_steps, self.tag = timeout_s, max_steps, tag
+        self.project_dir, self.workspace, self.observe = project_dir, workspace, observe
+        self.ledger_url = ledger_url
+        # tools, workspace and budgets for every stage; max_cost bounds the whole run
+        self.options = dict(options or {})
+        self.max_cost = self.options.pop("max_cost", None)
+        # name -> ResolvedModel, for promoting a chair from stats (the CLI passes plugins')
+        self.resolve = resolve or (lambda name: resolve_model(name, config))
+        self.server = Server(timeout_s=timeout_s)  # one gate and one set of counters per run
+        self.spend = LedgerSink(ledger_url)
+        self.art = Artifacts(self.dir)
+        self.stages: list[dict[str, Any]] = []
+        self.records: list[LegRecord] = []
+        self.notices: list[str] = []
+        self.degraded: list[str] = []
+        self.reviews: list[Review] = [Review(m.name) for m in plan.seats]
+        self.bundle: Bundle | None = None
+        self.judgements: list[Judgement] = []
+        self.tally: dict[str, Any] | None = None
+        self.chair = ChairOutcome()
+        self.anonymity: dict[str, Any] = {}
+        self.status, self.error = "running", None
+        self.signum: int | None = None
+        self._current: Wave | None = None
+        self._created = now_iso()
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def notice(self, text: str, degrade: str | None = None) -> None:
+        text = scrub(text)
+        if text not in self.notices:
+            self.notices.append(text)
+        if degrade and degrade not in self.degraded:
+            self.degraded.append(degrade)
+
+    def _check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted
+
+    async def stage(self, name: str, models: list[ResolvedModel], briefings: list[str],
+                    kind: str) -> list[LegRecord]:
+        """One stage as one wave on the shared server; its legs go to the spend ledger."""
+        self._check()
+        options = {**self.options, "council_run": self.run_id, "council_stage": name}
+        if self.max_cost is not None:  # the wave's ceiling is what the run has left
+            spent = sum(r.cost_usd for r in self.records if r.cost_usd is not None)
+            options["max_cost"] = round(max(0.0, self.max_cost - spent), 10)
+        spec = WaveSpec(models=models, briefing=self.plan.briefing, briefings=briefings,
+                        runs_dir=self.dir / "waves", timeout_s=self.timeout_s,
+                        max_steps=self.max_steps, kind=kind, run_id=self.run_id,
+                        wave_id=f"{self.run_id}-{name}", tag=self.tag,
+                        project_dir=self.project_dir, workspace=self.workspace,
+                        options=options)
+        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend,
+                    observe=self.observe, server=self.server)
+        self._current = wave
+        try:
+            doc = await wave.run()
+        finally:
+            self._current = None
+        self.records += wave.records
+        self.stages.append({"name": name, "kind": kind, "wave_id": wave.wave_id,
+                            "status": doc["status"], "legs": [r.leg_id for r in wave.records],
+                            "usage": doc["usage"], "cost_usd": doc["cost_usd"],
+                            "cost_exact": doc["cost_exact"]})
+        for note in doc.get("notices") or []:
+            self.notice(f"stage {name}: {note}")
+        for reason in doc.get("degraded") or []:  # budgets: never a clean run
+            self.notice(f"stage {name}: {reason}", "cost inexact under a ceiling"
+                        if reason.startswith("cost ceiling") else "budget")
+        return wave.records
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                if self.signum is not None:
+                    os._exit(128 + signum)  # a second signal: leave at once
+                self.signum = signum
+                if self._current is not None:
+                    self._current.interrupt(signum)
+
+    # -- the pipeline ------------------------------------------------------------------------
+    async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
+        self.art.text("briefing.md", self.plan.briefing)
+        self.write_run()
+        async with anyio.create_task_group() as tg:
+            if handle_signals:
+                tg.start_soon(self._watch_signals)
+            await self._guarded()
+            tg.cancel_scope.cancel()
+        return self.finish()
+
+    async def _guarded(self) -> None:
+        try:
+            await self._reviews()
+            await self._judging()
+            self._tally()
+            await self._chair()
+            self._check()
+            self.status = "degraded" if self.degraded else "complete"
+        except Interrupted:
+            self.status = "aborted"
+        except Quorum as exc:
+            self.status, self.error = "quorum", f"COUNCIL_QUORUM: {exc}"
+        except Exception as exc:  # a bug: still leave run.json saying so
+            from orchestrator.runtime import log
+
+            log().exception("council_failed", run_id=self.run_id)
+            self.status, self.error = "error", scrub(f"internal: {type(exc).__name__}: {exc}")
+
+    async def _retrying(self, name: str, models: list[ResolvedModel], briefings: list[str],
+                        kind: str) -> list[list[LegRecord]]:
+        """A stage, and one retry for the legs that died: each model's legs, last one final."""
+        legs = [[rec] for rec in await self.stage(name, models, briefings, kind)]
+        self._check()
+        dead = [i for i, tries in enumerate(legs) if retryable(tries[0])]
+        if dead:
+            again = await self.stage(f"{name}-retry", [models[i] for i in dead],
+                                     [briefings[i] for i in dead], kind)
+            for i, rec in zip(dead, again, strict=True):
+                legs[i].append(rec)
+            self._check()
+        return legs
+
+    async def _reviews(self) -> None:
+        seats = self.plan.seats
+        brief = seat_briefing(self.plan.briefing)
+        tries = await self._retrying("review", seats, [brief] * len(seats), "seat")
+        for review, legs in zip(self.reviews, tries, strict=True):
+            review.legs = [rec.leg_id for rec in legs]
+            review.retried = len(legs) > 1
+            rec = legs[-1]
+            why = failure(rec)
+            if why:
+                review.reason = why
+                self.notice(f"seat {review.model} did not review — {why}", "seat lost")
+                continue
+            review.read(rec.answer, rec.finish_reason)
+            if review.cut:
+                self.notice(f"seat {review.model}'s review is CUT: it stopped at its output "
+                            "limit")
+        usable = [r for r in self.reviews if r.usable]
+        if len(usable) < QUORUM:
+            raise Quorum(f"only {len(usable)} of {len(seats)} seats reviewed; a council needs "
+                         f"at least {QUORUM} reviews to cross-review (see the notices)")
+        broken = [r for r in usable if not r.conformed]
+        if broken:
+            by_name = {m.name: m for m in seats}
+            recs = await self.stage("repair", [by_name[r.model] for r in broken],
+                                    [repair_briefing(r.answer, r.problem or "") for r in broken],
+                                    "seat")
+            self._check()
+            for review, rec in zip(broken, recs, strict=True):
+                review.reprompted = True
+                review.legs.append(rec.leg_id)
+                if failure(rec) or not review.take_repair(rec.answer):
+                    self.notice(f"seat {review.model} gave no readable findings block "
+                                f"({review.problem}); its prose is kept and it counts as "
+                                "non-conforming")
+
+    async def _judging(self) -> None:
+        judges = [m for m, r in zip(self.plan.seats, self.reviews, strict=True) if r.usable]
+        self.bundle = bundle = build_bundle(self.run_id, self.reviews, self.plan.seats)
+        views = {m.name: bundle.view_for(m.name) for m in judges}
+        prompts = [judge_briefing(self.plan.briefing, *views[m.name]) for m in judges]
+        leaked = bundle.scan({"bundle": bundle.markdown(),
+                              **{f"view for {m}": v[0] for m, v in views.items()}})
+        self.anonymity = {"terms": len(bundle.terms), "checked": 1 + len(views),
+                          "leaks": leaked}
+        if leaked:
+            raise RuntimeError(f"an anonymised view still names a seat: {leaked}")
+        tries = await self._retrying("judge", judges, prompts, "judge")
+        for m, prompt, legs in zip(judges, prompts, tries, strict=True):
+            rec = legs[-1]
+            why = failure(rec)
+            _, ids, labels = views[m.name]
+            if why:
+                j = Judgement(m.name, problem=f"did not judge — {why}")
+                self.notice(f"judge {m.name} did not judge — {why}", "judges short")
+            else:
+                j = parse_judgement(m.name, rec.answer, ids, labels)
+                if not j.usable:
+                    self.notice(f"judge {m.name}'s judgement could not be read ({j.problem}); "
+                                "its votes are not counted", "judges short")
+            self.judgements.append(j)
+            n = self.plan.seats.index(m) + 1
+            self.art.judgement(n, m.name, prompt, rec.answer, {**j.to_dict(),
+                                                              "leg_id": rec.leg_id})
+
+    def _tally(self) -> None:
+        bundle = self.bundle
+        seat_of = bundle.seat_of_label
+        findings = [{"id": f["id"], "seat": r.model, "severity": f["severity"],
+                     "claim": f["claim"], "location": f["location"]}
+                    for r in self.reviews if r.usable for f in r.findings]
+        votes = [v for j in self.judgements if j.usable for v in j.votes]
+        rankings = {j.judge: [seat_of[label] for label in j.ranking]
+                    for j in self.judgements if j.usable}
+        seats = [r.model for r in self.reviews if r.usable]
+        self.tally = tally(seats, findings, votes, rankings)
+
+    async def _chair(self) -> None:
+        packet = chair_packet(self.plan.briefing, self.reviews, self.bundle.labels, self.tally,
+                              self.notices)
+        self.art.text("chair-packet.md", packet)
+
+        async def attempt(model, briefing, name, kind):
+            return (await self.stage(name, [model], [briefing], kind))[0]
+
+        await walk(self.plan.chair, packet, attempt, self._promote,
+                   lambda: self.signum is not None, out=self.chair)
+        if self.chair.synthesis:
+            self.art.text("chair-output.md", self.chair.synthesis)
+        if self.chair.verdict is None and self.signum is None:
+            self.notice("the council has no verdict (see chair_attempts)", "no verdict")
+
+    def _promote(self) -> ResolvedModel | None:
+        """The non-seat model with the best street-cred in council stats that resolves and has
+        its key."""
+        from orchestrator.council.ledger import CouncilLedger
+
+        exclude = {s.base_name for s in self.plan.seats} | {self.plan.chair.base_name}
+        try:
+            names = CouncilLedger(self.ledger_url).best_street_cred(exclude)
+        except Exception as exc:  # an unreadable ledger must not cost the run its chair
+            self.notice(f"council stats unavailable for promotion: {exc}")
+            names = []
+        for name in names:
+            try:
+                model = self.resolve(name)
+                if model.base_name in exclude:
+                    continue
+                check_key(model)
+            except OrchError:
+                continue
+            self.notice(f"chair {self.plan.chair.name} failed twice; promoted {model.name} "
+                        "(best street-cred in council stats among non-seats)")
+            return model
+        self.notice(f"chair {self.plan.chair.name} failed twice and no non-seat model in "
+                    "council stats could be promoted")
+        return None
+
+    # -- the end -----------------------------------------------------------------------------
+    @property
+    def exit_code(self) -> int:
+        if self.status == "aborted":
+            return 128 + (self.signum or signal.SIGINT)
+        return {"complete": 0, "degraded": 2}.get(self.status, 1)
+
+    def finish(self) -> dict[str, Any]:
+        from orchestrator.council import summary
+
+        for n, review in enumerate(self.reviews, start=1):
+            if review.legs:
+                self.art.review(n, review.model, review.answer, review.to_dict())
+        if self.bundle is not None:
+            self.art.json("bundle.json", self.bundle.to_dict())
+            self.art.text("bundle.md", self.bundle.markdown())
+        if self.tally is not None:
+            self.art.json("tally.json", self.tally)
+        if self.status not in ("aborted", "running", "error"):
+            summary.council_rows(self)
+        self.art.json("verdict.json", summary.verdict_doc(self))
+        md = report_markdown(self.document(), self.tally, self.chair.synthesis)
+        self.art.text("report.md", md)
+        self.art.text("report.html", report_html(md, f"Council review {self.run_id}"))
+        return self.write_run()
+
+    def document(self) -> dict[str, Any]:
+        from orchestrator.council import summary
+
+        everything = self.records
+        known = [r.cost_usd for r in everything if r.cost_usd is not None]
+        return {
+            "run_id": self.run_id, "kind": "council", "status": self.status,
+            "exit_code": None if self.status == "running" else self.exit_code, "error": self.error, "signal": self.signum,
+            "created_at": self._created,
+            "ended_at": None if self.status == "running" else now_iso(),
+            "dir": str(self.dir), "briefing": "briefing.md", "context": self.plan.context,
+            "line": CONCURRENCE_LINE,
+            "seats": summary.seat_entries(self),
+            "judges": [j.to_dict() | {"votes": len(j.votes)} for j in self.judgements],
+            "tiers": self.tally["tiers"] if self.tally else None,
+            "verdict": self.chair.verdict,
+            "chair": {"model": self.chair.model, "requested": self.plan.chair.name,
+                      "promoted": self.chair.promoted, "verdict": self.chair.verdict},
+            "chair_attempts": self.chair.attempts,
+            "stages": self.stages,
+            "usage": sum((r.usage for r in everything), Usage()).to_dict(),
+            "cost_usd": round(sum(known), 8), "cost_exact": len(known) == len(everything),
+            "requests": self.server.sent,
+            "notices": self.notices, "degraded": self.degraded,
+            "anonymity": self.anonymity, "ledger_errors": self.spend.errors,
+            "max_cost": self.max_cost, "options": self.options,
+            "artifacts": sorted({*self.art.written, "run.json"}),
+            "tag": self.tag,
+        }
+
+    def write_run(self) -> dict[str, Any]:
+        doc = self.document()
+        self.art.json("run.json", doc)
+        return doc
+

@@ -1,0 +1,67 @@
+"""What a finished council run says about itself: the seat entries of ``run.json``,
+``verdict.json``, and the rows it adds to the council ledger."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.council.tally import CONCURRENCE_LINE, SEVERITIES
+
+if TYPE_CHECKING:
+    from orchestrator.council.run import CouncilRun
+
+
+def seat_entries(run: CouncilRun) -> list[dict[str, Any]]:
+    labels = run.bundle.labels if run.bundle else {}
+    scores = (run.tally or {}).get("seats", {})
+    judged = {j.judge: j.usable for j in run.judgements}
+    out = []
+    for r in run.reviews:
+        score = scores.get(r.model, {})
+        out.append({
+            "model": r.model, "label": labels.get(r.model), "status": r.status,
+            "reason": r.reason, "retried": r.retried, "cut": r.cut, "conformed": r.conformed,
+            "source": r.source, "reprompted": r.reprompted, "problem": r.problem,
+            "dropped": r.dropped, "findings": r.severity_counts(), "raised": len(r.findings),
+            "finding_ids": [f.get("id") for f in r.findings],
+            "confirmed": score.get("confirmed", 0), "street_cred": score.get("street_cred"),
+            "ranks": score.get("ranks", []), "judged": judged.get(r.model, False),
+            "legs": r.legs,
+        })
+    return out
+
+
+def verdict_doc(run: CouncilRun) -> dict[str, Any]:
+    """``verdict.json``: the one file a CI gate needs to read."""
+    return {"run_id": run.run_id, "verdict": run.chair.verdict, "chair": run.chair.model,
+            "promoted": run.chair.promoted, "status": run.status,
+            "tiers": (run.tally or {}).get("tiers"), "line": CONCURRENCE_LINE}
+
+
+def council_rows(run: CouncilRun) -> None:
+    """One row per run × model in the council ledger. A failure here is a notice, never
+    fatal: the review itself is done and on disk."""
+    from orchestrator.council.ledger import CouncilLedger
+
+    scores = (run.tally or {}).get("seats", {})
+    rows: list[dict[str, Any]] = []
+    for r in run.reviews:
+        counts = r.severity_counts()
+        score = scores.get(r.model, {})
+        rows.append({"run_id": run.run_id, "model": r.model, "role": "seat",
+                     "status": r.status, "reviewed": r.usable,
+                     "conformed": r.conformed if r.usable else None, "cut": r.cut,
+                     **{f"findings_{s}": counts[s] for s in SEVERITIES},
+                     "confirmed": score.get("confirmed", 0),
+                     "street_cred": score.get("street_cred")})
+    for model in dict.fromkeys(a["model"] for a in run.chair.attempts):
+        gave = model == run.chair.model
+        verdict = run.chair.verdict if gave else None
+        rows.append({"run_id": run.run_id, "model": model, "role": "chair",
+                     "status": "verdict" if verdict else ("no-verdict" if gave else "failed"),
+                     "reviewed": False, "verdict": verdict})
+    try:
+        CouncilLedger(run.ledger_url).append(rows)
+    except Exception as exc:
+        run.notice(f"the council ledger could not record this run: "
+                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
