@@ -3,8 +3,11 @@
 Request-path hooks (``tool_roster``, ``before_request``, ``after_response``) form a pipeline:
 each implementation gets the value the previous one returned and returns a replacement or
 ``None`` (no change). An implementation that raises is skipped — the leg goes on without its
-change and the error is recorded on the leg — except :class:`orchestrator.errors.Refusal`,
-which ends the leg ``refused`` before anything is sent.
+change and the error is recorded on the leg — except the deliberate ones:
+:class:`orchestrator.errors.Refusal` ends the leg ``refused`` before anything is sent, and
+``LegError`` / ``OrchError`` end it ``error``.
+Implementations run in pluggy's order (``tryfirst``, plain, ``trylast``; built-ins are
+``trylast``); ``wrapper=True`` implementations surround the chain and see its result.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ hookimpl = pluggy.HookimplMarker("orch")
 
 @hookspec
 def register_commands(cli):
-    """Add click commands to the ``orch`` group. Called once at start-up: keep it cheap."""
+    """Add click commands to the ``orch`` group. Called once at start-up: keep it cheap.
+    A plugin that raises here, or names a built-in command, has its commands skipped."""
 
 
 @hookspec(firstresult=True)
@@ -28,17 +32,20 @@ def resolve_model(spec, config):
 
 @hookspec
 def register_tools(leg):
-    """Return a list of :class:`orchestrator.tools.Tool` this plugin offers to ``leg``."""
+    """Return a list of :class:`orchestrator.tools.Tool` this plugin offers to ``leg``.
+    Every answer is used (collect). Synchronous: no awaitables."""
 
 
 @hookspec(firstresult=True)
 def system_prompt(leg):
-    """Return the system prompt for ``leg`` (a str), or None to pass. First answer wins."""
+    """Return the system prompt for ``leg`` (a str), or None to pass. First answer wins.
+    Synchronous: no awaitables."""
 
 
 @hookspec
 def tool_roster(leg, tools):
-    """Pipeline. Return the tools ``leg`` may use (a filtered or extended list) or None."""
+    """Pipeline. Return the tools ``leg`` may use (a filtered or extended list) or None.
+    May return an awaitable."""
 
 
 @hookspec
@@ -65,7 +72,8 @@ def leg_start(leg):
 
 @hookspec
 def leg_end(leg, record):
-    """Observer: ``leg`` ended; ``record`` is its final LegRecord. May return an awaitable."""
+    """Observer: ``leg`` ended; ``record`` is its final LegRecord. May return an awaitable.
+    Nothing raised here changes the leg (Refusal and OrchError too are only recorded)."""
 
 
 @hookspec
@@ -75,5 +83,14 @@ def wave_start(wave):
 
 
 @hookspec
+def before_launch(wave, leg):
+    """Before the wave starts ``leg`` (each leg, a retry's legs, the chair). Raise
+    ``Refusal(code, message)`` to refuse the launch: the leg ends ``refused`` without a
+    request, the wave records it in ``budget_refusals`` and exits 2. Must not await:
+    the check and what it claims happen at once (the cost ceiling relies on it)."""
+
+
+@hookspec
 def wave_end(wave):
-    """Observer: every leg (and the chair) of ``wave`` ended. May return an awaitable."""
+    """Observer: every leg (and the chair) of ``wave`` ended. May return an awaitable.
+    Nothing raised here changes the wave: failures become wave notices."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass, field
@@ -11,9 +12,12 @@ from importlib import metadata
 import pluggy
 
 from orchestrator import hookspecs
+from orchestrator.secrets import scrub
 
 GROUP = "orch"
 OWN_DISTRIBUTION = "orch"
+HOOK_NAMES = frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n),
+                                                               "orch_spec"))
 
 
 @dataclass
@@ -24,15 +28,22 @@ class PluginInfo:
     version: str | None
     builtin: bool
     status: str = "loaded"  # loaded | broken | disabled
-    error: str | None = None
+    error: str | None = None  # why it is broken
+    reason: str | None = None  # why it is disabled
     hooks: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    @property
+    def source(self) -> str:
+        if self.builtin:
+            return "built-in"
+        return self.distribution or "in-process"
+
     def to_dict(self) -> dict:
         return {"name": self.name, "module": self.module, "version": self.version,
-                "source": "built-in" if self.builtin else (self.distribution or "unknown"),
-                "builtin": self.builtin, "status": self.status, "error": self.error,
-                "hooks": self.hooks, "warnings": self.warnings}
+                "source": self.source, "builtin": self.builtin, "status": self.status,
+                "error": self.error, "reason": self.reason, "hooks": self.hooks,
+                "warnings": self.warnings}
 
 
 class PluginManager(pluggy.PluginManager):
@@ -52,95 +63,156 @@ def _names(value: str | None) -> set[str]:
     return {n.strip() for n in (value or "").split(",") if n.strip()}
 
 
-def _selection(config_plugins: dict | None) -> tuple[set[str] | None, set[str]]:
-    """(allowlist or None, denylist) from ORCH_PLUGINS / ORCH_DISABLE_PLUGINS, then config."""
+def selection(config_plugins: dict | None) -> tuple[set[str] | None, dict[str, str]]:
+    """(allowlist or None, {denied name: where}) from ORCH_PLUGINS / ORCH_DISABLE_PLUGINS,
+    then config ``plugins.enabled`` / ``plugins.disabled``."""
     config_plugins = config_plugins or {}
     allow_env = os.environ.get("ORCH_PLUGINS")
     allow = _names(allow_env) if allow_env is not None else None
     if allow is None and config_plugins.get("enabled"):
         allow = set(config_plugins["enabled"])
-    deny = _names(os.environ.get("ORCH_DISABLE_PLUGINS")) | set(config_plugins.get("disabled", []))
+    deny = {n: "config plugins.disabled" for n in config_plugins.get("disabled", [])}
+    deny.update({n: "ORCH_DISABLE_PLUGINS" for n in _names(os.environ.get("ORCH_DISABLE_PLUGINS"))})
     return allow, deny
 
 
-def _entry_points() -> list[metadata.EntryPoint]:
-    eps = list(metadata.entry_points(group=GROUP))
+def _dist_name(ep: metadata.EntryPoint) -> str | None:
+    return _dist_meta(ep.dist)[0] if ep.dist else None
+
+
+@functools.lru_cache(maxsize=64)
+def _dist_meta(dist: metadata.Distribution) -> tuple[str, str]:
+    """(name, version). Each ``dist.name`` parses the METADATA file again, and start-up
+    (``orch --help`` too) asks several times per entry point: a third of its plugin scan."""
+    meta = dist.metadata
+    return meta["Name"], meta["Version"]
+
+
+def _entry_points() -> list[tuple[metadata.EntryPoint, str | None]]:
+    """Each entry point with the distribution that already took its name (a clash), if any:
+    built-ins first, then by name."""
     seen: dict[str, metadata.EntryPoint] = {}
+    clashes: list[tuple[metadata.EntryPoint, str | None]] = []
+    eps = sorted(metadata.entry_points(group=GROUP),
+                 key=lambda ep: (_dist_name(ep) != OWN_DISTRIBUTION, ep.name))
     for ep in eps:
-        seen.setdefault(ep.name, ep)  # the same dist can be on the path twice (editable)
-
-    def order(ep: metadata.EntryPoint) -> tuple[bool, str]:
-        dist = ep.dist.name if ep.dist else None
-        return (dist != OWN_DISTRIBUTION, ep.name)
-
-    return sorted(seen.values(), key=order)
+        first = seen.setdefault(ep.name, ep)
+        if first is not ep and _dist_name(first) != _dist_name(ep):
+            clashes.append((ep, _dist_name(first)))
+        # else: the same distribution on the path twice (an editable install): one copy
+    return [(ep, None) for ep in seen.values()] + clashes
 
 
-def _unknown_hooks(pm: PluginManager, plugin: object) -> list[str]:
-    """Names marked as hook implementations that match no hookspec (typos)."""
-    unknown = []
-    for attr in dir(plugin):
-        if pm.parse_hookimpl_opts(plugin, attr) is not None and not hasattr(
-            hookspecs, attr
-        ):
-            unknown.append(attr)
-    return unknown
+def _why_disabled(name: str, allow: set[str] | None, deny: dict[str, str]) -> str | None:
+    if name in deny:
+        return f"disabled by {deny[name]}"
+    if allow is not None and name not in allow:
+        return "not in the allowlist (ORCH_PLUGINS or config plugins.enabled)"
+    return None
 
 
 def load(config_plugins: dict | None = None, *, enabled: bool = True,
          extra: list[tuple[str, object]] | None = None, warn=None) -> PluginManager:
     """Build the plugin manager: built-ins first, then third parties, each by name order.
 
-    ``warn`` receives one line per broken plugin or typo'd hook (the CLI prints it on stderr).
-    ``extra`` registers in-process plugins (the testing kit uses it).
+    ``warn`` receives one line per broken plugin or suspicious hook (the CLI prints it on
+    stderr). ``extra`` registers in-process plugins (the testing kit uses it); an extra
+    plugin replaces an installed one of the same name, so a plugin's own tests can pass it.
     """
     pm = PluginManager()
-    allow, deny = _selection(config_plugins)
+    allow, deny = selection(config_plugins)
+    extra = list(extra or [])
+    extra_names = {name for name, _ in extra}
     if enabled:
-        for ep in _entry_points():
-            dist = ep.dist.name if ep.dist else None
+        for ep, taken_by in _entry_points():
+            if ep.name in extra_names:
+                continue
+            dist = _dist_name(ep)
             info = PluginInfo(name=ep.name, module=ep.value, distribution=dist,
-                              version=ep.dist.version if ep.dist else None,
+                              version=_dist_meta(ep.dist)[1] if ep.dist else None,
                               builtin=dist == OWN_DISTRIBUTION)
+            if taken_by is not None:
+                _broken(info, f"the name {ep.name!r} is taken by {taken_by}; rename the "
+                              "entry point or uninstall one of them", warn)
+                pm.infos[f"{ep.name} ({dist})"] = info
+                continue
             pm.infos[ep.name] = info
-            if ep.name in deny or (allow is not None and ep.name not in allow):
+            info.reason = _why_disabled(ep.name, allow, deny)
+            if info.reason:
                 info.status = "disabled"
                 continue
             try:
                 plugin = ep.load()
             except Exception as exc:  # a broken plugin never stops orch
-                info.status = "broken"
-                info.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-                if warn:
-                    warn(f"plugin {ep.name} skipped: {info.error}")
+                _broken(info, _one_line(exc), warn)
                 continue
             _register(pm, ep.name, plugin, info, warn)
-    for name, plugin in extra or []:
-        info = PluginInfo(name=name, module=getattr(plugin, "__name__", repr(plugin)),
+    for name, plugin in extra:
+        if pm.is_registered(plugin):  # installed under another name: this copy replaces it
+            replaced = pm.infos[pm.get_name(plugin)]
+            replaced.status, replaced.reason = "disabled", f"replaced by in-process {name!r}"
+            pm.unregister(plugin)
+        info = PluginInfo(name=name, module=getattr(plugin, "__name__", type(plugin).__name__),
                           distribution=None, version=None, builtin=False)
         pm.infos[name] = info
         _register(pm, name, plugin, info, warn)
     return pm
 
 
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """The error on one line (pluggy's validation errors span several, all needed), with
+    any key value scrubbed: it is printed and listed."""
+    text = scrub(" ".join(f"{type(exc).__name__}: {exc}".split()))
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _broken(info: PluginInfo, error: str, warn) -> None:
+    info.status, info.error = "broken", error
+    if warn:
+        warn(f"plugin {info.name} skipped: {error}")
+
+
 def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, warn) -> None:
     try:
         pm.register(plugin, name=name)
-    except Exception as exc:
-        info.status = "broken"
-        info.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        if warn:
-            warn(f"plugin {name} skipped: {info.error}")
+    except Exception as exc:  # e.g. an argument name the hookspec does not have
+        _broken(info, _one_line(exc), warn)
         return
-    info.hooks = sorted(
-        impl_name for impl_name in dir(plugin)
-        if pm.parse_hookimpl_opts(plugin, impl_name) is not None and hasattr(hookspecs, impl_name)
-    )
-    for typo in _unknown_hooks(pm, plugin):
-        msg = f"plugin {name}: hook implementation {typo!r} matches no hook (typo?)"
-        info.warnings.append(msg)
+    marked = [a for a in dir(plugin) if pm.parse_hookimpl_opts(plugin, a) is not None]
+    info.hooks = sorted(a for a in marked if a in HOOK_NAMES)
+    for attr in marked:
+        if attr not in HOOK_NAMES:
+            info.warnings.append(f"hook implementation {attr!r} matches no hook (typo?)")
+        elif pm.parse_hookimpl_opts(plugin, attr).get("hookwrapper"):
+            info.warnings.append(f"{attr} uses hookwrapper=True, which orch does not call; "
+                                 "use @hookimpl(wrapper=True)")
+    for attr in sorted(HOOK_NAMES - set(marked)):
+        if callable(getattr(plugin, attr, None)):
+            info.warnings.append(f"{attr} is not marked @hookimpl, so it never runs")
+    for message in info.warnings:
         if warn:
-            warn(msg)
+            warn(f"plugin {name}: {message}")
+
+
+def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:
+    """The ``register_commands`` hook: a plugin that raises, or names a built-in command,
+    has its commands skipped with one warning; the CLI always starts."""
+    for impl in reversed(pm.hook.register_commands.get_hookimpls()):
+        if impl.wrapper or impl.hookwrapper:
+            continue
+        before = dict(group.commands)
+        try:
+            impl.function(*[{"cli": group}[a] for a in impl.argnames])
+        except Exception as exc:
+            group.commands = before
+            if warn:
+                warn(f"plugin {impl.plugin_name}: register_commands failed, its commands are "
+                     f"skipped: {_one_line(exc)}")
+            continue
+        for clash in sorted((set(group.commands) - set(before)) & set(reserved)):
+            group.commands.pop(clash)
+            if warn:
+                warn(f"plugin {impl.plugin_name}: command {clash!r} is built in; skipped")
 
 
 def stderr_warn(line: str) -> None:

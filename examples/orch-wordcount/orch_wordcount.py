@@ -1,0 +1,82 @@
+"""orch-wordcount: a ``word_count`` tool for models, and ``orch wordcount`` for people.
+
+Models are poor at counting words; a tool is exact. The tool is offered only when switched on
+(``plugin_config.wordcount.tool = true`` in config.json), because every offered tool costs
+prompt tokens on every request of every leg. The command is always there.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from orchestrator.hookspecs import hookimpl
+from orchestrator.tools import Tool
+
+NAME = "wordcount"
+PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "description": "The text to count."},
+        "path": {"type": "string",
+                 "description": "Or: a file in the workspace, relative to its root."},
+    },
+}
+
+
+def count(text: str) -> dict[str, int]:
+    return {"words": len(text.split()), "lines": len(text.splitlines()), "chars": len(text)}
+
+
+def _inside(root: Path, path: str) -> Path:
+    """``path`` under ``root``, or ValueError: a model may not read outside the workspace."""
+    target = (root / path).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise ValueError(f"{path} is outside the workspace")
+    return target
+
+
+def word_count_tool(workspace: Path | None) -> Tool:
+    def word_count(text: str | None = None, path: str | None = None) -> dict[str, int] | str:
+        if (text is None) == (path is None):
+            return "error: pass exactly one of `text` or `path`"
+        if path is not None:
+            if workspace is None:
+                return "error: this leg has no workspace; pass `text` instead"
+            try:
+                text = _inside(workspace, path).read_text(encoding="utf-8", errors="replace")
+            except (OSError, ValueError) as exc:
+                return f"error: cannot read {path}: {exc}"
+        return count(text)
+
+    return Tool(name="word_count", parameters=PARAMETERS, function=word_count,
+                description="Count the words, lines and characters of a text or a "
+                            "workspace file, exactly.")
+
+
+@hookimpl
+def register_tools(leg):
+    if leg.plugin_config(NAME).get("tool"):
+        return [word_count_tool(leg.workspace)]
+    return None
+
+
+@click.command(name="wordcount")
+@click.argument("files", nargs=-1, type=click.File("r", encoding="utf-8"))
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+def wordcount_command(files, as_json: bool) -> None:
+    """Count words, lines and characters of FILES (or stdin), like the model's tool does."""
+    files = files or (click.get_text_stream("stdin"),)
+    counts = {("-" if f.name == "<stdin>" else f.name): count(f.read()) for f in files}
+    if as_json:
+        click.echo(json.dumps(counts))
+        return
+    for name, c in counts.items():
+        click.echo(f"{c['words']:>8} words {c['lines']:>6} lines {c['chars']:>8} chars  {name}")
+
+
+@hookimpl
+def register_commands(cli):
+    cli.add_command(wordcount_command)

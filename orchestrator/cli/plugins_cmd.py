@@ -1,0 +1,54 @@
+"""``orch plugins``: what is installed, where each plugin came from, and whether it loaded."""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator.cli.common import print_json
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def plugins(as_json: bool) -> None:
+    """List plugins: name, version, source (built-in or its distribution), the hooks it
+    implements, and its status — loaded, broken (with the one-line error) or disabled
+    (with the setting that disabled it).
+
+    \b
+    Choose plugins with ORCH_PLUGINS=a,b (only these), ORCH_DISABLE_PLUGINS=a,b, or
+    `plugins.enabled` / `plugins.disabled` in config.json; docs/plugins.md has the rest.
+    """
+    from orchestrator import runtime
+    from orchestrator.plugins import load, selection
+
+    section = runtime.config().section("plugins")
+    pm = load(section)  # no stderr warnings: this listing is where they are shown
+    infos = sorted(pm.infos.values(), key=lambda i: (not i.builtin, i.name))
+    allow, deny = selection(section)
+    unknown = sorted(({*(allow or ()), *deny}) - {i.name for i in infos})
+    if as_json:
+        print_json({"plugins": [i.to_dict() for i in infos], "unknown_names": unknown})
+        return
+    if not infos:
+        click.echo("No plugins installed (entry-point group `orch`).")
+    else:
+        _table(infos)
+    if unknown:
+        click.echo(f"Not installed, yet named in the plugin settings: {', '.join(unknown)}")
+
+
+def _table(infos) -> None:
+    """Aligned columns; under a plugin, its error or disabling setting and its warnings."""
+    head = ("NAME", "VERSION", "SOURCE", "STATUS")
+    cells = [(i.name, i.version or "-", i.source, i.status) for i in infos]
+    widths = [max(len(row[c]) for row in [head, *cells]) for c in range(len(head))]
+
+    def line(row, hooks: str) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + "  " + hooks
+
+    click.echo(line(head, "HOOKS"))
+    for info, row in zip(infos, cells, strict=True):
+        click.echo(line(row, ", ".join(info.hooks) or "-"))
+        for note in [info.error or info.reason, *info.warnings]:
+            if note:
+                click.echo(f"    {note}")
