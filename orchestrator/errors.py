@@ -26,11 +26,28 @@ class Refusal(Exception):  # noqa: N818 - it is a refusal, not an error
         return f"{self.code}: {self.message}"
 
 
+class LegError(OrchError):
+    """Raised by a plugin after a response to end the leg ``error`` (e.g. ``OUTPUT_LENGTH``):
+    the request was sent and billed, so it is not a refusal. The leg's reason becomes
+    ``"<code>: <message>"``. It subclasses OrchError so the hook runner passes it through
+    to the engine instead of isolating it as a plugin failure."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    @property
+    def reason(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
 class ProviderError(Exception):
     """A model call failed; ``reason`` is one of REASONS, ``message`` keeps the provider's words."""
 
     REASONS = (
         "rate_limited",
+        "quota",  # a 429 that waiting cannot fix: quota, billing, spend cap
         "context_overflow",
         "auth",
         "timeout",

@@ -10,6 +10,8 @@ from orchestrator.engine.record import RUNNING, LegRecord
 
 
 def _cost(r: LegRecord) -> str:
+    if r.cost_source == "none":
+        return "-"  # nothing answered yet
     return "?" if r.cost_usd is None else f"${r.cost_usd:.4f}"
 
 
@@ -52,8 +54,12 @@ class LiveProgress:
 
         self._legs: dict[str, LegRecord] = {}
         self._t0: dict[str, float] = {}
-        self._live = Live(self._table(), console=Console(stderr=True), refresh_per_second=4,
+        # Live redraws what __rich__ returns 4 times a second, so elapsed keeps counting.
+        self._live = Live(self, console=Console(stderr=True), refresh_per_second=4,
                           transient=False)
+
+    def __rich__(self):
+        return self._table()
 
     def _table(self):
         from rich.table import Table
@@ -71,14 +77,13 @@ class LiveProgress:
     def __call__(self, ctx: LegContext) -> None:
         self._legs[ctx.record.leg_id] = ctx.record
         self._t0.setdefault(ctx.record.leg_id, time.monotonic())
-        self._live.update(self._table())
 
     def __enter__(self):
         self._live.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._live.update(self._table())
+        self._live.refresh()
         self._live.__exit__(*exc)
 
 

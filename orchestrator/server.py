@@ -7,6 +7,7 @@ of a few reasons while keeping the provider's own message.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from orchestrator.errors import ProviderError
@@ -21,9 +22,14 @@ NO_KEY = "sk-no-key-required"
 class Server:
     """One per wave. Counts requests in flight so guards and progress can read the load."""
 
-    def __init__(self, *, timeout_s: float = 600.0, max_retries: int = 0) -> None:
+    def __init__(self, *, timeout_s: float = 600.0, max_retries: int = 0,
+                 rate_gate: bool = True) -> None:
+        from orchestrator.gate import HoldLog
+
         self.timeout_s = timeout_s
-        self.max_retries = max_retries
+        self.max_retries = 0 if rate_gate else max_retries  # never the SDK's and the gate's
+        self.rate_gate = rate_gate  # every call through the endpoint's shared gate (gate.py)
+        self.holds = HoldLog()  # when and how long the gate held this server's calls
         self.in_flight = 0
         self.peak_in_flight = 0
         self.sent = 0
@@ -53,15 +59,24 @@ class Server:
 
         lm = litellm()
         kwargs = self.call_kwargs(model, request)
-        self.in_flight += 1
-        self.sent += 1
-        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-        try:
-            raw = await lm.acompletion(**kwargs)
-        except Exception as exc:
-            raise provider_error(exc) from None
-        finally:
-            self.in_flight -= 1
+
+        async def send() -> Any:
+            self.in_flight += 1
+            self.sent += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            try:
+                return await lm.acompletion(**kwargs)
+            except Exception as exc:
+                raise provider_error(exc) from None
+            finally:
+                self.in_flight -= 1
+
+        if self.rate_gate:
+            from orchestrator.gate import gate_for
+
+            raw = await gate_for(model).call(send, self.holds)
+        else:
+            raw = await send()
         return normalise(model, raw)
 
 
@@ -134,6 +149,9 @@ def provider_error(exc: BaseException) -> ProviderError:
     message = " ".join(message.split())[:500]
     status = getattr(exc, "status_code", None)
     retry_after = _retry_after(exc)
+    if (isinstance(exc, lm.RateLimitError) or status == 429) and _is_quota(exc, message,
+                                                                          retry_after):
+        return ProviderError("quota", message, status)  # a 429 that waiting cannot fix
     if "Connection error" in message and isinstance(exc, lm.InternalServerError):
         # litellm reports a refused or dropped connection as a 500 "Connection error."
         return ProviderError("connection", message, None)
@@ -167,6 +185,24 @@ def provider_error(exc: BaseException) -> ProviderError:
         if status >= 400:
             return ProviderError("bad_request", message, status)
     return ProviderError("server_error", f"{type(exc).__name__}: {message}", status)
+
+
+_QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active",
+                "budget_exceeded", "quota_exceeded"}
+_QUOTA_WORDS = re.compile(r"quota|billing|spend(ing)?[ _-]?(cap|limit)|credit balance|"
+                          r"budget has been exceeded|exceeded your (current )?budget", re.I)
+
+
+def _is_quota(exc: BaseException, message: str, retry_after: float | None) -> bool:
+    """Quota, billing and spend caps arrive as 429s like rate limits do. litellm overwrites
+    ``exc.code``/``exc.type``, so read the provider's own error body; failing that, its
+    words, unless it said when to come back (then waiting can fix it)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        body = body.get("error", body) if isinstance(body.get("error"), dict) else body
+        if {str(body.get("code")), str(body.get("type"))} & _QUOTA_CODES:
+            return True
+    return retry_after is None and bool(_QUOTA_WORDS.search(message))
 
 
 def _retry_after(exc: BaseException) -> float | None:

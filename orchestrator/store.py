@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +17,106 @@ from orchestrator.secrets import scrub
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON next to ``path`` and rename it into place: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = _write_tmp(path, json.dumps(data, indent=2, default=str))
+    _rename(tmp, path)
+
+
+def _write_tmp(path: Path, text: str) -> str:
+    """The scrubbed text in a new file next to ``path``; its name."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except FileNotFoundError:  # mkdir only when needed: a leg saves into its dir many times
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(scrub(json.dumps(data, indent=2, default=str)) + "\n")
+            fh.write(scrub(text) + "\n")
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def _rename(tmp: str, path: Path) -> None:
+    try:
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
+
+
+def _unlink(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
+class BackgroundWriter:
+    """Atomic JSON writes whose final rename runs on a worker thread, in order.
+
+    A leg rewrites its metadata.json at every change of state, and on ext4 a rename over an
+    existing file first flushes the new file's data (auto_da_alloc): milliseconds during
+    which the event loop, and every other leg, would stand still. The new file is written
+    at once (the state as it is now, scrubbed); only the rename waits in the worker, which
+    holds no GIL while it does. :meth:`drain` waits for pending renames and raises the first
+    that failed. A write that would leave the file as it already is is skipped."""
+
+    _pool: ThreadPoolExecutor | None = None
+
+    def __init__(self) -> None:
+        self._last: Future | None = None
+        self._error: BaseException | None = None
+        self._texts: dict[Path, str] = {}
+
+    def write_json(self, path: Path, data: Any) -> None:
+        text = json.dumps(data, indent=2, default=str)
+        if self._texts.get(path) == text:
+            return
+        tmp = _write_tmp(path, text)
+        self._texts[path] = text
+        if BackgroundWriter._pool is None:
+            BackgroundWriter._pool = ThreadPoolExecutor(4, thread_name_prefix="orch-rename")
+        self._last = self._pool.submit(self._rename_after, self._last, tmp, path)
+
+    def _rename_after(self, previous: Future | None, tmp: str, path: Path) -> None:
+        if previous is not None:  # submitted earlier to a FIFO pool: running or done
+            wait([previous])
+        try:
+            _rename(tmp, path)
+        except BaseException as exc:
+            self._error = self._error or exc
+
+    async def drain(self) -> None:
+        last = self._last
+        if last is not None and not last.done():
+            import anyio
+
+            await anyio.to_thread.run_sync(wait, [last])
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
+class JsonlFile:
+    """An append-only JSONL file kept open by its one writer (a leg's conversation.jsonl):
+    one open per leg rather than per line. Each line is flushed whole as it is appended, so
+    a killed process leaves every line it wrote, complete."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh = None
+
+    def append(self, record: Any) -> None:
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._fh.write(scrub(json.dumps(record, default=str)) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
 
 
 def append_jsonl(path: Path, record: Any) -> None:

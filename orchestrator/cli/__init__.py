@@ -19,6 +19,9 @@ COMMANDS = {
     "alias": "orchestrator.cli.config_cmds:alias",
     "council": "orchestrator.cli.council:council",
     "plugins": "orchestrator.cli.plugins_cmd:plugins",
+    "model": "orchestrator.cli.model_cmds:model",
+    "server": "orchestrator.cli.server_cmds:server",
+    "local": "orchestrator.cli.server_cmds:local",
 }
 
 
@@ -61,6 +64,9 @@ SUMMARIES = {
     "alias": "Short names for models (alias set|list|remove).",
     "council": "Multi-model review and saved model lists (council run|save|list|stats).",
     "plugins": "List plugins: where each came from, its hooks, whether it loaded.",
+    "model": "Per-model settings: capability tier (model set-tier|tiers).",
+    "server": "The shared local model server (server start|stop|status).",
+    "local": "GGUF models the local server serves as local/NAME (local add|list|remove).",
 }
 
 
@@ -84,10 +90,10 @@ def _register_plugin_commands() -> None:
     """Let plugins add subcommands; a broken plugin is reported once and skipped."""
     if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
         return  # a built-in command runs: plugin commands can't be what was asked for
+    from orchestrator.plugins import add_commands, stderr_warn
     from orchestrator.runtime import plugin_manager
 
-    pm = plugin_manager()
-    pm.hook.register_commands(cli=cli)
+    add_commands(plugin_manager(), cli, reserved=COMMANDS, warn=stderr_warn)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""``orch council``: saved model lists, and (later) multi-model review that runs on them.
+"""``orch council``: multi-model review (run, stats) and the saved model lists it runs on.
 
 Councils are stored as the names the user typed, not resolved models, so changing an alias or
 a provider changes every council that uses it.
@@ -6,9 +6,12 @@ a provider changes every council that uses it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from orchestrator.cli.config_cmds import check_name, echo_json
+from orchestrator.cli.fanout import budget_options
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
 from orchestrator.models import parse_model_list, resolve
@@ -16,15 +19,20 @@ from orchestrator.models import parse_model_list, resolve
 
 @click.group()
 def council() -> None:
-    """Saved model lists ("councils"): named sets of models to run together.
+    """Multi-model review, and saved model lists ("councils") to run it on.
 
-    A council is a named list of two or more models; `orch fanout --council NAME` runs a
-    briefing on all of them at once.
+    `orch council run` seats several models as reviewers: each reviews, they judge each
+    other's findings anonymously, a deterministic tally sorts findings by peer concurrence,
+    and a chair that sat on no seat writes the verdict. `orch council stats` shows each
+    model's track record. A saved council is a named list of two or more models, usable as
+    `--council NAME` here and in `orch fanout`. See docs/council.md.
 
     \b
-    Example:
-      orch council save review --models myvllm/qwen3-8b,openai/gpt-4o-mini,fast@hot
-      orch fanout --council review --prompt "Is this migration safe?"
+    Examples:
+      orch council save reviewers --models myvllm/qwen3-8b,openai/gpt-4o-mini,fast@hot
+      orch council run --council reviewers --chair anthropic/claude-sonnet-4-5 \\
+                       --prompt-file review.md --diff main..HEAD
+      orch council stats
     """
 
 
@@ -105,4 +113,126 @@ def council_remove(name: str) -> None:
     click.echo(f"removed council {name}")
 
 
-# `council run` and `council stats` are added to this group below (@council.command).
+@council.command("run")
+@click.option("--prompt", "-p", help="The review briefing text.")
+@click.option("--prompt-file", "-f", metavar="FILE", help="Read the briefing from FILE ('-' = stdin).")
+@click.option("--diff", "diff", metavar="REV_RANGE",
+              help="Add `git diff REV_RANGE` (run here) to the briefing, e.g. main..HEAD.")
+@click.option("--context", "-c", "context", multiple=True, metavar="PATH",
+              help="A file added to the briefing (repeatable); read once, shared by all seats.")
+@click.option("--models", "-m", metavar="A,B,C", help="The seats: two or more models.")
+@click.option("--council", "council_name", metavar="NAME", help="Seat a saved council.")
+@click.option("--chair", metavar="MODEL",
+              help="Writes the verdict; must not be a seat (default: defaults.chair in config).")
+@click.option("--timeout", "timeout_min", type=float, default=10.0, show_default=True,
+              metavar="MINUTES", help="Per-call time limit (each seat, judge and chair leg).")
+@click.option("--max-steps", type=click.IntRange(1, 200), default=20, show_default=True,
+              help="Requests one leg may make (tool rounds).")
+@click.option("--tools", "tools_mode", type=click.Choice(["none", "read"]), default="read",
+              show_default=True, help="Tools seats and judges may call (read: read-only "
+              "workspace tools, so seats can read the code under review).")
+@click.option("--workspace", metavar="DIR",
+              help="The directory the workspace tools may read (default: the current one).")
+@click.option("--tag", help="A label stored on every spend ledger row of the run.")
+@click.option("--no-plugins", is_flag=True, help="A bare run: load no plugins at all.")
+@click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where council-<run_id>/ goes (default ORCH_HOME/runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print run.json on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@budget_options
+def council_run(prompt, prompt_file, diff, context, models, council_name, chair, timeout_min,
+                max_steps, tools_mode, workspace, tag, no_plugins, runs_dir, as_json, quiet,
+                budgets):
+    """Review a change with a council: seats review, judge each other anonymously, a tally,
+    and a chair's verdict (ship | fix-first | rethink).
+
+    Everything is checked before any spend: at least 2 seats, a chair that is not a seat,
+    every model resolving with its key set, the diff and context files readable. Artifacts
+    go to RUNS_DIR/council-<run_id>/ (report.md, report.html, tally.json, verdict.json,
+    run.json, ...). --max-cost bounds the whole run: each stage may spend what earlier
+    stages left. Exit code: 0 complete with a verdict, 2 degraded (a seat lost, judges
+    short, no verdict, a budget stopped work or cost inexact under a ceiling), 1 pre-flight
+    failure or COUNCIL_QUORUM (fewer than 2 reviews), 130/143 interrupted (run.json is still
+    written).
+
+    \b
+    Examples:
+      orch council run -f review.md --diff main..HEAD -m a,b,c --chair d
+      orch council run -f review.md --council reviewers --chair d --json > result.json
+    """
+    import os
+    import sys
+
+    import anyio
+
+    from orchestrator import config as config_mod
+    from orchestrator import runtime
+    from orchestrator.briefing import read_prompt
+    from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
+    from orchestrator.cli.fanout import choose_models
+    from orchestrator.council.display import print_run
+    from orchestrator.council.preflight import preflight
+    from orchestrator.council.run import CouncilRun
+    from orchestrator.progress import make_progress
+
+    cfg = runtime.config()
+    text = read_prompt(prompt, prompt_file)
+    specs = choose_models(models, council_name, cfg)
+    chair = chair or cfg.defaults.get("chair")
+    if not chair:
+        raise OrchError("no chair: pass --chair MODEL (a model that is not a seat) or set "
+                        "`defaults.chair` in config.json")
+    if timeout_min <= 0:
+        raise OrchError("--timeout must be a positive number of minutes")
+    root = Path(workspace).expanduser().resolve() if workspace else Path.cwd()
+    if not root.is_dir():
+        raise OrchError(f"--workspace {workspace} is not a directory; pass an existing "
+                        "directory (default: the current one)")
+    pm = runtime.plugin_manager(enabled=not no_plugins)
+    seats = resolve_all(specs, cfg, pm)
+    chair_model = resolve_all([chair], cfg, pm)[0]
+    import_litellm_quietly()
+    plan = preflight(seats=seats, chair=chair_model, prompt=text, diff=diff, paths=context,
+                     cwd=Path.cwd())
+    progress = make_progress(quiet or as_json)
+    run = CouncilRun(plan, pm=pm, config=cfg, runs_dir=runs_dir or config_mod.runs_dir(),
+                     timeout_s=timeout_min * 60, max_steps=max_steps, tag=tag,
+                     project_dir=os.getcwd(), workspace=root, observe=progress,
+                     resolve=lambda name: resolve_all([name], cfg, pm)[0],
+                     options={"plugins": not no_plugins, "tools": tools_mode,
+                              "workspace": str(root), **budgets})
+
+    async def main():
+        with progress:
+            return await run.run(handle_signals=True)
+
+    doc = anyio.run(main)
+    if as_json:
+        print_json(doc)
+    else:
+        print_run(doc, run.tally, run.chair.synthesis)
+    if doc["error"]:
+        click.echo(f"orch: error: {doc['error']}", err=True)
+    sys.exit(doc["exit_code"])
+
+
+@council.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list on stdout.")
+def council_stats(as_json: bool) -> None:
+    """Each model's track record across council runs: findings raised, how many peers
+    confirmed, street-cred (mean rank from peers, 1 = best), conforming findings blocks,
+    verdicts given as chair. Read from the council table of the spend ledger database.
+
+    \b
+    Examples:
+      orch council stats
+      orch council stats --json
+    """
+    from orchestrator.council.display import print_stats
+    from orchestrator.council.ledger import CouncilLedger
+
+    stats = CouncilLedger().stats()
+    if as_json:
+        echo_json(stats)
+    else:
+        print_stats(stats)

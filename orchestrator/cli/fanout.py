@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -15,6 +16,34 @@ from orchestrator.errors import OrchError
 from orchestrator.models import parse_model_list
 
 DEFAULT_MAX_LEGS = 10
+THINKING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+BUDGET_KEYS = ("output_budget", "thinking", "leg_tokens", "leg_seconds", "max_cost")
+
+
+def budget_options(command):
+    """The budget guards' options, handed to ``command`` as one ``budgets`` dict (only those
+    given) that goes into WaveSpec.options, where the guard plugins read it (docs/budgets.md)."""
+    options = [
+        click.option("--output-budget", type=click.IntRange(1), metavar="TOKENS",
+                     help="Reserve at most this many output tokens per request (max_tokens)."),
+        click.option("--thinking", type=click.Choice(THINKING_LEVELS),
+                     help="Reasoning effort; refused for models that do not declare it."),
+        click.option("--leg-tokens", type=click.IntRange(1), metavar="N",
+                     help="Turn budget per leg in tokens (cached input counts a tenth)."),
+        click.option("--leg-seconds", type=click.FloatRange(0, min_open=True), metavar="S",
+                     help="Turn budget per leg in seconds."),
+        click.option("--max-cost", type=click.FloatRange(0), metavar="USD",
+                     help="Wave cost ceiling: launches that could pass it are refused (exit 2)."),
+    ]
+
+    @functools.wraps(command)
+    def with_budgets(*args, **kwargs):
+        budgets = {k: v for k in BUDGET_KEYS if (v := kwargs.pop(k, None)) is not None}
+        return command(*args, budgets=budgets, **kwargs)
+
+    for option in reversed(options):
+        with_budgets = option(with_budgets)
+    return with_budgets
 
 
 def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
@@ -31,6 +60,12 @@ def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
     default = cfg.defaults.get("models")
     if default:
         return list(default)
+    from orchestrator.local.default import NOTICE, default_models
+
+    local = default_models(cfg)  # nothing configured and no key: the embedded local model
+    if local:
+        click.echo(NOTICE, err=True)
+        return local
     raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "
                     "`defaults.models` in config.json)")
 
@@ -47,6 +82,10 @@ def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
               metavar="MINUTES", help="Per-leg time limit.")
 @click.option("--max-steps", type=click.IntRange(1, 200), default=20, show_default=True,
               help="Requests one leg may make (tool rounds); the last one asks for the answer.")
+@click.option("--tools", "tools_mode", type=click.Choice(["none", "read"]), default=None,
+              help="Tools legs may call: read (default: read-only workspace tools) or none.")
+@click.option("--workspace", metavar="DIR",
+              help="The directory the workspace tools may read (default: the current one).")
 @click.option("--max-legs", type=click.IntRange(1, 256), default=DEFAULT_MAX_LEGS, show_default=True,
               help="Refuse waves with more legs than this.")
 @click.option("--tag", help="A label stored on every ledger row (see orch spend --group-by tag).")
@@ -56,8 +95,10 @@ def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
               help="Where wave and leg directories go (default ORCH_HOME/runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the wave document as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, max_steps, max_legs,
-           tag, retry_failed, no_plugins, runs_dir, as_json, quiet):
+@budget_options
+def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, max_steps,
+           tools_mode, workspace, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
+           budgets):
     """Run one briefing on several models at once and print every answer.
 
     All legs run concurrently on one shared server; each leg's tokens and dollars go to the
@@ -90,6 +131,10 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         retry_of = retry_failed
         tag = tag or old.get("tag")
         chair = chair or old.get("chair_model")
+        tools_mode = tools_mode or (old.get("options") or {}).get("tools")
+        workspace = workspace or (old.get("options") or {}).get("workspace")
+        budgets = {**{k: v for k, v in (old.get("options") or {}).items() if k in BUDGET_KEYS},
+                   **budgets}  # a retry keeps the original wave's budgets unless overridden
     else:
         specs = choose_models(models, council, cfg)
         briefing = compose(read_prompt(prompt, prompt_file), read_context(context))
@@ -101,10 +146,15 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     pm = runtime.plugin_manager(enabled=not no_plugins)
     resolved = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
+    root = Path(workspace).expanduser().resolve() if workspace else Path.cwd()
+    if not root.is_dir():
+        raise OrchError(f"--workspace {workspace} is not a directory; pass an existing "
+                        "directory (default: the current one)")
     spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
                     timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
-                    project_dir=os.getcwd(), workspace=Path.cwd(), retry_of=retry_of,
-                    options={"plugins": not no_plugins})
+                    project_dir=os.getcwd(), workspace=root, retry_of=retry_of,
+                    options={"plugins": not no_plugins, "tools": tools_mode or "read",
+                             "workspace": str(root), **budgets})
     doc = run_wave(spec, pm, cfg, LedgerSink(), quiet=quiet or as_json)
     if as_json:
         print_json(doc)
@@ -151,6 +201,8 @@ def print_human(doc: dict) -> None:
         click.echo("")
     for notice in doc.get("notices") or []:
         click.echo(f"Notice: {notice}")
+    for reason in doc.get("degraded") or []:  # budgets stopped work: exit 2 (docs/budgets.md)
+        click.echo(f"Degraded: {reason}")
     u = doc["usage"]
     exact = "" if doc["cost_exact"] else " (a floor: some legs' cost is unknown)"
     click.echo(f"Wave {doc['wave_id']}: {doc['status']} · {len(doc['legs'])} legs · "

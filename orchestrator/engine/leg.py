@@ -8,6 +8,7 @@ into its wave except for cancellation, so one leg's failure never touches anothe
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -15,12 +16,12 @@ import anyio
 
 from orchestrator.engine.context import LegContext
 from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_iso
-from orchestrator.errors import OrchError, ProviderError, Refusal
+from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
 from orchestrator.hooks import HookRunner
 from orchestrator.request import Request, Response
 from orchestrator.secrets import scrub
 from orchestrator.server import Server
-from orchestrator.store import append_jsonl, write_json_atomic
+from orchestrator.store import BackgroundWriter, JsonlFile
 from orchestrator.tools import Tool
 
 # The last request at --max-steps carries no tools and this plain instruction.
@@ -28,6 +29,14 @@ FINAL_STEP_DIRECTIVE = (
     "You have reached the step limit for this task and no tools are available any more. "
     "Give your final answer now, from what you already know."
 )
+
+# An after_response plugin that finds a call's arguments unusable replaces them with a JSON
+# object holding this key and what is wrong: the tool does not run, the model gets the reason.
+REJECTED_ARGUMENTS = "_orch_rejected"
+
+# A step's progress alone (tokens, steps) reaches metadata.json at most this often; a change
+# of status always does at once. Steps of a remote model take seconds, so each is written.
+PROGRESS_WRITE_S = 0.5
 
 LegObserver = Callable[[LegContext], None]
 LedgerAppend = Callable[[dict[str, Any]], Awaitable[None]]
@@ -50,20 +59,30 @@ class Leg:
         self.project_dir = project_dir
         self.run_id = run_id
         self._warned: set[str] = set()
+        self._files = BackgroundWriter()
+        self._conversation = JsonlFile(ctx.dir / "conversation.jsonl")
+        self._saved_at = 0.0
 
     # -- records -------------------------------------------------------------------------
     @property
     def record(self):
         return self.ctx.record
 
-    def save(self) -> None:
-        """metadata.json at every change of state, atomically: a killed run leaves it valid."""
-        write_json_atomic(self.ctx.dir / "metadata.json", self.record.to_dict())
+    def save(self, progress: bool = False) -> None:
+        """metadata.json at every change of state, atomically: a killed run leaves it valid.
+        ``progress`` (a step ended, status unchanged) is written if PROGRESS_WRITE_S passed
+        since the last write: fast local steps would spend more on the file than on the
+        request. The rename runs in order on a worker thread (BackgroundWriter); ``_close``
+        waits for it."""
+        now = time.monotonic()
+        if not progress or now - self._saved_at >= PROGRESS_WRITE_S:
+            self._files.write_json(self.ctx.dir / "metadata.json", self.record.to_dict())
+            self._saved_at = now
         self.observe(self.ctx)
 
     def log(self, kind: str, payload: dict[str, Any]) -> None:
-        append_jsonl(self.ctx.dir / "conversation.jsonl",
-                     {"type": kind, "at": now_iso(), "step": self.ctx.step, **payload})
+        self._conversation.append({"type": kind, "at": now_iso(), "step": self.ctx.step,
+                                   **payload})
 
     def plugin_error(self, plugin: str, hook: str, exc: BaseException) -> None:
         """A plugin raised: the leg goes on without its change; say so once per plugin."""
@@ -91,6 +110,8 @@ class Leg:
             record.finish(REFUSED, scrub(refusal.reason))
         except ProviderError as exc:
             record.finish(ERROR, f"{exc.reason}: {exc.message}")
+        except LegError as exc:  # a plugin ended the leg after a response (OUTPUT_LENGTH)
+            record.finish(ERROR, scrub(exc.reason))
         except TimeoutError:
             record.finish(ERROR, f"timeout: the leg ran past its {self.timeout_s:g} s limit")
         except anyio.get_cancelled_exc_class():
@@ -104,6 +125,13 @@ class Leg:
             record.finish(ERROR, scrub(f"internal: {type(exc).__name__}: {exc}"))
         await self._close()
 
+    async def refuse(self, reason: str) -> None:
+        """The wave refused to launch this leg (``before_launch``, e.g. the cost ceiling):
+        nothing is sent; the leg ends ``refused`` with its files and ledger row."""
+        self.ctx.dir.mkdir(parents=True, exist_ok=True)
+        self.record.finish(REFUSED, scrub(reason))
+        await self._close()
+
     async def _close(self) -> None:
         if self.record.ended_at is None:
             self.record.finish(self.record.status)
@@ -113,6 +141,8 @@ class Leg:
                                                      run_id=self.run_id))
         await self.hooks.notify("leg_end", self.plugin_error, leg=self.ctx, record=self.record)
         self.save()
+        self._conversation.close()
+        await self._files.drain()
 
     async def _prepare(self) -> None:
         ctx = self.ctx
@@ -155,13 +185,13 @@ class Leg:
             await self.hooks.notify("step_end", self.plugin_error, leg=ctx,
                                     step={"step": step, "request": request,
                                           "response": response, "tool_results": results})
-            self.save()
             if not response.tool_calls or not request.tools:
                 record.answer = _strip_directive(response.text)
                 if final:
                     ctx.set("stopped", "max_steps")
                 record.finish(COMPLETE)
-                return
+                return  # _close() saves this state next, with no await in between
+            self.save(progress=True)
         ctx.set("stopped", "max_steps")
         record.answer = ""
         record.finish(COMPLETE)
@@ -200,6 +230,8 @@ async def _call_tool(tool: Tool, arguments: str) -> str:
         return f"error: the arguments are not valid JSON ({exc.msg}); send a JSON object"
     if not isinstance(args, dict):
         return "error: the arguments must be a JSON object"
+    if REJECTED_ARGUMENTS in args:
+        return f"error: {args[REJECTED_ARGUMENTS]}"
     try:
         return await tool.run(args)
     except TypeError as exc:

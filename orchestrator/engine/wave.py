@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from orchestrator.config import Config
+from orchestrator.engine.ceiling import degradations
 from orchestrator.engine.chair import chair_packet
 from orchestrator.engine.context import LegContext, WaveContext
 from orchestrator.engine.ledger_sink import LedgerSink
@@ -29,6 +30,7 @@ from orchestrator.engine.record import (
     LegRecord,
     now_iso,
 )
+from orchestrator.errors import OrchError, Refusal
 from orchestrator.hooks import HookRunner
 from orchestrator.models import ResolvedModel
 from orchestrator.request import Usage
@@ -85,7 +87,7 @@ class WaveSpec:
 
 class Wave:
     def __init__(self, spec: WaveSpec, *, pm, config: Config, ledger: LedgerSink | None = None,
-                 observe=None) -> None:
+                 observe=None, server: Server | None = None) -> None:
         self.spec = spec
         self.config = config
         self.hooks = HookRunner(pm)
@@ -93,7 +95,8 @@ class Wave:
         self.observe = observe
         self.wave_id = spec.wave_id or new_wave_id()
         self.dir = spec.runs_dir / self.wave_id
-        self.server = Server(timeout_s=spec.timeout_s)
+        # A council's stages pass one server so every stage shares its gate and counters.
+        self.server = server or Server(timeout_s=spec.timeout_s)
         self.signum: int | None = None
         self.legs: list[Leg] = [
             self._leg(f"{self.wave_id}-{n}", model, spec.kind,
@@ -104,6 +107,7 @@ class Wave:
         self.context = WaveContext(wave_id=self.wave_id, legs=[leg.ctx for leg in self.legs],
                                    config=config, dir=self.dir, options=spec.options)
         self._legs_scope: anyio.CancelScope | None = None
+        self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
         self._created = now_iso()
 
     def _leg(self, leg_id: str, model: ResolvedModel, kind: str, briefing: str) -> Leg:
@@ -135,12 +139,16 @@ class Wave:
             if handle_signals:
                 outer.start_soon(self._watch_signals)
             with anyio.CancelScope() as self._legs_scope:
+                if self.signum is not None:  # interrupted while wave_start hooks ran
+                    self._legs_scope.cancel()
                 async with anyio.create_task_group() as tg:
                     for leg in self.legs:
-                        tg.start_soon(leg.run)
+                        tg.start_soon(self._launch, leg)
                 if self.spec.chair is not None:
                     await self._run_chair()
             outer.cancel_scope.cancel()
+        for text in self.server.holds.notices():  # the rate-limit gate held the wave back
+            self.context.notice(text)
         self.context.status = self.status
         await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context)
         return self.write()
@@ -155,16 +163,36 @@ class Wave:
             return
         self.chair = self._leg(f"{self.wave_id}-chair", self.spec.chair, "chair", brief)
         self.context.chair = self.chair.ctx
-        await self.chair.run()
+        await self._launch(self.chair)
+
+    async def _launch(self, leg: Leg) -> None:
+        """Start ``leg`` unless a ``before_launch`` hook (the cost ceiling) refuses it; the
+        hooks run synchronously, so each check and what it claims happen at once."""
+        try:
+            await self.hooks.notify("before_launch", self._on_hook_error, wave=self.context,
+                                    leg=leg.ctx)
+        except (Refusal, OrchError) as exc:
+            reason = exc.reason if isinstance(exc, Refusal) else f"config: {exc}"
+            self.budget_refusals.append({"leg_id": leg.ctx.leg_id, "kind": leg.ctx.kind,
+                                         "model": leg.ctx.model.name, "reason": reason})
+            self.context.notice(f"{leg.ctx.leg_id} ({leg.ctx.model.name}) not launched: "
+                                f"{reason}")
+            await leg.refuse(reason)
+            return
+        await leg.run()
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
                 if self.signum is not None:
                     os._exit(128 + signum)  # a second signal: leave at once
-                self.signum = signum
-                if self._legs_scope is not None:
-                    self._legs_scope.cancel()
+                self.interrupt(signum)
+
+    def interrupt(self, signum: int) -> None:
+        """Stop the legs as a signal would (a council watching signals itself calls this)."""
+        self.signum = signum
+        if self._legs_scope is not None:
+            self._legs_scope.cancel()
 
     # -- the wave document ---------------------------------------------------------------
     @property
@@ -187,9 +215,11 @@ class Wave:
                 "chair_model": self.spec.chair.name if self.spec.chair else None,
                 "options": self.spec.options, "pid": os.getpid(),
                 "notices": self.context.notices,
+                "budget_refusals": self.budget_refusals,
                 "ledger_errors": self.ledger.errors if self.ledger else [],
                 "server": {"requests": self.server.sent,
-                           "peak_in_flight": self.server.peak_in_flight},
+                           "peak_in_flight": self.server.peak_in_flight,
+                           "rate_gate": self.server.holds.to_dict()},
             })
 
     def write(self) -> dict[str, Any]:
@@ -218,4 +248,8 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "signal": signum,
     }
     doc.update(extra or {})
+    # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/ceiling.py).
+    doc["degraded"] = degradations(everything, doc)
+    if doc["degraded"] and doc["exit_code"] == EXIT_COMPLETE:
+        doc["exit_code"] = EXIT_PARTIAL
     return doc
