@@ -8,7 +8,18 @@ Kept light: nothing heavy is imported until a fixture is used.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+def pytest_configure(config):
+    """litellm reads its offline switches at import: set them (unless the user did) before
+    any test can import it, so no test session phones home or loads a .env file."""
+    from orchestrator.testing.kit import OFFLINE_ENV
+
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
 
 
 @pytest.fixture
