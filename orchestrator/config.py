@@ -11,7 +11,8 @@ from typing import Any
 from orchestrator.errors import OrchError
 from orchestrator.store import write_json_atomic
 
-SECTIONS = ("providers", "aliases", "councils", "variants", "plugins", "plugin_config", "defaults")
+SECTIONS = ("providers", "aliases", "councils", "variants", "plugins", "plugin_config", "defaults",
+            "local")
 
 
 def home() -> Path:
