@@ -9,37 +9,32 @@ class OrchError(Exception):
     exit_code = 1
 
 
-class Refusal(Exception):  # noqa: N818 - it is a refusal, not an error
+class _Coded:
+    """A named code and a message; the leg's reason reads ``"<code>: <message>"``."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+    @property
+    def reason(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class Refusal(_Coded, Exception):  # noqa: N818 - it is a refusal, not an error
     """Raised by a plugin to refuse a request: nothing is sent, the leg ends `refused`.
 
     ``code`` is a short upper-case name (``OUTPUT_STARVATION``); the leg's reason becomes
     ``"<code>: <message>"``.
     """
 
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
 
-    @property
-    def reason(self) -> str:
-        return f"{self.code}: {self.message}"
-
-
-class LegError(OrchError):
+class LegError(_Coded, OrchError):
     """Raised by a plugin after a response to end the leg ``error`` (e.g. ``OUTPUT_LENGTH``):
     the request was sent and billed, so it is not a refusal. The leg's reason becomes
     ``"<code>: <message>"``. It subclasses OrchError so the hook runner passes it through
     to the engine instead of isolating it as a plugin failure."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-    @property
-    def reason(self) -> str:
-        return f"{self.code}: {self.message}"
 
 
 class ProviderError(Exception):

@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from orchestrator.engine.record import ABORTED, RUNNING, LegRecord
 from orchestrator.engine.wave import build_document, wave_status
 from orchestrator.errors import OrchError
+from orchestrator.pids import pid_alive
 from orchestrator.store import read_json
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
@@ -32,7 +20,7 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     doc: dict[str, Any] | None = None
     if (wave_dir / "wave.json").exists():
         doc = read_json(wave_dir / "wave.json")
-        if doc.get("status") != "running" or _alive(doc.get("pid")):
+        if doc.get("status") != "running" or pid_alive(doc.get("pid")):
             return doc
     leg_files = sorted(runs_dir.glob(f"{wave_id}-*/metadata.json"))
     if doc is None and not leg_files:

@@ -22,6 +22,7 @@ from typing import Any
 
 from orchestrator.config import home
 from orchestrator.errors import OrchError
+from orchestrator.pids import pid_alive
 from orchestrator.store import write_json_atomic
 
 STARTING, RUNNING, RESTARTING, FAILED = "starting", "running", "restarting", "failed"
@@ -121,24 +122,6 @@ def try_server_lock(path: Path | None = None) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Whether ``pid`` runs; reaps it first if it is our own exited child (no zombies)."""
-    if not pid:
-        return False
-    try:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def cmdline(pid: int) -> list[str] | None:
