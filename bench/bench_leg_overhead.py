@@ -54,7 +54,9 @@ def run_engine(cfg, pm, runs: Path, models: list[str], steps: int) -> None:
 
     async def sequential():
         for model in models:
-            doc = await engine_wave(cfg, pm, runs, [model], max_steps=steps).run()
+            # max_steps above the script's length: the last request keeps its tools, as the
+            # bare loop's does (at max_steps the engine strips them and adds a directive).
+            doc = await engine_wave(cfg, pm, runs, [model], max_steps=steps + 1).run()
             leg = doc["legs"][0]
             if leg["status"] != "complete" or leg["requests"] != steps:
                 raise RuntimeError(f"leg did not make {steps} requests: {leg['status']} "

@@ -15,7 +15,8 @@ Runs alternate engine/bare so background load hits both alike; the median is rep
 Memory: the tracemalloc peak of one extra, untimed run per N and side (Python heap allocated
 during the wave; tracemalloc slows the run, so it is never timed), and the RSS high-water
 delta of the timed runs. Finally the same wave at N=8 through the real ``orch fanout``
-subprocess, start-up included. Writes bench/results/wave.json.
+subprocess, start-up included. Writes bench/results/wave.json (wave_default_gate.json with
+``--max-concurrent 0``).
 """
 
 from __future__ import annotations
@@ -246,7 +247,7 @@ def main() -> None:
         print(f"bare gather in a fresh interpreter (import litellm included): "
               f"{cli['bare_process_s']:.2f} s; orch fanout / that = "
               f"{cli['wall_s'] / cli['bare_process_s']:.2f}x")
-    write_result("wave", {
+    write_result("wave" if ceiling else "wave_default_gate", {
         "machine": machine(), "steps": STEPS, "latency_ms": args.latency_ms,
         "reps": args.reps, "builtins": not args.no_builtins, "max_concurrent": ceiling or None,
         "results": {str(n): r for n, r in results.items()}, "worst_ratio": worst,

@@ -4,8 +4,8 @@ One key often serves every model of a wave, so 64 legs that each retry a 429 on 
 turn one limit into a storm of retries. Instead every request to one endpoint (and key) goes
 through one :class:`Gate`, shared by all legs of the process:
 
-- it starts open at ``max_concurrent`` (config, default 16), so a healthy wave is never
-  slowed by it;
+- it starts open at ``max_concurrent`` (config; unset, 16 or the wave's leg count, whichever
+  is larger), so a healthy wave is never slowed by it;
 - on a 429 that waiting can fix, *every* caller pauses for ``Retry-After`` (plus jitter), or
   an exponential backoff up to 60 s when the provider names no wait, and the gate halves;
   it adds one back after every 3 successes, up to the ceiling (AIMD, as TCP does);
@@ -74,8 +74,10 @@ class Gate:
         self.lowest = self.lowest or self.limit
 
     def set_ceiling(self, ceiling: int) -> None:
+        """A new ceiling (config, or a larger wave); a limit no 429 has lowered moves with it."""
+        untouched = self.limit >= self.ceiling
         self.ceiling = max(1, ceiling)
-        self.limit = min(self.limit, self.ceiling)
+        self.limit = self.ceiling if untouched else min(self.limit, self.ceiling)
 
     # -- slots ---------------------------------------------------------------------------
     async def _acquire(self) -> int:
@@ -179,25 +181,28 @@ def endpoint_of(model: Any) -> str:
         scrub(model.api_base)
 
 
-def max_concurrent(model: Any, config: Any = None) -> int:
-    """``providers.<id>.max_concurrent``, else ``defaults.max_concurrent``, else 16."""
+def max_concurrent(model: Any, config: Any = None, wave_size: int = 0) -> int:
+    """``providers.<id>.max_concurrent``, else ``defaults.max_concurrent``, else 16 — or the
+    wave's leg count when that is larger: an unconfigured gate must not hold a healthy
+    64-leg wave to 16 in flight (measured: 2.5x slower with no 429 at all)."""
     if config is None:
         from orchestrator import runtime
 
         config = runtime.config()
     declared = config.providers.get(model.provider, {}) if model.declared else {}
     value = declared.get("max_concurrent") or config.defaults.get("max_concurrent")
+    unset = max(DEFAULT_MAX_CONCURRENT, wave_size)
     try:
-        return max(1, int(value)) if value else DEFAULT_MAX_CONCURRENT
+        return max(1, int(value)) if value else unset
     except (TypeError, ValueError):
-        return DEFAULT_MAX_CONCURRENT
+        return unset
 
 
-def gate_for(model: Any, config: Any = None) -> Gate:
+def gate_for(model: Any, config: Any = None, wave_size: int = 0) -> Gate:
     endpoint = endpoint_of(model)
     key = model.api_key() or model.api_key_env or ""
     fingerprint = hashlib.sha256(key.encode()).hexdigest()[:12]
-    ceiling = max_concurrent(model, config)
+    ceiling = max_concurrent(model, config, wave_size)
     gate = _GATES.get((endpoint, fingerprint))
     if gate is None:
         gate = _GATES[(endpoint, fingerprint)] = Gate(endpoint, ceiling)

@@ -30,6 +30,7 @@ class Server:
         self.max_retries = 0 if rate_gate else max_retries  # never the SDK's and the gate's
         self.rate_gate = rate_gate  # every call through the endpoint's shared gate (gate.py)
         self.holds = HoldLog()  # when and how long the gate held this server's calls
+        self.wave_size = 0  # legs the wave(s) on this server launch at once (the gate's floor)
         self.in_flight = 0
         self.peak_in_flight = 0
         self.sent = 0
@@ -74,7 +75,7 @@ class Server:
         if self.rate_gate:
             from orchestrator.gate import gate_for
 
-            raw = await gate_for(model).call(send, self.holds)
+            raw = await gate_for(model, wave_size=self.wave_size).call(send, self.holds)
         else:
             raw = await send()
         return normalise(model, raw)

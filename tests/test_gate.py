@@ -57,6 +57,17 @@ def test_after_a_storm_the_gate_keeps_the_wave_under_the_limit(orch, scripted_se
     assert not [n for n in run.doc["notices"] if n.startswith("rate limit")]
 
 
+def test_unconfigured_the_gate_never_holds_a_healthy_wave_below_its_leg_count(
+        orch, scripted_server):
+    orch.provider()
+    scripted_server.default = Reply(text="fine", latency=0.5)
+    run = orch.run_wave([f"m{i}" for i in range(20)], "go", builtins=False)
+    assert all(leg["status"] == "complete" for leg in run.legs)
+    assert scripted_server.peak_in_flight == 20  # not held to the default 16
+    gate = next(iter(gate_mod._GATES.values()))
+    assert gate.ceiling == 20 and gate.limit == 20
+
+
 def test_a_quota_429_is_not_retried(orch, scripted_server, orch_home):
     orch.provider()
     scripted_server.script("m", Reply(status=429, error_code="insufficient_quota"))

@@ -97,6 +97,7 @@ class Wave:
         self.dir = spec.runs_dir / self.wave_id
         # A council's stages pass one server so every stage shares its gate and counters.
         self.server = server or Server(timeout_s=spec.timeout_s)
+        self.server.wave_size = max(self.server.wave_size, len(spec.models))
         self.signum: int | None = None
         self.legs: list[Leg] = [
             self._leg(f"{self.wave_id}-{n}", model, spec.kind,
