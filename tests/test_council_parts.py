@@ -158,3 +158,13 @@ def test_self_descriptions_are_redacted_and_the_scan_proves_it():
     b = build_bundle("r", reviews(names), [model(n) for n in names])
     assert leaks(json.dumps(b.to_dict()) + b.markdown(), terms) == []
     assert "local/a" not in json.dumps(b.to_dict())
+
+
+def test_a_provider_named_like_orchs_own_words_does_not_break_the_proof():
+    # "review" and "prose" appear in the text orch writes around every seat's words;
+    # a provider or model called that names no one there, so the bundle still builds.
+    names = ["review/alpha", "c/prose", "openai/gpt-4o-mini"]
+    b = build_bundle("r", reviews(names), [model(n) for n in names])
+    assert "review" not in b.terms and "prose" not in b.terms and "gpt" in b.terms
+    assert leaks(b.markdown(), b.terms) == []
+    assert "alpha" not in b.markdown() and "review/alpha" not in b.markdown()
