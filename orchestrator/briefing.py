@@ -13,11 +13,14 @@ MAX_CONTEXT_BYTES = 2_000_000
 def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
     """``--prompt``, ``--prompt-file`` (``-`` = stdin), or piped stdin, in that order."""
     if prompt and prompt_file:
-        raise OrchError("pass either --prompt or --prompt-file, not both")
+        import click
+
+        raise click.UsageError("pass either --prompt or --prompt-file, not both")
     if prompt is not None:
         text = prompt
     elif prompt_file == "-" or (prompt_file is None and not sys.stdin.isatty()):
-        text = sys.stdin.read()
+        # bytes, decoded leniently: a stray non-UTF-8 byte is not worth a failed run
+        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     elif prompt_file is not None:
         path = Path(prompt_file)
         if not path.is_file():

@@ -356,7 +356,11 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     match = _DURATION.match(cleaned.lower())
     if match:
         amount, unit = match.groups()
-        return (now or utcnow()) - timedelta(**{_UNITS[unit]: int(amount)})
+        try:
+            return (now or utcnow()) - timedelta(**{_UNITS[unit]: int(amount)})
+        except OverflowError:
+            raise OrchError(f"--since {text!r} reaches back before the year 1; use "
+                            "--since all for everything") from None
     try:
         moment = datetime.fromisoformat(cleaned)
     except ValueError:

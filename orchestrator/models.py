@@ -113,3 +113,26 @@ def _with_variant(model: ResolvedModel, variant: str, config: Config) -> Resolve
 
 def parse_model_list(text: str) -> list[str]:
     return [m.strip() for m in text.split(",") if m.strip()]
+
+
+def check_key(model: ResolvedModel) -> None:
+    """The model's key is in the environment (declared providers: their api_key_env; litellm
+    names: what litellm.validate_environment asks for). Only names are read, never values."""
+    if model.declared or model.api_base:
+        if model.api_key_env and not model.api_key():
+            raise OrchError(f"model {model.name} needs ${model.api_key_env}, which is not set; "
+                            "export it (or `orch provider add` without --api-key-env)")
+        return
+    from orchestrator.runtime import litellm
+
+    lm = litellm()
+    try:
+        lm.get_llm_provider(model.litellm_model)
+    except Exception:
+        raise OrchError(f"model {model.name}: litellm does not know the provider "
+                        f"{model.provider!r}; declare it with `orch provider add "
+                        f"{model.provider} --base-url URL` or fix the name") from None
+    missing = lm.validate_environment(model=model.litellm_model).get("missing_keys") or []
+    if missing:
+        raise OrchError(f"model {model.name} needs {', '.join(missing)} in the environment; "
+                        "export it or pick another model")

@@ -227,3 +227,54 @@ def test_a_ledger_that_cannot_be_written_never_fails_the_run(orch, scripted_serv
     assert result.stderr.count("spend ledger could not record") == 1
     wave = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
     assert len(wave["ledger_errors"]) == 2
+
+
+def test_non_utf8_stdin_is_read_leniently(orch, scripted_server):
+    orch.provider()
+    result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/a", "--json"],
+                                input=b"why \xff\xfe this?")
+    assert result.exit_code == 0, result.output
+    content = scripted_server.requests_for("a")[0].body["messages"][-1]["content"]
+    assert content.startswith("why") and "this?" in content
+
+
+@pytest.mark.parametrize("args", [
+    ["-m", "scripted/a", "--council", "x", "-p", "q"],
+    ["-m", "scripted/a", "-p", "q", "-f", "f.md"],
+    ["--retry-failed", "W", "-m", "scripted/a"],
+])
+def test_conflicting_options_are_usage_errors(orch, args):
+    orch.provider()
+    result = fanout(*args)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_an_unknown_provider_or_a_missing_key_stops_the_wave_before_any_spend(
+        orch, scripted_server, monkeypatch):
+    orch.provider()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    for models, message in (("scripted/a,foo/bar", "does not know the provider 'foo'"),
+                            ("scripted/a,openai/gpt-4o-mini", "OPENAI_API_KEY")):
+        result = fanout("-m", models, "-p", "q")
+        assert result.exit_code == 1 and message in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert scripted_server.count() == 0
+
+
+def test_a_tool_call_answering_a_tool_less_request_is_not_run(orch, scripted_server):
+    from orchestrator.hookspecs import hookimpl
+    from orchestrator.tools import Tool
+
+    ran = []
+
+    class Probe:
+        @hookimpl
+        def register_tools(self, leg):
+            return [Tool("probe", "Probe.", {"type": "object", "properties": {}},
+                         lambda: ran.append(1) or "p")]
+
+    scripted_server.script("m", Reply(tool_calls=[{"name": "probe", "arguments": {}}]))
+    run = orch.run_leg("m", plugins=[("probe", Probe())], max_steps=2)
+    assert len(run.bodies) == 2 and "tools" not in run.bodies[1]
+    assert ran == [1]  # the first step's call ran; the final, tool-less step's did not
+    assert run.leg["status"] == "complete" and run.leg["stopped"] == "max_steps"

@@ -131,3 +131,14 @@ def test_unopenable_ledger_is_one_line_error(orch, tmp_path, monkeypatch):
     result = orch(code=1)
     assert result.stderr.startswith("orch: error: cannot open spend ledger")
     assert result.stderr.count("\n") == 1
+
+
+def test_a_since_reaching_before_year_one_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("ORCH_HOME", str(tmp_path))
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    result = CliRunner().invoke(cli, ["spend", "--since", "99999999d"])
+    assert result.exit_code == 1 and "--since all" in result.stderr
+    assert "Traceback" not in result.output

@@ -54,6 +54,20 @@ class LazyGroup(click.Group):
         except OrchError as exc:
             click.echo(f"orch: error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("orch: interrupted", err=True)
+            ctx.exit(130)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # a bug, not bad input: still one line, the trace in the log
+            from orchestrator.runtime import log
+            from orchestrator.secrets import scrub
+
+            log().debug("internal_error", exc_info=True)
+            first = (str(exc).splitlines() or [""])[0]
+            click.echo(f"orch: internal error: {type(exc).__name__}: {scrub(first)} "
+                       "(LOG_LEVEL=debug shows the traceback; please report it)", err=True)
+            ctx.exit(1)
 
 
 SUMMARIES = {

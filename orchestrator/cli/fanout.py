@@ -13,7 +13,7 @@ from orchestrator import config as config_mod
 from orchestrator.briefing import compose, read_context, read_prompt
 from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
 from orchestrator.errors import OrchError
-from orchestrator.models import parse_model_list
+from orchestrator.models import check_key, parse_model_list
 
 DEFAULT_MAX_LEGS = 10
 THINKING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -48,7 +48,7 @@ def budget_options(command):
 
 def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
     if models and council:
-        raise OrchError("pass either --models or --council, not both")
+        raise click.UsageError("pass either --models or --council, not both")
     if council:
         if council not in cfg.councils:
             known = ", ".join(sorted(cfg.councils)) or "none saved yet"
@@ -122,6 +122,13 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     if retry_failed:
         from orchestrator.engine.rebuild import load_wave
 
+        given = [flag for flag, value in (("--models", models), ("--council", council),
+                                          ("--prompt", prompt), ("--prompt-file", prompt_file),
+                                          ("--context", context)) if value]
+        if given:
+            raise click.UsageError(f"--retry-failed re-runs that wave's own models and "
+                                   f"briefing; drop {', '.join(given)}")
+
         old = load_wave(runs, retry_failed)
         specs = [leg["model"] for leg in old["legs"] if leg["status"] != "complete"]
         if not specs:
@@ -146,6 +153,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     pm = runtime.plugin_manager(enabled=not no_plugins)
     resolved = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
+    for model in {m.name: m for m in [*resolved, *([chair_model] if chair_model else [])]}.values():
+        check_key(model)  # before any spend: an unknown provider or a missing key is one line
     root = Path(workspace).expanduser().resolve() if workspace else Path.cwd()
     if not root.is_dir():
         raise OrchError(f"--workspace {workspace} is not a directory; pass an existing "

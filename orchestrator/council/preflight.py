@@ -13,7 +13,7 @@ from pathlib import Path
 
 from orchestrator.briefing import MAX_CONTEXT_BYTES, compose, read_context
 from orchestrator.errors import OrchError
-from orchestrator.models import ResolvedModel
+from orchestrator.models import ResolvedModel, check_key
 
 
 @dataclass
@@ -39,29 +39,6 @@ def check_bench(seats: list[ResolvedModel], chair: ResolvedModel) -> None:
     if chair.base_name in bases:
         raise OrchError(f"the chair {chair.name} is also a seat; the chair must not judge its "
                         "own review: pass a --chair that is not in --models")
-
-
-def check_key(model: ResolvedModel) -> None:
-    """The model's key is in the environment (declared providers: their api_key_env; litellm
-    names: what litellm.validate_environment asks for). Only names are read, never values."""
-    if model.declared or model.api_base:
-        if model.api_key_env and not model.api_key():
-            raise OrchError(f"model {model.name} needs ${model.api_key_env}, which is not set; "
-                            "export it (or `orch provider add` without --api-key-env)")
-        return
-    from orchestrator.runtime import litellm
-
-    lm = litellm()
-    try:
-        lm.get_llm_provider(model.litellm_model)
-    except Exception:
-        raise OrchError(f"model {model.name}: litellm does not know the provider "
-                        f"{model.provider!r}; declare it with `orch provider add "
-                        f"{model.provider} --base-url URL` or fix the name") from None
-    missing = lm.validate_environment(model=model.litellm_model).get("missing_keys") or []
-    if missing:
-        raise OrchError(f"model {model.name} needs {', '.join(missing)} in the environment; "
-                        "export it or pick another model")
 
 
 def git_diff(rev_range: str, cwd: Path | None = None) -> str:

@@ -21,14 +21,14 @@ from orchestrator.council.bundle import Bundle, build_bundle
 from orchestrator.council.chair import ChairOutcome, chair_packet, walk
 from orchestrator.council.findings import Review, repair_briefing, seat_briefing
 from orchestrator.council.judging import Judgement, judge_briefing, parse_judgement
-from orchestrator.council.preflight import Plan, check_key
+from orchestrator.council.preflight import Plan
 from orchestrator.council.report import report_html, report_markdown
 from orchestrator.council.tally import CONCURRENCE_LINE, tally
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import ABORTED, COMPLETE, REFUSED, LegRecord, now_iso
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.errors import OrchError
-from orchestrator.models import ResolvedModel
+from orchestrator.models import ResolvedModel, check_key
 from orchestrator.models import resolve as resolve_model
 from orchestrator.request import Usage
 from orchestrator.secrets import scrub

@@ -181,7 +181,9 @@ class Leg:
             record.add_cost(response.cost_usd, response.cost_source)
             record.finish_reason = response.finish_reason
             ctx.messages = [*request.messages, response.assistant_message()]
-            results = await self._run_tools(response) if response.tool_calls else []
+            # A request that offered no tools gets no tool run, whatever the model wrote back.
+            results = await self._run_tools(response) if response.tool_calls and request.tools \
+                else []
             await self.hooks.notify("step_end", self.plugin_error, leg=ctx,
                                     step={"step": step, "request": request,
                                           "response": response, "tool_results": results})
