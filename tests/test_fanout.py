@@ -278,3 +278,12 @@ def test_a_tool_call_answering_a_tool_less_request_is_not_run(orch, scripted_ser
     assert len(run.bodies) == 2 and "tools" not in run.bodies[1]
     assert ran == [1]  # the first step's call ran; the final, tool-less step's did not
     assert run.leg["status"] == "complete" and run.leg["stopped"] == "max_steps"
+
+
+def test_a_leg_whose_request_failed_still_counts_it_sent(orch, scripted_server):
+    orch.provider()
+    scripted_server.script("bad", Reply(status=401))
+    run = orch.run_leg("bad")
+    assert run.leg["status"] == "error" and run.leg["reason"].startswith("auth")
+    assert run.leg["requests"] == 1 and run.leg["cost_source"] == "none"
+    assert run.leg["cost_usd"] == 0

@@ -214,7 +214,8 @@ def print_human(doc: dict) -> None:
         click.echo(f"Degraded: {reason}")
     u = doc["usage"]
     exact = "" if doc["cost_exact"] else " (a floor: some legs' cost is unknown)"
-    click.echo(f"Wave {doc['wave_id']}: {doc['status']} · {len(doc['legs'])} legs · "
+    legs = len(doc["legs"])
+    click.echo(f"Wave {doc['wave_id']}: {doc['status']} · {legs} leg{'s' * (legs != 1)} · "
                f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
                f"{_money(doc['cost_usd'])}{exact}")
     click.echo(f"Runs: {doc['runs_dir']}/{doc['wave_id']}")

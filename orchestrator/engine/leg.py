@@ -173,6 +173,7 @@ class Leg:
             request = await self.hooks.pipeline("before_request", "request", request,
                                                 self.plugin_error, leg=ctx)
             self.log("request", request.to_dict())
+            record.requests += 1  # sent, whether or not an answer comes back
             response = await self.server.complete(ctx.model, request)
             response = await self.hooks.pipeline("after_response", "response", response,
                                                  self.plugin_error, leg=ctx, request=request)

@@ -56,8 +56,9 @@ class LegRecord:
             self.duration_s = round(time.monotonic() - self._t0, 3)
 
     def add_cost(self, cost_usd: float | None, source: str) -> None:
-        """Accumulate cost; once any request's cost is unknown the leg's total is unknown."""
-        if self.requests == 0:
+        """Accumulate an answer's cost; once any answer's cost is unknown the leg's total is
+        unknown. (``requests`` counts what was sent, answered or not: see Leg._loop.)"""
+        if self.cost_source == "none":
             self.cost_usd, self.cost_source = cost_usd, source
         elif cost_usd is None or self.cost_usd is None:
             self.cost_usd, self.cost_source = None, "unknown"
@@ -65,7 +66,6 @@ class LegRecord:
             self.cost_usd += cost_usd
             if source != self.cost_source:
                 self.cost_source = source if self.cost_source == "free" else self.cost_source
-        self.requests += 1
 
     def to_dict(self) -> dict[str, Any]:
         """The wave-document shape (``orch fanout --json``), plus the leg's extras."""
