@@ -214,6 +214,13 @@ def test_council_save_bad_models_refused(orch, home, models):
     assert config_text(home) == ""
 
 
+def test_council_save_compares_models_after_aliases_expand(orch, home):
+    orch("alias", "set", "fast", "openai/gpt-4o-mini")
+    result = orch("council", "save", "r", "--models", "fast,openai/gpt-4o-mini", ok=False)
+    assert "openai/gpt-4o-mini listed twice" in result.stderr
+    assert Config.load().councils == {}
+
+
 def test_every_command_has_help_with_example(orch):
     for args in (["provider"], ["provider", "add"], ["provider", "list"], ["provider", "remove"],
                  ["alias"], ["alias", "set"], ["alias", "list"], ["alias", "remove"],

@@ -142,3 +142,17 @@ def test_a_since_reaching_before_year_one_is_one_line(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["spend", "--since", "99999999d"])
     assert result.exit_code == 1 and "--since all" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_reading_spend_never_creates_a_ledger(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    target = tmp_path / "not" / "there" / "ledger.db"
+    monkeypatch.setenv("ORCH_LEDGER_URL", f"sqlite:///{target}")
+    result = CliRunner().invoke(cli, ["spend"])
+    assert result.exit_code == 0 and "no ledger there yet" in result.stdout
+    result = CliRunner().invoke(cli, ["spend", "--json"])
+    assert json.loads(result.stdout)["legs"] == 0
+    assert not (tmp_path / "not").exists()

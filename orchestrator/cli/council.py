@@ -56,16 +56,18 @@ def council_save(name: str, models_text: str) -> None:
     if len(models) < 2:
         raise OrchError(f"a council needs at least 2 models, got {len(models)}; "
                         "pass --models a,b[,c...]")
-    dupes = sorted({m for m in models if models.count(m) > 1})
+    config = Config.load()
+    resolved = []
+    for spec in models:
+        try:
+            resolved.append(resolve(spec, config).name)
+        except OrchError as exc:
+            raise OrchError(f"council {name}: {exc}") from None
+    # compared after aliases expand: `fast` and the model it names would sit on two seats
+    dupes = sorted({m for m in resolved if resolved.count(m) > 1})
     if dupes:
         raise OrchError(f"{', '.join(dupes)} listed twice; to run a model twice give each copy "
                         "a variant (e.g. MODEL@hot,MODEL@cold)")
-    config = Config.load()
-    for spec in models:
-        try:
-            resolve(spec, config)
-        except OrchError as exc:
-            raise OrchError(f"council {name}: {exc}") from None
     old = config.councils.get(name)
     config.councils[name] = models
     config.save()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -26,12 +27,20 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     and orch says how many. The ledger is ORCH_LEDGER_URL, else ORCH_HOME/ledger.db.
     """
     since = None if since_text.strip().lower() == "all" else parse_since(since_text)
+    when = f"since {_moment(since)} ({since_text.strip()})" if since else "yet"
+    missing = _missing_sqlite_file()
+    if missing is not None:  # reading must not create a database (or its directories)
+        if as_json:
+            click.echo(json.dumps({"legs": 0, "total_cost_usd": 0.0, "unknown_cost_legs": 0,
+                                   "failed_cost_usd": 0.0, "groups": []}, indent=2))
+        else:
+            click.echo(f"no spend recorded {when} in {missing} (no ledger there yet)")
+        return
     ledger = Ledger()
     data = ledger.rollup(since=since, group_by=group_by)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    when = f"since {_moment(since)} ({since_text.strip()})" if since else "yet"
     if not data["legs"]:
         click.echo(f"no spend recorded {when} in {ledger.location}")
         return
@@ -49,6 +58,21 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     if data["failed_cost_usd"] or failed_legs:
         click.echo(f"{_money(data['failed_cost_usd'])} went to failed legs "
                    f"({_count(failed_legs, 'leg')} did not complete)")
+
+
+def _missing_sqlite_file() -> str | None:
+    """The path of a SQLite ledger that does not exist yet, else None."""
+    import sqlalchemy as sa
+
+    from orchestrator.ledger import default_url
+
+    try:
+        url = sa.make_url(default_url())
+    except Exception:
+        return None  # Ledger() says what is wrong with the URL
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return None if Path(url.database).exists() else url.database
 
 
 def _print_table(group_by: str, groups: list[dict[str, Any]]) -> None:
