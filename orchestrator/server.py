@@ -141,13 +141,18 @@ def cost_of(model: ResolvedModel, raw: Any, usage: Usage) -> tuple[float | None,
     return float(cost), "priced"
 
 
+# "litellm.InternalServerError: InternalServerError: OpenAIException - boom" -> "boom": the
+# reason already names the kind; keep the provider's own words.
+_LITELLM_PREFIX = re.compile(r"^(litellm\.\w+:\s*)?(\w+Error:\s*)?(\w+Exception\s*-\s*)?")
+
+
 def provider_error(exc: BaseException) -> ProviderError:
     """Name a litellm/SDK failure with one of ProviderError.REASONS, keeping its message."""
     from orchestrator.runtime import litellm
 
     lm = litellm()
     message = scrub(str(getattr(exc, "message", None) or exc) or type(exc).__name__)
-    message = " ".join(message.split())[:500]
+    message = _LITELLM_PREFIX.sub("", " ".join(message.split()))[:500] or type(exc).__name__
     status = getattr(exc, "status_code", None)
     retry_after = _retry_after(exc)
     if (isinstance(exc, lm.RateLimitError) or status == 429) and _is_quota(exc, message,
