@@ -60,6 +60,15 @@ class Config:
     def section(self, name: str) -> dict[str, Any]:
         return self.data.setdefault(name, {})
 
+    def remove(self, section: str, name: str, noun: str, listed: str) -> None:
+        """Delete ``name`` from ``section`` and save, or say which names there are."""
+        entries = self.section(section)
+        if name not in entries:
+            known = ", ".join(sorted(entries)) or "none"
+            raise OrchError(f"no {noun} {name!r} ({listed}: {known})")
+        del entries[name]
+        self.save()
+
     @property
     def providers(self) -> dict[str, dict[str, Any]]:
         return self.section("providers")

@@ -260,11 +260,7 @@ def provider_remove(provider_id: str) -> None:
       orch provider remove myvllm
     """
     config = Config.load()
-    if provider_id not in config.providers:
-        known = ", ".join(sorted(config.providers)) or "none"
-        raise OrchError(f"no provider {provider_id!r} (declared: {known})")
-    del config.providers[provider_id]
-    config.save()
+    config.remove("providers", provider_id, "provider", "declared")
     click.echo(f"removed provider {provider_id}")
     users = _users_of(config, prefix=provider_id)
     if users:
@@ -361,11 +357,7 @@ def alias_remove(name: str) -> None:
       orch alias remove fast
     """
     config = Config.load()
-    if name not in config.aliases:
-        known = ", ".join(sorted(config.aliases)) or "none"
-        raise OrchError(f"no alias {name!r} (defined: {known})")
-    del config.aliases[name]
-    config.save()
+    config.remove("aliases", name, "alias", "defined")
     click.echo(f"removed alias {name}")
     users = _users_of(config, alias=name)
     if users:

@@ -107,11 +107,7 @@ def council_remove(name: str) -> None:
       orch council remove review
     """
     config = Config.load()
-    if name not in config.councils:
-        known = ", ".join(sorted(config.councils)) or "none"
-        raise OrchError(f"no council {name!r} (saved: {known})")
-    del config.councils[name]
-    config.save()
+    config.remove("councils", name, "council", "saved")
     click.echo(f"removed council {name}")
 
 
