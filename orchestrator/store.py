@@ -119,11 +119,6 @@ class JsonlFile:
             self._fh = None
 
 
-def append_jsonl(path: Path, record: Any) -> None:
-    """Append one JSON line; each line is complete on its own."""
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(scrub(json.dumps(record, default=str)) + "\n")
-
 
 def read_json(path: Path) -> Any:
     with open(path, encoding="utf-8") as fh:

@@ -17,10 +17,9 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ORCH_LEDGER_URL", raising=False)
-    return tmp_path / "home"
+def home(orch_home):
+    """The kit's ORCH_HOME (temporary, offline, no ORCH_LEDGER_URL)."""
+    return orch_home
 
 
 @pytest.fixture

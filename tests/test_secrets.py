@@ -1,7 +1,7 @@
 """Key values never reach what orch writes."""
 
 from orchestrator.secrets import scrub, secret_values
-from orchestrator.store import append_jsonl, write_json_atomic
+from orchestrator.store import JsonlFile, write_json_atomic
 
 
 def test_scrub_replaces_env_secret_values_and_key_shapes(monkeypatch):
@@ -16,7 +16,9 @@ def test_scrub_replaces_env_secret_values_and_key_shapes(monkeypatch):
 def test_store_writes_are_scrubbed(monkeypatch, tmp_path):
     monkeypatch.setenv("X_TOKEN", "tok-9f8e7d6c5b4a")
     write_json_atomic(tmp_path / "a.json", {"answer": "the token is tok-9f8e7d6c5b4a"})
-    append_jsonl(tmp_path / "b.jsonl", {"messages": ["tok-9f8e7d6c5b4a"]})
+    conversation = JsonlFile(tmp_path / "b.jsonl")
+    conversation.append({"messages": ["tok-9f8e7d6c5b4a"]})
+    conversation.close()
     for name in ("a.json", "b.jsonl"):
         text = (tmp_path / name).read_text()
         assert "tok-9f8e7d6c5b4a" not in text and "***" in text

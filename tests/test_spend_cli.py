@@ -17,10 +17,9 @@ GROUP_KEYS = {"key", "legs", "input_tokens", "output_tokens", "reasoning_tokens"
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ORCH_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ORCH_LEDGER_URL", raising=False)
-    return tmp_path / "home"
+def home(orch_home):
+    """The kit's ORCH_HOME (temporary, offline, no ORCH_LEDGER_URL)."""
+    return orch_home
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
@@ -39,8 +38,3 @@ def import_litellm_quietly() -> None:
     from orchestrator.runtime import litellm
 
     litellm()
-
-
-def fail(message: str, code: int = 1) -> None:
-    click.echo(f"orch: error: {message}", err=True)
-    sys.exit(code)

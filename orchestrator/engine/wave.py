@@ -134,7 +134,7 @@ class Wave:
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "briefing.md").write_text(self.spec.briefing, encoding="utf-8")
-        await self.hooks.notify("wave_start", self._raise_orch_errors, wave=self.context)
+        await self.hooks.notify("wave_start", self._on_hook_error, wave=self.context)
         self.write()
         async with anyio.create_task_group() as outer:
             if handle_signals:
@@ -154,8 +154,6 @@ class Wave:
         await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context)
         return self.write()
 
-    def _raise_orch_errors(self, plugin: str, hook: str, exc: BaseException) -> None:
-        self._on_hook_error(plugin, hook, exc)
 
     async def _run_chair(self) -> None:
         brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing, self.records)

@@ -4,7 +4,6 @@ lines. The pytest fixtures in :mod:`orchestrator.testing.pytest_plugin` hand you
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,8 +115,3 @@ class OrchKit:
     def run_leg(self, model: str, prompt: str = "Say hello.", **kwargs: Any) -> WaveRun:
         """A one-leg wave; ``.leg`` is its record, ``.bodies`` what it sent."""
         return self.run_wave([model], prompt, **kwargs)
-
-
-def offline_environ() -> None:
-    for key, value in OFFLINE_ENV.items():
-        os.environ.setdefault(key, value)
