@@ -167,14 +167,15 @@ def test_a_clean_three_seat_run(orch, scripted_server, orch_home):
     assert sql["tier"] == "confirmed" and len(tally["groups"]) == 4
     assert sorted(sql["seats"]) == ["scripted/alpha", "scripted/bravo"]  # one group, two seats
     assert sql["severity"] == "blocker"
-    assert sql["counts"] == {"agree": 3, "dispute": 0, "neutral": 0, "judges": 3,
-                             "raised_by": 2}
+    # its co-authors alpha and bravo are not eligible: charlie alone judges it
+    assert sql["counts"] == {"agree": 1, "dispute": 0, "neutral": 0, "judges": 1,
+                             "missing": 0, "raised_by": 2}
     assert by_claim["race condition when the cache refreshes"]["tier"] == "contested"
     assert by_claim["helper lacks a docstring"]["tier"] == "singleton"
     assert by_claim["variable name x is unclear"]["tier"] == "disputed"
     seats = {s["model"]: s for s in doc["seats"]}
     assert {m: s["street_cred"] for m, s in seats.items()} == {
-        "scripted/alpha": 1.0, "scripted/bravo": 1.5, "scripted/charlie": 2.0}
+        "scripted/alpha": 1.0, "scripted/bravo": 0.5, "scripted/charlie": 0.0}
     assert {m: s["confirmed"] for m, s in seats.items()} == {
         "scripted/alpha": 1, "scripted/bravo": 1, "scripted/charlie": 0}
     assert all(s["conformed"] and s["source"] == "block" for s in seats.values())
@@ -213,7 +214,7 @@ def test_a_clean_three_seat_run(orch, scripted_server, orch_home):
     assert ledger["scripted/alpha"]["findings_blocker"] == 1
     assert ledger["scripted/alpha"]["findings_minor"] == 1
     assert ledger["scripted/alpha"]["confirmed"] == 1
-    assert ledger["scripted/bravo"]["street_cred"] == 1.5
+    assert ledger["scripted/bravo"]["street_cred"] == 0.5
     assert ledger["scripted/delta"]["role"] == "chair"
     assert ledger["scripted/delta"]["verdict"] == "fix-first"
 
@@ -304,7 +305,8 @@ def test_a_dead_seat_is_retried_once_then_announced(orch, scripted_server, orch_
     assert [s["name"] for s in doc["stages"]] == ["review", "review-retry", "judge", "chair-1"]
     # the two who reviewed judged each other; charlie's lost review is in nobody's view
     assert kinds_sent(scripted_server, "alpha") == ["review", "judge"]
-    assert doc["tiers"]["confirmed"] == 1
+    # the injection both raised has no eligible judge left: a singleton, not confirmed
+    assert doc["tiers"] == {"confirmed": 0, "contested": 0, "singleton": 2, "disputed": 1}
     rows = spend_rows(orch_home, doc["run_id"])
     assert [r["status"] for r in rows if r["model"] == "scripted/charlie"] == ["error", "error"]
     assert council_rows(orch_home, doc["run_id"])["scripted/charlie"]["reviewed"] == 0
@@ -367,9 +369,9 @@ def test_a_failed_chair_walks_retry_then_promotion_then_null(
         {"run_id": "old", "model": "scripted/alpha", "role": "seat", "status": "reviewed",
          "reviewed": True, "street_cred": 1.0},
         {"run_id": "old", "model": "scripted/echo", "role": "seat", "status": "reviewed",
-         "reviewed": True, "street_cred": 1.2},
+         "reviewed": True, "street_cred": 0.8},
         {"run_id": "old", "model": "scripted/foxtrot", "role": "seat", "status": "reviewed",
-         "reviewed": True, "street_cred": 1.8}])
+         "reviewed": True, "street_cred": 0.2}])
     script_bench(scripted_server, delta=Reply(status=500, error_message="chair down"))
     scripted_server.script("echo", echo)
     result, doc = run_council()

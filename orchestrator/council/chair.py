@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.council.findings import Review
-from orchestrator.council.tally import CONCURRENCE_LINE, TIERS
+from orchestrator.council.tally import CONCURRENCE_LINE, TIERS, dissent
 from orchestrator.engine.record import COMPLETE, LegRecord
 from orchestrator.models import ResolvedModel
 
@@ -28,30 +28,37 @@ Write the synthesis: what must change before this ships and why, which findings 
 or reject (say so where you overrule the tally), and what the dissent got right. Name seats \
 by model when you attribute a view. Do not invent problems no review supports.
 
-End your answer with exactly one line:
-VERDICT: ship | fix-first | rethink
-(ship: good to go as is; fix-first: ship after the named fixes; rethink: the approach is wrong)"""
+The last line of your answer, on its own, is the verdict, written exactly as one of:
+VERDICT: ship
+VERDICT: fix-first
+VERDICT: rethink
+(ship: good to go as is; fix-first: ship after the named fixes; rethink: the approach is wrong)
+Only that last line counts: a verdict quoted anywhere else is ignored."""
 
 VERDICT_REPAIR = """You wrote the synthesis quoted between <<<SYNTHESIS and SYNTHESIS>>> below \
 as chair of a review council, but it does not end with a verdict line.
 
-Reply with exactly one line and nothing else:
-VERDICT: ship | fix-first | rethink
+Reply with exactly one line and nothing else, one of:
+VERDICT: ship
+VERDICT: fix-first
+VERDICT: rethink
 
 <<<SYNTHESIS
 {synthesis}
 SYNTHESIS>>>"""
 
-_VERDICT = re.compile(r"VERDICT\s*[:：]\s*[*_`]*\s*(ship|fix[\s_-]*first|rethink)\b", re.I)
+_VERDICT = re.compile(r"VERDICT:[ \t]*(ship|fix-first|rethink)")
 
 
 def parse_verdict(text: str | None) -> str | None:
-    """The last ``VERDICT: ...`` in the text, normalised, or None."""
-    found = _VERDICT.findall(text or "")
-    if not found:
+    """The verdict, only from a last non-empty line of exactly ``VERDICT: ship|fix-first|
+    rethink``. A ``VERDICT:`` anywhere else — quoted from the code under review, from a seat's
+    review, or in the chair's own prose — never counts: anything else gets the repair prompt."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    if not lines:
         return None
-    word = found[-1].lower()
-    return "fix-first" if word.startswith("fix") else word
+    m = _VERDICT.fullmatch(lines[-1])
+    return m.group(1) if m else None
 
 
 def verdict_repair_briefing(synthesis: str) -> str:
@@ -91,15 +98,16 @@ def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
         parts.append(f"- [{g['tier']}] {g['severity']}"
                      + (f" · {g['location']}" if g["location"] else "")
                      + f" — {g['claim']} ({raised}; agree {c['agree']}, dispute "
-                       f"{c['dispute']}, neutral {c['neutral']})")
-    dissent = [(g, v) for g in tally["groups"] for v in g["votes"]
-               if g["tier"] in ("contested", "disputed") and v["vote"] != "neutral"]
+                       f"{c['dispute']}, neutral {c['neutral']} of {c['judges']} eligible)")
+        if len(g.get("claims") or []) > 1:  # a group shows every claim
+            parts += [f"  - {m['finding']} ({m['seat']}): {m['claim']}" for m in g["claims"]]
     parts += ["", "## Dissent", ""]
-    parts += [f"- {v['finding']} ({g['tier']}): {v['judge']} votes {v['vote']}: "
-              f"{v['reason'] or '(no reason given)'}" for g, v in dissent] or ["(none)"]
-    parts += ["", "## Street-cred (mean rank from peers, 1 = best)", ""]
+    parts += [f"- {d['finding']} ({d['tier']}): {d['judge']} votes {d['vote']} — "
+              f"{d['reason'] or '(no reason given)'}" for d in dissent(tally)] or ["(none)"]
+    parts += ["", "## Street-cred (0..1 from peers' rankings, 1 = ranked first by every peer)",
+              ""]
     for seat, s in tally["seats"].items():
-        cred = "no ranks" if s["street_cred"] is None else f"{s['street_cred']:g}"
+        cred = "no score" if s["street_cred"] is None else f"{s['street_cred']:.2f}"
         parts.append(f"- {seat}: {cred}")
     if notices:
         parts += ["", "## Notices", ""] + [f"- {n}" for n in notices]

@@ -66,12 +66,21 @@ def print_stats(stats: list[dict[str, Any]]) -> None:
             f"{s['reviewed']}/{s['seat_runs']}" if s["seat_runs"] else "—",
             "/".join(str(s["findings"][k]) for k in SEVERITIES),
             "—" if s["confirmed_rate"] is None else f"{s['confirmed']} ({s['confirmed_rate']:.0%})",
-            "—" if s["street_cred"] is None else f"{s['street_cred']:g}",
+            _cred(s),
             "—" if s["conformed_rate"] is None else f"{s['conformed_rate']:.0%}",
             f"{s['verdicts']}/{s['chair_runs']}" if s["chair_runs"] else "—",
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
-    click.echo("street-cred: mean rank from peers, 1 = best. "
+    click.echo("street-cred: 0..1 from peers' rankings, 1 = ranked first by every peer, over "
+               "the runs it was ranked in (n); a 95% interval from 5 runs on. "
                "Confirmed counts peer concurrence, never verification.")
+
+
+def _cred(s: dict[str, Any]) -> str:
+    if s["street_cred"] is None:
+        return "—"
+    ci = s.get("street_cred_ci95")
+    span = f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else ""
+    return f"{s['street_cred']:.2f}{span} (n={s['ranked_runs']})"

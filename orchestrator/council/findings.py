@@ -52,6 +52,30 @@ Reply with only the findings of that review as one fenced JSON block, in this fo
 {{answer}}
 REVIEW>>>"""
 
+# What seats write for a severity, mapped onto the council's four (docs/council.md). Anything
+# else is kept as ``minor`` with a note: a finding is never dropped for its severity word.
+SEVERITY_SYNONYMS = {
+    "blocker": "blocker", "critical": "blocker", "crit": "blocker", "fatal": "blocker",
+    "showstopper": "blocker", "severe": "blocker",
+    "major": "major", "high": "major", "important": "major", "error": "major",
+    "minor": "minor", "medium": "minor", "moderate": "minor", "med": "minor",
+    "warning": "minor", "warn": "minor",
+    "nit": "nit", "low": "nit", "info": "nit", "informational": "nit", "trivial": "nit",
+    "nitpick": "nit", "style": "nit", "suggestion": "nit",
+}
+UNKNOWN_SEVERITY = "minor"
+
+
+def map_severity(value: Any) -> tuple[str, str | None]:
+    """(severity, note): a synonym mapped through SEVERITY_SYNONYMS, anything else kept as
+    ``minor`` with a note that says what the seat wrote."""
+    word = " ".join(str(value or "").split()).lower().strip("*_`.:!")
+    if word in SEVERITY_SYNONYMS:
+        return SEVERITY_SYNONYMS[word], None
+    shown = word[:40] or "none"
+    return UNKNOWN_SEVERITY, f"severity {shown!r} is not one the council knows; kept as minor"
+
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
 
 
@@ -72,7 +96,7 @@ class Extraction:
     prose: str
     source: str | None = None  # block | json-repair
     problem: str | None = None
-    dropped: int = 0  # items without a claim or a known severity
+    dropped: int = 0  # items without a claim
 
 
 def _last_block(text: str) -> tuple[str, str] | None:
@@ -95,18 +119,21 @@ def _normalise(items: list[Any]) -> tuple[list[dict[str, Any]], int]:
         if not isinstance(item, dict):
             dropped += 1
             continue
-        severity = str(item.get("severity") or "").strip().lower()
         claim = " ".join(str(item.get("claim") or "").split())
-        if severity not in SEVERITIES or not claim:
+        if not claim:
             dropped += 1
             continue
-        kept.append({
+        severity, note = map_severity(item.get("severity"))
+        finding = {
             "local_id": str(item.get("id") if item.get("id") not in (None, "") else n),
             "severity": severity,
             "claim": claim,
             "location": " ".join(str(item.get("location") or "").split()),
             "rationale": str(item.get("rationale") or "").strip(),
-        })
+        }
+        if note:
+            finding["severity_note"] = note
+        kept.append(finding)
     return kept, dropped
 
 
@@ -131,8 +158,7 @@ def extract(text: str) -> Extraction:
     findings, dropped = _normalise(data)
     if not findings and (data or source == "json-repair"):
         return Extraction(None, prose, dropped=dropped,
-                          problem="no finding in the block has a claim and a severity of "
-                                  + "|".join(SEVERITIES))
+                          problem="no finding in the block has a claim")
     return Extraction(findings, prose, source=source, dropped=dropped)
 
 

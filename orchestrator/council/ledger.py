@@ -35,7 +35,7 @@ class CouncilRow(SQLModel, table=True):
     findings_minor: int = 0
     findings_nit: int = 0
     confirmed: int = 0
-    street_cred: float | None = None  # mean rank from peers, 1 = best; None = not ranked
+    street_cred: float | None = None  # 0..1 from peers, 1 = first for every peer; None: unranked
     verdict: str | None = None  # chair rows
 
 
@@ -53,6 +53,26 @@ def _create(engine: sa.Engine) -> None:
 
 
 _created: set[int] = set()
+
+MIN_RUNS_FOR_INTERVAL = 5
+# Student's t, two-sided 95%, by degrees of freedom (4..30); beyond 30 the normal 1.96.
+_T95 = {4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201,
+        12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101,
+        19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060,
+        26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+
+
+def interval95(values: list[float]) -> list[float] | None:
+    """A 95% t-interval for the mean street-cred, clipped to 0..1; None under 5 runs (too
+    few for an interval that means anything)."""
+    n = len(values)
+    if n < MIN_RUNS_FOR_INTERVAL:
+        return None
+    import statistics
+
+    mean, sd = statistics.fmean(values), statistics.stdev(values)
+    half = _T95.get(n - 1, 1.96) * sd / n ** 0.5
+    return [round(max(0.0, mean - half), 3), round(min(1.0, mean + half), 3)]
 
 
 class CouncilLedger:
@@ -106,7 +126,8 @@ class CouncilLedger:
                 for s in a["findings"]:
                     a["findings"][s] += r[f"findings_{s}"] or 0
                 a["confirmed"] += r["confirmed"] or 0
-                if r["street_cred"] is not None:
+                # a value above 1 is an old mean rank (before 0..1 scores): not comparable
+                if r["street_cred"] is not None and 0 <= r["street_cred"] <= 1:
                     a["creds"].append(r["street_cred"])
             else:
                 a["chair_runs"] += 1
@@ -123,8 +144,9 @@ class CouncilLedger:
                                    if a["reviewed"] else None),
                 "street_cred": round(sum(creds) / len(creds), 3) if creds else None,
                 "ranked_runs": len(creds),
+                "street_cred_ci95": interval95(creds),
             })
-        out.sort(key=lambda s: (s["street_cred"] is None, s["street_cred"] or 0,
+        out.sort(key=lambda s: (s["street_cred"] is None, -(s["street_cred"] or 0),
                                 -s["ranked_runs"], s["model"]))
         return out
 

@@ -35,6 +35,7 @@ from orchestrator.secrets import scrub
 from orchestrator.server import Server
 
 QUORUM = 2
+COVERAGE = 0.8  # a judge that voted on fewer of the findings it was shown is short
 
 
 class Interrupted(Exception):
@@ -252,6 +253,11 @@ class CouncilRun:
                 if not j.usable:
                     self.notice(f"judge {m.name}'s judgement could not be read ({j.problem}); "
                                 "its votes are not counted", "judges short")
+                elif ids and len(j.votes) < COVERAGE * len(ids):
+                    self.notice(f"judge {m.name} is short: it voted on {len(j.votes)} of the "
+                                f"{len(ids)} findings it was shown (under "
+                                f"{COVERAGE:.0%}); its missing votes count as neutral",
+                                "judges short")
             self.judgements.append(j)
             n = self.plan.seats.index(m) + 1
             self.art.judgement(n, m.name, prompt, rec.answer, {**j.to_dict(),
@@ -267,7 +273,8 @@ class CouncilRun:
         rankings = {j.judge: [seat_of[label] for label in j.ranking]
                     for j in self.judgements if j.usable}
         seats = [r.model for r in self.reviews if r.usable]
-        self.tally = tally(seats, findings, votes, rankings)
+        self.tally = tally(seats, findings, votes, rankings,
+                           judges=[j.judge for j in self.judgements if j.usable])
 
     async def _chair(self) -> None:
         packet = chair_packet(self.plan.briefing, self.reviews, self.bundle.labels, self.tally,
