@@ -3,18 +3,19 @@
 Judges must not know whose review they are reading, so the bundle carries no model name, no
 provider and no label that follows the order of ``--models``: labels (Review A, B, ...) are
 dealt by a shuffle seeded by the run id, and finding ids (F1, F2, ...) follow the labels.
-Whatever a seat wrote about itself ("as gpt-4o, I...") is redacted, and the finished text is
-scanned for every identifying term; a leak stops the run rather than reach a judge.
+Whatever a seat wrote about itself ("as gpt-4o, I...") is redacted — identifiers, never
+ordinary words (anonymity.py) — and the finished text is scanned for every identifying term;
+a leak stops the run rather than reach a judge.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.council.anonymity import identifying_terms, pattern
 from orchestrator.council.findings import Review
 from orchestrator.models import ResolvedModel
 
@@ -31,39 +32,14 @@ def label_name(n: int) -> str:
     return f"Review {chr(ord('A') + n)}" if n < 26 else f"Review {n + 1}"
 
 
-def identifying_terms(models: list[ResolvedModel]) -> list[str]:
-    """Names that would tell a judge whose review it reads: each model's full and base
-    name, its litellm name, its id, the id's family word (``claude``, ``qwen``) and its
-    provider. Longest first, so ``openai/gpt-4o`` goes before ``gpt``."""
-    terms: set[str] = set()
-    for m in models:
-        model_id = m.base_name.split("/", 1)[-1]
-        family = re.match(r"[A-Za-z]+", model_id)
-        terms |= {m.name, m.base_name, m.litellm_model}
-        if len(model_id) >= 3 or any(c.isdigit() for c in model_id):  # "o1" yes, "a" no
-            terms.add(model_id)
-        if family and len(family.group()) >= 3:
-            terms.add(family.group())
-        if len(m.provider) >= 3:
-            terms.add(m.provider)
-    return sorted((t for t in terms if t), key=lambda t: (-len(t), t))
-
-
-def _pattern(terms: list[str]) -> re.Pattern | None:
-    if not terms:
-        return None
-    alternatives = "|".join(re.escape(t) for t in terms)
-    return re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])", re.I)
-
-
 def redact(text: str, terms: list[str]) -> str:
-    pattern = _pattern(terms)
-    return pattern.sub(REDACTED, text or "") if pattern else (text or "")
+    found = pattern(tuple(terms))
+    return found.sub(REDACTED, text or "") if found else (text or "")
 
 
 def leaks(text: str, terms: list[str]) -> list[str]:
     """The identifying terms still present in ``text`` (empty when it is anonymous)."""
-    return sorted({t for t in terms if _pattern([t]).search(text or "")})
+    return sorted({t for t in terms if pattern((t,)).search(text or "")})
 
 
 @dataclass

@@ -1,0 +1,102 @@
+"""What names a seat: identifiers, not words.
+
+Judges must not learn whose review they read, but a review about "the local cache" or "the
+work queue" must reach them intact. So the terms redacted are identifiers: each seat's full
+model name, base name, litellm name and model id (also written with spaces, dots or no
+separator, the way display names are: "GPT 4o", "Claude 3.5 Sonnet" for ``claude-3-5-sonnet``),
+its provider id, and the distinctive tokens of those names — at least 4 characters, with a
+letter, not a parameter count, and not an ordinary English word (``qwen``, ``claude``,
+``openai``; not ``local``, ``work``, ``mini``). A provider id that is an ordinary word is
+redacted only where it is part of a full name, unless it is a catalogue provider
+(``anthropic``): then the word names a vendor.
+
+The word list is English-words' web2 (pinned in pyproject.toml): words it lists in lower case
+are ordinary; proper nouns (``Claude``, ``Gemini``) are not.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from orchestrator.models import ResolvedModel
+
+MIN_TOKEN = 4
+_CHUNK = re.compile(r"[A-Za-z0-9]+")
+_SIZE = re.compile(r"\d+(?:\.\d+)?[bmk]|\d+x\d+[bm]|[a-z]\d+[bm]", re.I)  # 8b, 270m, 8x7b, a3b
+_INFLECTIONS = ("ing", "ed", "es", "s", "er", "ers")
+# Everyday words of model names that web2 (an older dictionary) lacks.
+EVERYDAY = frozenset({"mini", "max", "nano", "online", "lite", "pro", "plus", "ultra"})
+
+
+@functools.lru_cache(maxsize=1)
+def ordinary_words() -> frozenset[str]:
+    """English words as a dictionary lists them in lower case (no proper nouns)."""
+    from english_words import get_english_words_set
+
+    return frozenset(w for w in get_english_words_set(["web2"]) if w.islower())
+
+
+def is_ordinary(word: str) -> bool:
+    """An English word, or a plain inflection of one (web2 lists no plurals)."""
+    w = word.lower()
+    words = ordinary_words()
+    if w in words or w in EVERYDAY:
+        return True
+    return any(w.endswith(s) and len(w) - len(s) >= 3 and (w[: -len(s)] in words
+                                                           or w[: -len(s)] + "e" in words)
+               for s in _INFLECTIONS)
+
+
+def name_tokens(text: str) -> set[str]:
+    """The distinctive tokens of a model name: ``qwen3-8b`` → {qwen3, qwen}."""
+    out: set[str] = set()
+    for chunk in _CHUNK.findall(text):
+        letters = re.match(r"[A-Za-z]+", chunk)
+        for token in {chunk, letters.group() if letters else ""}:
+            if (len(token) >= MIN_TOKEN and re.search("[A-Za-z]", token)
+                    and not _SIZE.fullmatch(token) and not is_ordinary(token)):
+                out.add(token.lower())
+    return out
+
+
+def _catalogue_provider(model: ResolvedModel) -> bool:
+    return not model.declared and model.provider not in ("local", "")
+
+
+def identifying_terms(models: list[ResolvedModel]) -> list[str]:
+    """Every identifier of ``models``, longest first (``openai/gpt-4o`` before ``gpt-4o``)."""
+    terms: set[str] = set()
+    for m in models:
+        model_id = m.base_name.split("/", 1)[-1]
+        lite_id = m.litellm_model.split("/", 1)[-1]
+        terms |= {m.name, m.base_name, m.litellm_model}
+        for ident in (model_id, lite_id):
+            if len(ident) >= 3 or any(c.isdigit() for c in ident):  # "o1" yes, "a" no
+                terms.add(ident)
+        if len(m.provider) >= 3 and (not is_ordinary(m.provider) or _catalogue_provider(m)):
+            terms.add(m.provider)
+        terms |= name_tokens(f"{m.provider} {model_id} {lite_id}")
+    return sorted((t for t in terms if t), key=lambda t: (-len(t), t))
+
+
+def _term_pattern(term: str) -> str:
+    """A term as text: separators inside a name (-, _, ., space) match any of them or none,
+    so ``gpt-4o`` also finds "GPT 4o" and "gpt4o"."""
+    pieces = re.split(r"([/@:])", term)
+    out = []
+    for piece in pieces:
+        if piece in ("/", "@", ":"):
+            out.append(re.escape(piece))
+            continue
+        chunks = [c for c in re.split(r"[\s._-]+", piece) if c]
+        out.append(r"[\s._-]?".join(re.escape(c) for c in chunks))
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=256)
+def pattern(terms: tuple[str, ...]) -> re.Pattern | None:
+    if not terms:
+        return None
+    alternatives = "|".join(_term_pattern(t) for t in terms)
+    return re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])", re.I)
