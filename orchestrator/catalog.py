@@ -1,10 +1,15 @@
-"""What a model can do and how big it is: litellm's model metadata, overridden by what a
-declared provider says. Never guessed: unknown stays None."""
+"""What a model can do and how big it is: litellm's model metadata, overridden by what orch
+learned from the endpoint itself (``ORCH_HOME/catalog.json``: a provider that answered 400
+"does not support tools"), overridden by what a declared provider says. Never guessed:
+unknown stays None."""
 
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from orchestrator.models import ResolvedModel
 
@@ -45,15 +50,68 @@ def _litellm_info(litellm_model: str) -> ModelInfo:
 
 def model_info(model: ResolvedModel, declared: dict | None = None) -> ModelInfo:
     """litellm's metadata for ``model`` (none for declared endpoints, whose names may
-    collide with catalogue names), with the provider's declared values on top."""
+    collide with catalogue names), what the endpoint told us, the provider's declared values
+    on top."""
     base = ModelInfo() if model.declared else _litellm_info(model.litellm_model)
     declared = declared or {}
+    learned = detected(model)
     return ModelInfo(
         context_window=declared.get("context_window") or base.context_window,
         max_output_tokens=(declared.get("max_output_tokens") or model.max_output_tokens
                            or base.max_output_tokens),
-        supports_tools=declared.get("supports_tools", base.supports_tools),
+        supports_tools=declared.get("supports_tools",
+                                    learned.get("supports_tools", base.supports_tools)),
         supports_reasoning=declared.get("supports_reasoning", base.supports_reasoning),
         input_cost_per_token=base.input_cost_per_token,
         output_cost_per_token=base.output_cost_per_token,
     )
+
+
+# -- what endpoints told us ------------------------------------------------------------------
+# A 400 that says the model cannot take ``tools``: vLLM, Ollama, llama.cpp and hosted
+# gateways word it differently.
+_NO_TOOLS = re.compile(r"does not support (?:tools|tool[ _-]?(?:use|calling|calls?)|function"
+                       r"[ _-]?calling)|tools? (?:are|is) not supported|tool[ _-]?(?:use|"
+                       r"calling|choice) is not (?:supported|enabled)", re.I)
+
+
+def _learned_path() -> Path:
+    from orchestrator.config import home
+
+    return home() / "catalog.json"
+
+
+def _learned() -> dict[str, Any]:
+    from orchestrator.store import read_json
+
+    try:
+        data = read_json(_learned_path())
+    except (OSError, ValueError):
+        return {}
+    return data.get("models", {}) if isinstance(data, dict) else {}
+
+
+def detected(model: ResolvedModel) -> dict[str, Any]:
+    """What orch learned about ``model`` from its endpoint (by base name, variants share)."""
+    entry = _learned().get(model.base_name)
+    return entry if isinstance(entry, dict) else {}
+
+
+def tools_unsupported(exc: BaseException) -> bool:
+    """A provider error that says the model takes no ``tools``."""
+    return (getattr(exc, "reason", None) == "bad_request"
+            and bool(_NO_TOOLS.search(str(getattr(exc, "message", "")))))
+
+
+def record_no_tools(model: ResolvedModel, message: str) -> None:
+    """Remember that ``model`` has no native tool calling: later legs use the text protocol
+    from their first request."""
+    from orchestrator.engine.record import now_iso
+    from orchestrator.store import write_json_atomic
+
+    models = _learned()
+    models[model.base_name] = {"supports_tools": False, "learned_at": now_iso(),
+                               "reason": message[:300]}
+    path = _learned_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"models": models})

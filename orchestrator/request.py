@@ -33,13 +33,16 @@ class Request:
     tools: list[dict[str, Any]] | None = None  # OpenAI tool schemas, None = no tools
     params: dict[str, Any] = field(default_factory=dict)  # max_tokens, temperature, ...
     step: int = 1
+    # "text": the tools are described in the prompt and not sent (a model without native
+    # tool calling, plugins/text_tools.py); the leg still runs the calls it lifts.
+    tool_format: str = "native"
 
     def evolve(self, **changes: Any) -> Request:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "step": self.step, "messages": self.messages,
-                "tools": self.tools, "params": self.params}
+                "tools": self.tools, "params": self.params, "tool_format": self.tool_format}
 
 
 @dataclass(frozen=True)

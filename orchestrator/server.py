@@ -43,7 +43,7 @@ class Server:
             "max_retries": self.max_retries,
             "num_retries": 0,
         }
-        if request.tools:
+        if request.tools and request.tool_format == "native":  # "text": described in the prompt
             kwargs["tools"] = request.tools
         if model.api_base:
             kwargs["api_base"] = model.api_base

@@ -9,7 +9,14 @@ JSON) stays text. Lifted arguments are mended by the json_repair plugin, which w
 
 Lifting applies when ``plugin_config.text_tools.lift`` is ``always``, or (``auto``, the default)
 when the leg is on the minimal tier or the model has no native tool calling — litellm says so,
-or the provider's ``supports_tools: false`` in config.
+the provider's ``supports_tools: false`` in config, or the endpoint once answered 400 "does
+not support tools" (recorded in the catalog; that leg's step is rebuilt once).
+
+**The text protocol.** A model with no native tool calling is never sent ``tools``: the
+request goes out with ``tool_format="text"``, the tools and the ``<tool_call>{"name": ...,
+"arguments": ...}</tool_call>`` format are described at the end of the system prompt, earlier
+calls are written back into the assistant's text in that format, and tool results come back
+as a user message. The calls it writes are lifted as above.
 """
 
 from __future__ import annotations
@@ -150,7 +157,7 @@ def _lifting(leg) -> str | None:
         if mode == "auto":
             if leg.tier == "minimal":
                 why = "minimal tier"
-            elif _native_tools(leg) is False:
+            elif _text_mode(leg):
                 why = "no native tool calling"
         state["why"] = why
     return state["why"]
@@ -162,6 +169,89 @@ def _native_tools(leg) -> bool | None:
     model = leg.model
     declared = leg.config.providers.get(model.provider) if model.declared else None
     return model_info(model, declared).supports_tools
+
+
+TEXT_PROTOCOL_HEAD = "## Tools (written as text)"
+TEXT_PROTOCOL = TEXT_PROTOCOL_HEAD + """
+
+You can use the tools below. Call one by writing, on its own line, exactly:
+<tool_call>{"name": "TOOL_NAME", "arguments": {"PARAMETER": "VALUE"}}</tool_call>
+The result comes back in the next user message. Call tools only to gather what the task \
+needs; then stop calling them and give your answer in the form the task asks for.
+
+Tools:
+"""
+
+
+def describe_tools(tools: list[dict[str, Any]]) -> str:
+    """The protocol and one line per tool: name, description, JSON schema of its arguments."""
+    lines = []
+    for schema in tools:
+        fn = schema.get("function", schema)
+        params = json.dumps(fn.get("parameters") or {}, ensure_ascii=False,
+                            separators=(",", ":"))
+        lines.append(f"- {fn.get('name')}: {' '.join(str(fn.get('description') or '').split())}"
+                     f" Arguments: {params}")
+    return TEXT_PROTOCOL + "\n".join(lines)
+
+
+def as_text(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` for an endpoint without tool calling: the protocol in the system prompt
+    (once), assistant calls as ``<tool_call>`` text, tool results as one user message."""
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    if not messages or messages[0].get("role") != "system":
+        messages = [{"role": "system", "content": ""}, *messages]
+    for m in messages:
+        role = m.get("role")
+        if role == "system" and not out:
+            content = str(m.get("content") or "")
+            if TEXT_PROTOCOL_HEAD not in content:
+                content = (content.rstrip() + "\n\n" if content.strip() else "") + \
+                    describe_tools(tools)
+            out.append({**m, "content": content})
+        elif role == "assistant" and m.get("tool_calls"):
+            written = []
+            for call in m["tool_calls"]:
+                fn = call.get("function") or {}
+                names[call.get("id", "")] = fn.get("name", "")
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except ValueError:
+                    args = fn.get("arguments")
+                written.append("<tool_call>" + json.dumps(
+                    {"name": fn.get("name"), "arguments": args}, ensure_ascii=False)
+                    + "</tool_call>")
+            text = "\n".join([*([m["content"]] if m.get("content") else []), *written])
+            out.append({"role": "assistant", "content": text})
+        elif role == "tool":
+            result = (f"Result of {names.get(m.get('tool_call_id', ''), 'the tool')} "
+                      f"({m.get('tool_call_id', '')}):\n{m.get('content') or ''}")
+            if out and out[-1].get("role") == "user" and out[-1].get("_results"):
+                out[-1]["content"] += "\n\n" + result
+            else:
+                out.append({"role": "user", "content": result, "_results": True})
+        else:
+            out.append(m)
+    return [{k: v for k, v in m.items() if k != "_results"} for m in out]
+
+
+def _text_mode(leg) -> bool:
+    state = leg.state.setdefault("text_tools", {"lifted": 0})
+    if "native" not in state or leg.record.extra.get("tools_rejected"):
+        state["native"] = _native_tools(leg) is not False
+    return not state["native"]
+
+
+@hookimpl(trylast=True)
+def before_request(leg, request):
+    """No native tool calling: describe the tools in the prompt instead of sending them."""
+    if not request.tools or request.tool_format != "native" or not _text_mode(leg):
+        return None
+    if leg.record.extra.get("tool_format") != "text":
+        leg.set("tool_format", "text")
+    return request.evolve(messages=as_text(request.messages, request.tools),
+                          tool_format="text")
 
 
 @hookimpl(trylast=True)

@@ -38,7 +38,7 @@ MINIMAL_SAMPLING: dict[str, Any] = {"temperature": 0.2}
 MINIMAL_PROMPT = (
     "You are a careful assistant. Do the task in the user's message and nothing else.\n"
     "- Be short and exact. If you are not sure, say so instead of guessing.\n"
-    "- Write the final answer as plain text."
+    "- Give the final answer in the form the task asks for."
 )
 MINIMAL_TOOLS_PROMPT = (
     "\n- You may call the tools listed, one at a time. Arguments must be a JSON object with "

@@ -4,7 +4,7 @@ the model has no native tool calling (or is on the minimal tier); other JSON sta
 from __future__ import annotations
 
 import pytest
-from orch_plugins.text_tools import lift
+from orch_plugins.text_tools import TEXT_PROTOCOL_HEAD, lift
 
 from orchestrator.hookspecs import hookimpl
 from orchestrator.testing.scripted_server import Reply
@@ -39,17 +39,63 @@ def run_text(orch, scripted_server, text: str, *, config: dict | None = None, **
     return orch.run_leg("m", "What is in a.py?", plugins=[("files", files)]), files
 
 
-def test_a_tagged_call_from_a_model_without_native_tools_runs(orch, scripted_server):
+def test_a_model_without_native_tools_gets_the_text_protocol_on_the_wire(orch, scripted_server):
     run, files = run_text(orch, scripted_server, TAGGED, supports_tools=False)
     assert files.calls == [{"path": "a.py"}]
     assert scripted_server.count("m") == 2
+    for body in run.bodies:  # never sent tools; told the tools and the format instead
+        assert "tools" not in body and "tool_choice" not in body
+        system = body["messages"][0]
+        assert system["role"] == "system" and system["content"].count(TEXT_PROTOCOL_HEAD) == 1
+        assert '<tool_call>{"name": "TOOL_NAME", "arguments"' in system["content"]
+        assert '- read: Read a file. Arguments: {"type":"object"' in system["content"]
     history = run.bodies[1]["messages"]
-    assert history[-1] == {"role": "tool", "tool_call_id": "call_text_1_0",
-                           "content": "contents of a.py"}
-    assert history[-2]["content"] == "Let me look."  # the call left the text
-    assert history[-2]["tool_calls"][0]["function"]["name"] == "read"
+    assert all(m["role"] != "tool" and "tool_calls" not in m for m in history)
+    assert history[-2] == {"role": "assistant", "content": 'Let me look.\n<tool_call>{"name": '
+                           '"read", "arguments": {"path": "a.py"}}</tool_call>'}
+    assert history[-1] == {"role": "user",
+                           "content": "Result of read (call_text_1_0):\ncontents of a.py"}
     assert run.leg["answer"] == "a.py holds main()"
     assert run.leg["text_tool_calls"] == {"lifted": 1, "why": "no native tool calling"}
+    assert run.leg["tool_format"] == "text"
+    logged = [e for e in run.conversation() if e["type"] == "request"]
+    assert [e["tool_format"] for e in logged] == ["text", "text"]
+
+
+def test_an_endpoint_that_rejects_tools_is_learned_and_the_leg_retried_in_text(
+        orch, scripted_server, orch_home):
+    import json
+
+    orch.provider()  # supports_tools not declared: tools are sent at first
+    files = Files()
+    scripted_server.script(
+        "m", Reply(status=400, error_message="this model does not support tools"),
+        Reply(text=TAGGED), Reply(text="a.py holds main()"))
+    run = orch.run_leg("m", "What is in a.py?", plugins=[("files", files)])
+    bodies = run.bodies
+    assert len(bodies) == 3 and "tools" in bodies[0]
+    assert "tools" not in bodies[1] and "tools" not in bodies[2]
+    assert TEXT_PROTOCOL_HEAD in bodies[1]["messages"][0]["content"]
+    assert files.calls == [{"path": "a.py"}]
+    leg = run.leg
+    assert leg["status"] == "complete" and leg["answer"] == "a.py holds main()"
+    assert leg["tools_rejected"] == "this model does not support tools"
+    assert leg["requests"] == 3
+    learned = json.loads((orch_home / "catalog.json").read_text())["models"]
+    assert learned["scripted/m"]["supports_tools"] is False
+    # the next leg of that model goes straight to text: no rejected request
+    scripted_server.script("m", Reply(text="plain answer"))
+    again = orch.run_leg("m", "Anything?", plugins=[("files", Files())])
+    assert len(again.bodies) == 1 and "tools" not in again.bodies[0]
+    assert again.leg["tool_format"] == "text" and "tools_rejected" not in again.leg
+
+
+def test_a_second_rejection_or_another_400_ends_the_leg(orch, scripted_server):
+    orch.provider()
+    scripted_server.script("m", Reply(status=400, error_message="bad temperature"))
+    run = orch.run_leg("m", "x", plugins=[("files", Files())])
+    assert run.leg["status"] == "error" and len(run.bodies) == 1
+    assert "tools_rejected" not in run.leg
 
 
 def test_a_model_with_native_tools_keeps_its_text(orch, scripted_server):
@@ -120,8 +166,12 @@ def test_orch_fanout_runs_a_text_call_with_the_workspace_tools(orch, scripted_se
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "What is in a.py?",
                                       "--workspace", str(tmp_path), "-q", "--json"])
     assert result.exit_code == 0, result.output
-    second = scripted_server.requests_for("m")[1].body["messages"]
-    assert second[-1]["role"] == "tool" and "def main():" in second[-1]["content"]
+    first, second = (r.body for r in scripted_server.requests_for("m"))
+    assert "tools" not in first and "tools" not in second  # fanout legs: the text protocol
+    assert "- read:" in first["messages"][0]["content"]
+    assert second["messages"][-1]["role"] == "user"
+    assert second["messages"][-1]["content"].startswith("Result of read (call_text_1_0):")
+    assert "def main():" in second["messages"][-1]["content"]
 
 
 ROSTER = {"read": None, "grep": None}

@@ -174,7 +174,11 @@ class Leg:
                                                 self.plugin_error, leg=ctx)
             self.log("request", request.to_dict())
             record.requests += 1  # sent, whether or not an answer comes back
-            response = await self.server.complete(ctx.model, request)
+            try:
+                response = await self.server.complete(ctx.model, request)
+            except ProviderError as exc:
+                request = await self._tools_rejected(exc, request, step, final)
+                response = await self.server.complete(ctx.model, request)
             response = await self.hooks.pipeline("after_response", "response", response,
                                                  self.plugin_error, leg=ctx, request=request)
             self.log("response", response.to_dict())
@@ -198,6 +202,25 @@ class Leg:
         ctx.set("stopped", "max_steps")
         record.answer = ""
         record.finish(COMPLETE)
+
+    async def _tools_rejected(self, exc: ProviderError, request: Request, step: int,
+                              final: bool) -> Request:
+        """A provider that rejects ``tools`` (400 "does not support tools") is recorded in the
+        catalog, and this step is rebuilt through the hooks once — the text tool protocol
+        now applies (plugins/text_tools.py). Any other failure ends the leg as before."""
+        from orchestrator.catalog import record_no_tools, tools_unsupported
+
+        if (not request.tools or request.tool_format != "native" or not tools_unsupported(exc)
+                or "tools_rejected" in self.record.extra):
+            raise exc
+        record_no_tools(self.ctx.model, exc.message)
+        self.ctx.set("tools_rejected", exc.message)
+        request = await self.hooks.pipeline("before_request", "request",
+                                            self._build(step, final), self.plugin_error,
+                                            leg=self.ctx)
+        self.log("request", request.to_dict())
+        self.record.requests += 1
+        return request
 
     def _build(self, step: int, final: bool) -> Request:
         ctx = self.ctx
