@@ -195,7 +195,8 @@ def test_a_clean_three_seat_run(orch, scripted_server, orch_home):
     assert "Tiers report peer concurrence, never verification." in report
     assert "**Verdict: fix-first**" in report
     html = (run_dir / "report.html").read_text()
-    assert "<table>" in html and "<script" not in html and 'href="http' not in html
+    assert '<table class="matrix">' in html and "<script" not in html
+    assert 'href="http' not in html
     packet = (run_dir / "chair-packet.md").read_text()
     assert "Tiers report peer concurrence, never verification." in packet
     assert "### scripted/alpha" in packet and "Speaking as alpha" in packet  # de-anonymised

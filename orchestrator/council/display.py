@@ -52,6 +52,7 @@ def print_run(doc: dict[str, Any], tally: dict[str, Any] | None,
                f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
                f"{_money(doc['cost_usd'])}{floor}")
     click.echo(f"Report: {doc['dir']}/report.md")
+    click.echo(f"Page:   {doc['dir']}/report.html (open it in a browser)")
 
 
 def print_stats(stats: list[dict[str, Any]]) -> None:

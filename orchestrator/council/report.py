@@ -1,13 +1,10 @@
-"""``report.md`` and a self-contained ``report.html`` (inline style, no scripts, no links out)
-from the run document and the tally. Model text is rendered with raw HTML switched off, so a
-review cannot inject markup into the page."""
+"""``report.md`` from the run document and the tally (``report.html`` is report_html.py)."""
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
-from orchestrator.council.tally import CONCURRENCE_LINE, SEVERITIES, TIERS
+from orchestrator.council.tally import CONCURRENCE_LINE, SEVERITIES, TIERS, dissent
 
 
 def _cell(text: Any) -> str:
@@ -39,10 +36,11 @@ def report_markdown(doc: dict[str, Any], tally: dict[str, Any] | None,
         block = ("conformed" + (f" ({s['source']})" if s.get("source") else "")
                  if s.get("conformed") else ("non-conforming" if s["status"] == "reviewed"
                                              else "—"))
-        cred = "—" if s.get("street_cred") is None else f"{s['street_cred']:g}"
+        cred = "—" if s.get("street_cred") is None else f"{s['street_cred']:.2f}"
         lines.append(f"| {_cell(s['model'])} | {_cell(s.get('label') or '—')} | {review} | "
                      f"{counts} | {s.get('confirmed', 0)} | {cred} | {block} |")
-    lines += ["", "Street-cred is the mean rank a seat's review got from its peers (1 = best).", ""]
+    lines += ["", "Street-cred: 0..1 from the peers' rankings, 1 = ranked first by every peer.",
+              ""]
     if tally:
         lines += ["## Findings by tier", "",
                   " · ".join(f"{tally['tiers'][t]} {t}" for t in TIERS), ""]
@@ -55,17 +53,18 @@ def report_markdown(doc: dict[str, Any], tally: dict[str, Any] | None,
                       "| Neutral |", "|---|---|---|---|---|---|---|---|"]
             for g in groups:
                 c = g["counts"]
+                claims = " / ".join(f"{m['finding']}: {m['claim']}" for m in g["claims"]) \
+                    if len(g.get("claims") or []) > 1 else g["claim"]
                 lines.append(f"| {', '.join(g['findings'])} | {g['severity']} | "
-                             f"{_cell(g['location']) or '—'} | {_cell(g['claim'])} | "
+                             f"{_cell(g['location']) or '—'} | {_cell(claims)} | "
                              f"{_cell(', '.join(g['seats']))} | {c['agree']} | {c['dispute']} | "
                              f"{c['neutral']} |")
             lines.append("")
-        dissent = [(g, v) for g in tally["groups"] for v in g["votes"]
-                   if g["tier"] in ("contested", "disputed") and v["vote"] != "neutral"]
-        if dissent:
+        said = dissent(tally)
+        if said:
             lines += ["### Dissent", ""]
-            lines += [f"- {v['finding']} ({g['tier']}) — {v['judge']} votes {v['vote']}: "
-                      f"{v['reason'] or '(no reason given)'}" for g, v in dissent]
+            lines += [f"- {d['finding']} ({d['tier']}) — {d['judge']} votes {d['vote']}: "
+                      f"{d['reason'] or '(no reason given)'}" for d in said]
             lines.append("")
     lines += ["## Chair", ""]
     attempts = doc.get("chair_attempts") or []
@@ -86,19 +85,3 @@ def report_markdown(doc: dict[str, Any], tally: dict[str, Any] | None,
               f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
               f"{_money(doc['cost_usd'], doc['cost_exact'])}", ""]
     return "\n".join(lines)
-
-
-_STYLE = """body{font:15px/1.5 system-ui,sans-serif;max-width:72rem;margin:2rem auto;\
-padding:0 1rem;color:#1d1d1f}table{border-collapse:collapse;margin:.5rem 0}\
-td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}\
-th{background:#f3f3f3}blockquote{border-left:4px solid #999;margin:0;padding:.25rem 1rem;\
-color:#444}pre,code{background:#f6f6f6;font-size:13px}pre{padding:.5rem;overflow:auto}"""
-
-
-def report_html(markdown: str, title: str) -> str:
-    from markdown_it import MarkdownIt  # rich's own dependency; html off: model text stays text
-
-    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
-    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>\n"
-            f"<body>\n{body}</body></html>\n")

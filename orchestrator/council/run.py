@@ -22,7 +22,8 @@ from orchestrator.council.chair import ChairOutcome, chair_packet, walk
 from orchestrator.council.findings import Review, repair_briefing, seat_briefing
 from orchestrator.council.judging import Judgement, judge_briefing, parse_judgement
 from orchestrator.council.preflight import Plan
-from orchestrator.council.report import report_html, report_markdown
+from orchestrator.council.report import report_markdown
+from orchestrator.council.report_html import report_html
 from orchestrator.council.tally import CONCURRENCE_LINE, tally
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import ABORTED, COMPLETE, REFUSED, LegRecord, now_iso
@@ -338,9 +339,9 @@ class CouncilRun:
         if self.status not in ("aborted", "running", "error"):
             summary.council_rows(self)
         self.art.json("verdict.json", summary.verdict_doc(self))
-        md = report_markdown(self.document(), self.tally, self.chair.synthesis)
-        self.art.text("report.md", md)
-        self.art.text("report.html", report_html(md, f"Council review {self.run_id}"))
+        doc = self.document()
+        self.art.text("report.md", report_markdown(doc, self.tally, self.chair.synthesis))
+        self.art.text("report.html", report_html(doc, self.tally, self.chair.synthesis))
         return self.write_run()
 
     def document(self) -> dict[str, Any]:
