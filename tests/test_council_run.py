@@ -608,3 +608,29 @@ def test_a_saved_council_and_the_default_chair(orch, scripted_server):
     doc = json.loads(result.stdout)
     assert [s["model"] for s in doc["seats"]] == SEATS.split(",")
     assert doc["chair"]["model"] == "scripted/delta" and doc["verdict"] == "fix-first"
+
+
+def test_stats_show_runs_and_a_95_interval_from_five_ranked_runs(orch):
+    from orchestrator.council.ledger import CouncilLedger, interval95
+
+    rows = []
+    for i, cred in enumerate([1.0, 0.5, 1.0, 0.5, 0.75]):
+        rows.append({"run_id": f"r{i}", "model": "p/five", "role": "seat",
+                     "status": "reviewed", "reviewed": True, "street_cred": cred})
+        if i < 4:
+            rows.append({"run_id": f"r{i}", "model": "p/four", "role": "seat",
+                         "status": "reviewed", "reviewed": True, "street_cred": 1.0})
+    rows.append({"run_id": "old", "model": "p/four", "role": "seat", "status": "reviewed",
+                 "reviewed": True, "street_cred": 1.8})  # an old mean rank: not comparable
+    CouncilLedger().append(rows)
+    stats = {s["model"]: s for s in json.loads(council("stats", "--json").stdout)}
+    five, four = stats["p/five"], stats["p/four"]
+    assert five["ranked_runs"] == 5 and five["street_cred"] == 0.75
+    low, high = five["street_cred_ci95"]
+    assert 0 <= low < 0.75 < high <= 1
+    assert (low, high) == tuple(interval95([1.0, 0.5, 1.0, 0.5, 0.75]))
+    assert four["runs"] == 5 and four["ranked_runs"] == 4 and four["street_cred_ci95"] is None
+    assert four["street_cred"] == 1.0
+    assert [s["model"] for s in stats.values()][:2] == ["p/four", "p/five"]  # higher first
+    table = council("stats").stdout
+    assert f"0.75 [{low:.2f}–{high:.2f}] (n=5)" in table and "1.00 (n=4)" in table
