@@ -33,7 +33,8 @@ def print_run(doc: dict[str, Any], tally: dict[str, Any] | None,
         if s["status"] != "reviewed":
             click.echo(f"  {s['model']}: did not review — {s['reason']}")
             continue
-        cred = "unranked" if s["street_cred"] is None else f"street-cred {s['street_cred']:g}"
+        cred = "no street-cred" if s["street_cred"] is None else \
+            f"street-cred {s['street_cred']:.2f}"
         block = "conformed" if s["conformed"] else "non-conforming"
         cut = " · CUT" if s["cut"] else ""
         plural = "" if s["raised"] == 1 else "s"

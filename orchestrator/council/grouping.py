@@ -10,6 +10,7 @@ least 0.9 there, measured by ``tests/test_council_grouping.py``).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -41,6 +42,7 @@ def stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=4096)
 def claim_stems(claim: str) -> frozenset[str]:
     words = _WORD.findall((claim or "").lower())
     return frozenset(stem(w) for w in words if w not in _STOPWORDS and len(w) >= 2)
@@ -54,6 +56,7 @@ def claim_similarity(a: str, b: str) -> float:
     return 2 * len(sa & sb) / (len(sa) + len(sb))
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_location(text: str) -> tuple[str, tuple[int, int] | None]:
     """(file, line range or None) from a location as seats write it. Case, spaces and a
     leading ``./`` are ignored; a location without a file-like first word is kept whole."""
