@@ -86,9 +86,10 @@ def _learned() -> dict[str, Any]:
 
     try:
         data = read_json(_learned_path())
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # missing, unreadable or not JSON: nothing learned
         return {}
-    return data.get("models", {}) if isinstance(data, dict) else {}
+    models = data.get("models") if isinstance(data, dict) else None
+    return dict(models) if isinstance(models, dict) else {}
 
 
 def detected(model: ResolvedModel) -> dict[str, Any]:
@@ -113,5 +114,10 @@ def record_no_tools(model: ResolvedModel, message: str) -> None:
     models[model.base_name] = {"supports_tools": False, "learned_at": now_iso(),
                                "reason": message[:300]}
     path = _learned_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {"models": models})
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, {"models": models})
+    except OSError as exc:  # a read-only home: this leg still retries, later ones re-learn
+        from orchestrator.runtime import log
+
+        log().warning("catalog_not_written", path=str(path), error=str(exc))

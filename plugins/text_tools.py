@@ -238,7 +238,9 @@ def as_text(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list
 
 def _text_mode(leg) -> bool:
     state = leg.state.setdefault("text_tools", {"lifted": 0})
-    if "native" not in state or leg.record.extra.get("tools_rejected"):
+    if leg.record.extra.get("tools_rejected"):  # this leg's endpoint said so: text, whatever
+        state["native"] = False                 # the catalog could record
+    elif "native" not in state:
         state["native"] = _native_tools(leg) is not False
     return not state["native"]
 

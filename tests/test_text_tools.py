@@ -194,3 +194,22 @@ ROSTER = {"read": None, "grep": None}
 ])
 def test_lift(text, calls, rest):
     assert lift(text, ROSTER) == (calls, rest)
+
+
+@pytest.mark.parametrize("content", ["not json", "[1, 2]", '{"models": ["x"]}',
+                                     '{"models": {"scripted/m": "yes"}}'])
+def test_a_damaged_catalog_file_is_ignored(orch, scripted_server, orch_home, content):
+    (orch_home / "catalog.json").write_text(content)
+    run, files = run_text(orch, scripted_server, TAGGED)
+    assert run.leg["status"] == "complete" and "tools" in run.bodies[0]
+
+
+def test_an_unwritable_catalog_still_retries_the_leg_in_text(orch, scripted_server, orch_home):
+    (orch_home / "catalog.json").mkdir()  # cannot be replaced by a file
+    orch.provider()
+    scripted_server.script(
+        "m", Reply(status=400, error_message="model does not support tools"),
+        Reply(text="plain answer"))
+    run = orch.run_leg("m", "x", plugins=[("files", Files())])
+    assert run.leg["status"] == "complete" and run.leg["tool_format"] == "text"
+    assert "tools" not in run.bodies[1]
