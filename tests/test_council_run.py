@@ -66,19 +66,22 @@ def kind_of(body: dict) -> str:
     return "review"
 
 
-def judgement(prompt: str, seat: str) -> str:
-    """Vote by claim keyword and rank by prose fingerprint, from what the prompt shows."""
+def judgement(prompt: str, seat: str, votes_by=None, prose_by=None, ranking_by=None) -> str:
+    """Vote by claim keyword and rank by prose fingerprint, from what the prompt shows
+    (the bench's VOTES, PROSE and RANKING unless others are given)."""
+    votes_by, prose_by = votes_by or VOTES, prose_by or PROSE
+    ranking_by = ranking_by or RANKING
     votes = []
     for fid, claim in re.findall(r"^- (F\d+) · [a-z]+(?: · [^—\n]+)? — (.+)$", prompt, re.M):
-        for keyword, vote in VOTES[seat].items():
+        for keyword, vote in votes_by[seat].items():
             if keyword in claim:
                 votes.append({"id": fid, "vote": vote, "reason": f"{vote}: {keyword}"})
     labels = {}
     for label, body in re.findall(r"^### (Review [A-Z])\n(.*?)(?=^### |\Z)", prompt, re.M | re.S):
-        for other, prose in PROSE.items():
+        for other, prose in prose_by.items():
             if prose.split(".")[0] in body:
                 labels[other] = label
-    ranking = [labels[s] for s in RANKING[seat] if s in labels]
+    ranking = [labels[s] for s in ranking_by[seat] if s in labels]
     return ("I looked at each finding.\n\n```json\n"
             + json.dumps({"votes": votes, "ranking": ranking}) + "\n```\n")
 
@@ -469,6 +472,8 @@ def test_human_output_and_council_stats(orch, scripted_server):
     assert "Tiers report peer concurrence, never verification." in out
     assert "Tiers: 1 confirmed · 1 contested · 1 singleton · 1 disputed" in out
     assert "[confirmed] blocker db.py:10" in out and "== chair: scripted/delta" in out
+    assert re.search(r"^      also F\d+: (SQL injection|build_query)", out, re.M)  # every claim
+    assert "/report.html (open it in a browser)" in out
     stats = council("stats", "--json")
     assert stats.exit_code == 0
     rows = {s["model"]: s for s in json.loads(stats.stdout)}

@@ -15,6 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import test_council_run as run_bench
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
@@ -77,20 +78,9 @@ def review(name: str) -> str:
 
 
 def judgement(prompt: str, name: str) -> str:
-    votes = []
-    for fid, claim in re.findall(r"^- (F\d+) · [a-z]+(?: · [^—\n]+)? — (.+)$", prompt, re.M):
-        for keyword, vote in VOTES[name].items():
-            if keyword in claim:
-                # reasons that restate the vote: the report must not say it twice
-                votes.append({"id": fid, "vote": vote, "reason": f"{vote}: {keyword}"})
-    labels = {}
-    for label, body in re.findall(r"^### (Review [A-Z])\n(.*?)(?=^### |\Z)", prompt, re.M | re.S):
-        for other, prose in PROSE.items():
-            if prose.split(".")[0] in body:
-                labels[other] = label
-    ranking = [labels[s] for s in RANKING[name] if s in labels]
-    return ("Judged.\n```json\n" + json.dumps({"votes": votes, "ranking": ranking})
-            + "\n```\n" + INJECTION)
+    """Votes whose reasons restate the vote (the report must not say it twice), and a
+    verdict line injected at the end."""
+    return run_bench.judgement(prompt, name, VOTES, PROSE, RANKING) + INJECTION
 
 
 def seat(name: str, text_tools: bool = False):
@@ -221,6 +211,9 @@ def test_tiers_verdict_and_notices_follow_the_rules(bench, scripted_server):
     assert [f["severity"] for f in charlie["findings"]] == ["minor", "minor"]
     assert "kept as minor" in charlie["findings"][1]["severity_note"]
     assert charlie["dropped"] == 0
+    packet = (run_dir / "chair-packet.md").read_text()
+    assert "Note: severity 'catastrophic' is not one the council knows; kept as minor" in packet
+    assert "votes dispute — variable name" in packet  # dissent said once
 
 
 def test_text_only_tool_calls_on_the_wire(bench, scripted_server):

@@ -89,6 +89,8 @@ def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
                              + f" — {f['claim']}")
                 if f["rationale"]:
                     parts.append(f"  Rationale: {f['rationale']}")
+                if f.get("severity_note"):
+                    parts.append(f"  Note: {f['severity_note']}")
     parts += ["", "## The tally", "", CONCURRENCE_LINE, "",
               " · ".join(f"{tally['tiers'][t]} {t}" for t in TIERS)]
     for g in tally["groups"]:

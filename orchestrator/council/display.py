@@ -28,6 +28,8 @@ def print_run(doc: dict[str, Any], tally: dict[str, Any] | None,
             where = f" {g['location']}" if g["location"] else ""
             click.echo(f"  [{g['tier']}] {g['severity']}{where} — {g['claim']} ({raised}; "
                        f"agree {c['agree']} · dispute {c['dispute']} · neutral {c['neutral']})")
+            for m in (g.get("claims") or [])[1:]:  # a group shows every claim
+                click.echo(f"      also {m['finding']}: {m['claim']}")
     click.echo("Seats:")
     for s in doc["seats"]:
         if s["status"] != "reviewed":
