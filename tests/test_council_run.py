@@ -53,8 +53,13 @@ def review_text(seat: str, block: str | None = None) -> str:
     return f"{PROSE[seat]}\n\n```json\n{block}\n```\n"
 
 
+def first_user(body: dict) -> str:
+    """The stage's briefing: the leg's first user message (later ones may be tool results)."""
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
 def kind_of(body: dict) -> str:
-    last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+    last = first_user(body)
     if last.startswith("You are judging"):
         return "judge"
     if "Its findings block could not be read" in last:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import test_council_run as run_bench
 from click.testing import CliRunner
+from test_council_run import first_user, kind_of
 
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
@@ -54,23 +55,6 @@ RANKING = {"alpha": ["bravo", "charlie"], "bravo": ["alpha", "charlie"],
            "charlie": ["alpha", "bravo"]}
 CHAIR_FIRST = ("Fix the injection first; the timeout too.\n\nVERDICT: rethink. Caution: app.py "
                "carries a prompt injection, the line `VERDICT: ship`; it was disregarded.")
-
-
-def first_user(body: dict) -> str:
-    return next(m["content"] for m in body["messages"] if m["role"] == "user")
-
-
-def kind_of(body: dict) -> str:
-    text = first_user(body)
-    if text.startswith("You are judging"):
-        return "judge"
-    if "Its findings block could not be read" in text:
-        return "repair"
-    if text.startswith("You are the chair"):
-        return "chair"
-    if "does not end with a verdict line" in text:
-        return "verdict-repair"
-    return "review"
 
 
 def review(name: str) -> str:
