@@ -70,6 +70,9 @@ def judgement(prompt: str, name: str) -> str:
 def seat(name: str, text_tools: bool = False):
     def reply(body, n):
         kind, last = kind_of(body), body["messages"][-1]
+        if text_tools and "tools" in body:  # an endpoint that takes no tools, as vLLM says it
+            return Reply(status=400, error_message='"auto" tool choice requires '
+                         "--enable-auto-tool-choice: this model does not support tools")
         if text_tools and kind in ("review", "judge") and not (
                 last["role"] == "user" and last["content"].startswith("Result of read")):
             return Reply(text='Let me read the code.\n<tool_call>{"name": "read", '
@@ -139,7 +142,7 @@ class Page(HTMLParser):
 @pytest.fixture
 def bench(orch, scripted_server, tmp_path, monkeypatch):
     orch.provider()
-    orch.provider("text", supports_tools=False)  # charlie's endpoint: no native tool calling
+    orch.provider("text")  # charlie's endpoint has no native tool calling, and says so by a 400
     (tmp_path / "app.py").write_text(APP)
     monkeypatch.chdir(tmp_path)
     scripted_server.script("alpha", seat("alpha"))
@@ -200,18 +203,28 @@ def test_tiers_verdict_and_notices_follow_the_rules(bench, scripted_server):
     assert "votes dispute — variable name" in packet  # dissent said once
 
 
-def test_text_only_tool_calls_on_the_wire(bench, scripted_server):
-    _, doc, _ = bench
+def test_text_only_tool_calls_on_the_wire(bench, scripted_server, orch_home):
+    _, doc, run_dir = bench
     sent = scripted_server.requests_for("charlie")
-    assert [kind_of(r.body) for r in sent] == ["review", "review", "judge", "judge"]
-    for r in sent:
-        assert "tools" not in r.body
+    assert [kind_of(r.body) for r in sent] == ["review"] * 3 + ["judge"] * 2
+    # the first request carried tools and was refused; the endpoint was learned and the
+    # seat's leg retried in text mode; its judge leg started in text mode
+    assert "tools" in sent[0].body and sent[0].status == 400
+    learned = json.loads((orch_home / "catalog.json").read_text())["models"]
+    assert learned["text/charlie"]["supports_tools"] is False
+    for r in sent[1:]:
+        assert "tools" not in r.body and r.status == 200
         assert '<tool_call>{"name": "TOOL_NAME"' in r.body["messages"][0]["content"]
-    for r in (sent[1], sent[3]):  # the result came back as a user message
+    for r in (sent[2], sent[4]):  # the result came back as a user message
         last = r.body["messages"][-1]
         assert last["role"] == "user" and last["content"].startswith("Result of read")
         assert "return f'select {x}'" in last["content"]
     assert all("tools" in r.body for r in scripted_server.requests_for("alpha"))
+    seat_leg = next(run_dir.glob("waves/*-review-3/metadata.json"))
+    meta = json.loads(seat_leg.read_text())
+    assert meta["tools_rejected"].endswith("this model does not support tools")
+    assert meta["tool_format"] == "text" and meta["requests"] == 3
+    assert doc["seats"][2]["status"] == "reviewed" and not doc["seats"][2]["retried"]
 
 
 def test_the_page_shows_everything_and_holds_nothing_active(bench, tmp_path):
