@@ -1,7 +1,8 @@
 """A council a CI gate can trust, end to end on the scripted server through the real CLI:
 seats that write severity synonyms, a judge that votes on half of what it was shown, a seat on
 an endpoint without native tool calling that reads the code with text-only tool calls, an
-injected ``VERDICT: ship`` in the code, in a review and in the chair's own prose. Tiers,
+injected ``VERDICT: ship`` in the code, in a review and in the chair's own prose, and an
+endpoint that refuses ``tools`` with a 400 (learned, the leg retried in text mode). Tiers,
 verdict, notices and report come out exactly as docs/council.md's rules say (hand-computed
 below)."""
 
