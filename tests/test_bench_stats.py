@@ -1,0 +1,172 @@
+"""The bake-off statistics against scipy and against cases worked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special
+from scipy import stats as sps
+
+from orchestrator.bakeoff import stats
+
+
+def trials_of(name, outcomes, **extra):
+    """outcomes: {task: [bool, ...]} -> trial dicts."""
+    return [{"contestant": name, "task": t, "passed": p, **extra}
+            for t, ps in outcomes.items() for p in ps]
+
+
+# --- hand-worked ---------------------------------------------------------------------------
+
+def test_holm_on_a_known_vector():
+    # sorted 0.005, 0.01, 0.03, 0.04 -> ×4, ×3, ×2, ×1 = 0.02, 0.03, 0.06, 0.04 -> monotone
+    assert stats.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert stats.holm([0.5, 0.9]) == [1.0, 1.0]
+    assert stats.holm([]) == []
+
+
+def test_sign_test_by_hand():
+    assert stats.sign_test(8, 2) == pytest.approx(2 * (1 + 10 + 45) / 1024)  # 0.109375
+    assert stats.sign_test(10, 0) == pytest.approx(2 / 1024)
+    assert stats.sign_test(3, 3) == 1.0
+    assert stats.sign_test(0, 0) == 1.0
+
+
+def test_pass_hat_k_by_hand():
+    assert stats.pass_hat_k(2, 3, 2) == pytest.approx(1 / 3)  # C(2,2)/C(3,2)
+    assert stats.pass_hat_k(3, 3, 3) == 1.0
+    assert stats.pass_hat_k(2, 3, 3) == 0.0
+    assert stats.pass_hat_k(1, 1, 2) is None  # fewer trials than k
+    # tasks (3/3, 2/3, 0/3) at k=2: (1 + 1/3 + 0) / 3
+    assert stats.pass_k([(3, 3), (2, 3), (0, 3)], 2) == pytest.approx(4 / 9)
+
+
+def test_verdict_needs_both_the_p_value_and_the_interval():
+    assert stats.verdict(0.01, 0.1, 0.3) == "better"
+    assert stats.verdict(0.01, -0.3, -0.1) == "worse"
+    assert stats.verdict(0.01, -0.1, 0.3) == "inconclusive"  # interval straddles 0
+    assert stats.verdict(0.2, 0.1, 0.3) == "inconclusive"  # p too large
+
+
+def test_pareto_front_by_hand():
+    points = {"cheap-weak": (0.3, 0.01), "dear-strong": (0.9, 0.10),
+              "dominated": (0.5, 0.20), "unknown": (1.0, None), "mid": (0.6, 0.05)}
+    assert stats.pareto_front(points) == {"cheap-weak", "dear-strong", "mid"}
+
+
+def test_minimum_detectable_difference():
+    z = sps.norm.ppf(0.975) + sps.norm.ppf(0.8)
+    assert stats.minimum_detectable(13) == pytest.approx(z * math.sqrt(0.5 / 13))
+    assert stats.minimum_detectable(500) == pytest.approx(0.0886, abs=1e-3)
+    assert stats.minimum_detectable(0) is None
+    assert stats.minimum_detectable(1) == 1.0  # capped
+
+
+# --- against scipy -------------------------------------------------------------------------
+
+@given(st.integers(0, 60), st.integers(0, 60))
+@settings(max_examples=200, deadline=None)
+def test_sign_test_matches_scipy(wins, losses):
+    expected = 1.0 if wins + losses == 0 else \
+        sps.binomtest(wins, wins + losses, 0.5, alternative="two-sided").pvalue
+    assert stats.sign_test(wins, losses) == pytest.approx(expected, rel=1e-9)
+
+
+@given(st.integers(1, 20).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n),
+                                                     st.integers(1, n))))
+def test_pass_hat_k_matches_scipy_comb(case):
+    c, n, k = case
+    assert stats.pass_hat_k(c, n, k) == pytest.approx(
+        special.comb(c, k, exact=True) / special.comb(n, k, exact=True))
+
+
+def test_bootstrap_interval_agrees_with_scipy_percentile_bootstrap():
+    rng = np.random.default_rng(7)
+    rates = rng.binomial(3, rng.beta(2, 3, size=40)) / 3
+    outcomes = {f"t{i}": [j < round(r * 3) for j in range(3)] for i, r in enumerate(rates)}
+    result = stats.analyse(trials_of("a", outcomes), ["a"], list(outcomes), seed=1)
+    ours = result["rows"][0]["pass"]
+    ref = sps.bootstrap((rates,), np.mean, n_resamples=10_000, method="percentile",
+                        random_state=np.random.default_rng(2)).confidence_interval
+    assert ours["value"] == pytest.approx(rates.mean())
+    assert ours["ci"][0] == pytest.approx(ref.low, abs=0.02)
+    assert ours["ci"][1] == pytest.approx(ref.high, abs=0.02)
+
+
+def test_paired_delta_interval_agrees_with_scipy_paired_bootstrap():
+    rng = np.random.default_rng(3)
+    a = rng.binomial(1, 0.5, size=60).astype(float)
+    b = np.clip(a + rng.binomial(1, 0.3, size=60), 0, 1)
+    tasks = [f"t{i}" for i in range(60)]
+    trials = trials_of("a", {t: [bool(x)] for t, x in zip(tasks, a, strict=True)}) + \
+        trials_of("b", {t: [bool(x)] for t, x in zip(tasks, b, strict=True)})
+    result = stats.analyse(trials, ["a", "b"], tasks, seed=4)
+    cmp = result["comparisons"][0]
+    ref = sps.bootstrap((b - a,), np.mean, n_resamples=10_000, method="percentile",
+                        random_state=np.random.default_rng(5)).confidence_interval
+    assert cmp["delta"] == pytest.approx((b - a).mean())
+    assert cmp["delta_ci"][0] == pytest.approx(ref.low, abs=0.02)
+    assert cmp["delta_ci"][1] == pytest.approx(ref.high, abs=0.02)
+    wins, losses = int((b > a).sum()), int((b < a).sum())
+    assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (wins, losses, 60 - wins - losses)
+    assert cmp["p"] == pytest.approx(sps.binomtest(wins, wins + losses).pvalue)
+
+
+# --- the whole analysis --------------------------------------------------------------------
+
+def test_analysis_orders_verdicts_and_keeps_the_seed():
+    tasks = [f"t{i}" for i in range(20)]
+    always = trials_of("base", {t: [True] * 3 for t in tasks})
+    never = trials_of("never", {t: [False] * 3 for t in tasks})
+    same = trials_of("same", {t: [True] * 3 for t in tasks})
+    half = trials_of("half", {t: [i % 2 == 0] * 3 for i, t in enumerate(tasks)})
+    result = stats.analyse(always + never + same + half, ["base", "never", "same", "half"],
+                           tasks)
+    verdicts = {c["contestant"]: c["verdict"] for c in result["comparisons"]}
+    assert verdicts == {"never": "worse", "same": "inconclusive", "half": "worse"}
+    never_row = result["comparisons"][0]
+    assert (never_row["wins"], never_row["losses"], never_row["ties"]) == (0, 20, 0)
+    assert never_row["p_holm"] == pytest.approx(min(1, 3 * 2 / 2**20))
+    assert result["rows"][3]["pass"]["value"] == 0.5
+    assert result["rows"][0]["pass_k"] == 1.0 and result["rows"][3]["pass_k"] == 0.5
+    assert stats.analyse(always + half, ["base", "half"], tasks, seed=9) == \
+        stats.analyse(always + half, ["base", "half"], tasks, seed=9)
+
+
+def test_excluded_trials_are_not_counted_and_unknown_cost_is_not_guessed():
+    trials = [
+        {"contestant": "a", "task": "t1", "passed": True, "cost_usd": 0.01, "tokens": 100},
+        {"contestant": "a", "task": "t1", "passed": False, "excluded": "setup failed"},
+        {"contestant": "b", "task": "t1", "passed": True, "cost_usd": None, "tokens": 50},
+    ]
+    result = stats.analyse(trials, ["a", "b"], ["t1"], resamples=200)
+    a, b = result["rows"]
+    assert a["trials"] == 1 and a["pass"]["value"] == 1.0
+    assert a["cost_per_solved"]["value"] == pytest.approx(0.01)
+    assert b["cost_per_trial"]["value"] is None and b["tok_per_solved"]["value"] == 50
+    assert result["pareto"] == ["a"]
+    assert any("1 trial" in w for w in result["warnings"])
+
+
+def test_metric_ratios_and_their_deltas():
+    trials = trials_of("a", {"t1": [True, False], "t2": [True, True]}, tokens=100, secs=2.0,
+                       steps=3, input_tokens=80, cached_tokens=20, cost_usd=0.5)
+    trials += trials_of("b", {"t1": [True, True], "t2": [True, True]}, tokens=50, secs=1.0,
+                        steps=1, input_tokens=40, cached_tokens=0, cost_usd=0.1)
+    rows = stats.analyse(trials, ["a", "b"], ["t1", "t2"], resamples=500)["rows"]
+    a, b = rows
+    assert a["tok_per_solved"]["value"] == pytest.approx(400 / 3)
+    assert a["cache_share"]["value"] == pytest.approx(0.25)
+    assert a["steps"]["value"] == 3 and a["secs"]["value"] == 2.0
+    assert a["cost_per_solved"]["value"] == pytest.approx(2.0 / 3)
+    assert b["tok_per_solved"]["delta"] == pytest.approx(50 - 400 / 3)
+    assert b["secs"]["delta_ci"][1] == pytest.approx(-1.0)
+
+
+def test_coverage_of_the_95_percent_interval():
+    """1,000 simulated benches: the interval covers the true rate 93-97% of the time."""
+    assert 0.93 <= stats.coverage(benches=1000, tasks=100, trials=3, seed=11) <= 0.97
