@@ -28,7 +28,7 @@ from orchestrator import config
 from orchestrator.errors import OrchError
 
 STATUSES = ("complete", "error", "refused", "aborted")
-COST_SOURCES = ("priced", "declared", "free", "unknown")
+COST_SOURCES = ("priced", "declared", "free", "reported", "unknown")  # reported: a bench command
 GROUP_BY = ("model", "day", "wave", "tag", "status")
 
 BUSY_TIMEOUT_MS = 30_000
@@ -63,7 +63,7 @@ class SpendRow(SQLModel, table=True):
     ts: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
     wave_id: str = Field(index=True)
     leg_id: str
-    kind: str  # leg | chair | seat | judge | ...
+    kind: str  # leg | chair | seat | judge | bench | ...
     model: str  # canonical model name, e.g. "myvllm/qwen3-8b@hot"
     provider: str
     status: str  # complete | error | refused | aborted

@@ -13,6 +13,7 @@ from orchestrator.errors import OrchError
 # name -> "module:attribute"; imported only when that command runs (or its help is shown).
 COMMANDS = {
     "fanout": "orchestrator.cli.fanout:fanout",
+    "bench": "orchestrator.cli.bench:bench",
     "status": "orchestrator.cli.status:status",
     "spend": "orchestrator.cli.spend:spend",
     "provider": "orchestrator.cli.config_cmds:provider",
@@ -71,6 +72,7 @@ class LazyGroup(click.Group):
 
 
 SUMMARIES = {
+    "bench": "A bake-off: contestants on tasks with hidden checks, honest statistics.",
     "fanout": "Run one briefing on several models at once (a wave).",
     "status": "Show a wave's legs, rebuilt from disk if the run was killed.",
     "spend": "Roll up the spend ledger: tokens and dollars by model, day, wave...",

@@ -1,0 +1,219 @@
+"""A bench's plan: ``bench.toml`` merged with the command line, and the spend estimate.
+
+The plan is everything a run needs and everything a report must print for publishing: the
+contestants, the tasks, the settings and the hash of the prompt template.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.bakeoff.contestants import Contestant, check_unique, parse_contestant
+from orchestrator.bakeoff.tasks import Task, load_tasks, suite_dir
+from orchestrator.errors import OrchError
+
+DEFAULT_PROMPT = "{task}"
+DEFAULT_TRIALS, DEFAULT_JOBS, DEFAULT_TIMEOUT_S = 3, 8, 600.0
+EST_OUTPUT_TOKENS = 1024  # per trial, for the estimate only
+EST_TOOL_ROUNDS = 2  # a reading model sends the files back about this many times
+
+STARTER = '''# orch bench --config bench.toml  (docs/bench.md)
+[bench]
+builtin = "reading"        # or: cases = "my-tasks"  (a folder of TOML/JSON task files)
+trials = 3                 # trials per task and contestant; 3 or more for honest intervals
+jobs = 8                   # model trials at once (the rate gate still applies)
+timeout_s = 600            # per trial
+prompt = "{task}"          # the template every contestant gets; {verify} would leak the check
+# max_cost = 2.00          # dollars, for the whole bench (the cost-ceiling guard)
+
+# The first contestant is the baseline every other one is compared with.
+[[contestants]]
+name = "baseline"
+kind = "model"
+model = "openai/gpt-4o-mini"
+
+[[contestants]]
+name = "challenger"
+kind = "model"
+model = "anthropic/claude-haiku-4-5"
+# tier = "minimal"  tools = "read"  max_steps = 20  disable_plugins = []  note = ""
+
+# An agent CLI, run in the trial folder:
+# [[contestants]]
+# name = "claude-code"
+# kind = "command"
+# command = "claude"
+# args = ["-p", "{task}", "--output-format", "json"]
+# stdin = false
+# parse = "claude-json"     # none | claude-json | codex-jsonl | orch-json
+# timeout_s = 900
+'''
+
+
+@dataclass
+class Plan:
+    contestants: list[Contestant]
+    tasks: list[Task]
+    source: str
+    trials: int = DEFAULT_TRIALS
+    jobs: int = DEFAULT_JOBS
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    prompt: str = DEFAULT_PROMPT
+    max_cost: float | None = None
+    config_path: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prompt_hash(self) -> str:
+        return hashlib.sha256(self.prompt.encode()).hexdigest()[:16]
+
+    def render(self, task: Task) -> str:
+        return self.prompt.replace("{task}", task.text).replace("{verify}", task.check)
+
+    def settings(self) -> dict[str, Any]:
+        """What a published result must state."""
+        return {"source": self.source, "trials": self.trials, "jobs": self.jobs,
+                "timeout_s": self.timeout_s, "prompt": self.prompt,
+                "prompt_sha256": self.prompt_hash, "max_cost": self.max_cost,
+                "config_path": self.config_path, "config": self.config,
+                "contestants": [c.to_dict() for c in self.contestants],
+                "tasks": [t.id for t in self.tasks]}
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise OrchError(f"config {path} does not exist; write one with `orch bench --init`") \
+            from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise OrchError(f"config {path} cannot be read: {exc}; fix its TOML") from None
+
+
+def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
+          only: str | None, models: list[str] | None, trials: int | None, jobs: int | None,
+          timeout_s: float | None, max_cost: float | None) -> Plan:
+    """The plan: the config file's values, each overridden by its command-line flag."""
+    data = read_config(config_path) if config_path else {}
+    bench = data.get("bench", {})
+    if not isinstance(bench, dict):
+        raise OrchError("config: [bench] must be a table")
+    source, folder = task_folder(config_path, builtin, cases, data)
+    tasks = load_tasks(folder)
+    if only:
+        wanted = [t.strip() for t in only.split(",") if t.strip()]
+        unknown = sorted(set(wanted) - {t.id for t in tasks})
+        if unknown:
+            raise OrchError(f"--only names unknown task(s) {', '.join(unknown)}; known: "
+                            f"{', '.join(t.id for t in tasks[:20])}")
+        tasks = [t for t in tasks if t.id in wanted]
+    if models:
+        contestants = [Contestant(name=m, kind="model", model=m) for m in models]
+    else:
+        raw = data.get("contestants", [])
+        if not isinstance(raw, list):
+            raise OrchError("config: contestants are [[contestants]] tables")
+        contestants = [parse_contestant(c, f"contestant {n}") for n, c in
+                       enumerate(raw, start=1)]
+    if not contestants:
+        raise OrchError("no contestants: pass --models a,b or list [[contestants]] in "
+                        "bench.toml (orch bench --init writes a starter)")
+    check_unique(contestants)
+    prompt = bench.get("prompt", DEFAULT_PROMPT)
+    if not isinstance(prompt, str) or "{task}" not in prompt:
+        raise OrchError("config: bench.prompt must contain {task}")
+    plan = Plan(contestants=contestants, tasks=tasks, source=source, prompt=prompt,
+                trials=_pick(trials, bench.get("trials"), DEFAULT_TRIALS, "trials", 1, 1000),
+                jobs=_pick(jobs, bench.get("jobs"), DEFAULT_JOBS, "jobs", 1, 1024),
+                timeout_s=float(_pick(timeout_s, bench.get("timeout_s"), DEFAULT_TIMEOUT_S,
+                                      "timeout_s", 0.001, 86400)),
+                max_cost=max_cost if max_cost is not None else bench.get("max_cost"),
+                config_path=str(config_path) if config_path else None, config=data)
+    return plan
+
+
+def task_folder(config_path: Path | None, builtin: str | None, cases: Path | None,
+                data: dict[str, Any] | None = None) -> tuple[str, Path]:
+    """(source label, folder) of the tasks: the flags, else the config's [bench] table."""
+    if data is None:
+        data = read_config(config_path) if config_path else {}
+    bench = data.get("bench", {}) if isinstance(data.get("bench", {}), dict) else {}
+    base = config_path.parent if config_path else Path.cwd()
+    if builtin and cases:
+        raise OrchError("pass either --builtin NAME or --cases DIR, not both")
+    if not (builtin or cases):
+        builtin = bench.get("builtin")
+        cases = base / str(bench["cases"]) if bench.get("cases") else None
+    if builtin:
+        return f"builtin:{builtin}", suite_dir(str(builtin))
+    if cases:
+        return str(cases), Path(cases).expanduser()
+    raise OrchError("no tasks: pass --builtin NAME (reading, format, adversarial) or "
+                    "--cases DIR, or set them in bench.toml")
+
+
+def _pick(flag, configured, default, key, low, high):
+    value = flag if flag is not None else configured if configured is not None else default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise OrchError(f"bench.{key} must be a number from {low} to {high}")
+    return value
+
+
+# --- the estimate --------------------------------------------------------------------------
+
+def prices(model) -> tuple[float, float] | None:
+    """(input, output) dollars per token, or None when unknown."""
+    if model.input_cost_per_mtok is not None and model.output_cost_per_mtok is not None:
+        return model.input_cost_per_mtok / 1e6, model.output_cost_per_mtok / 1e6
+    if model.declared:
+        return None
+    from orchestrator.catalog import model_info
+
+    info = model_info(model)
+    if info.input_cost_per_token is None or info.output_cost_per_token is None:
+        return None
+    return info.input_cost_per_token, info.output_cost_per_token
+
+
+def estimate(plan: Plan, resolved: dict[str, Any]) -> dict[str, Any]:
+    """contestants × tasks × trials × estimated tokens × price, naming unknown prices."""
+    from orchestrator.estimate import estimate_text
+
+    per_contestant, unknown, total = {}, [], 0.0
+    for c in plan.contestants:
+        model = resolved.get(c.name)
+        if model is None:  # a command contestant: its cost is whatever it reports
+            unknown.append(f"{c.name} (a command; cost as reported)")
+            continue
+        tokens_in = 0
+        for task in plan.tasks:
+            files = "\n".join(task.files.values()) if c.tools == "read" else ""
+            tokens_in += estimate_text(plan.render(task), exact=False) + \
+                EST_TOOL_ROUNDS * estimate_text(files, exact=False)
+        tokens_in *= plan.trials
+        tokens_out = EST_OUTPUT_TOKENS * len(plan.tasks) * plan.trials
+        price = prices(model)
+        cost = None if price is None else tokens_in * price[0] + tokens_out * price[1]
+        if cost is None:
+            unknown.append(f"{c.name} ({model.name}: no known price)")
+        else:
+            total += cost
+        per_contestant[c.name] = {"input_tokens": tokens_in, "output_tokens": tokens_out,
+                                  "cost_usd": cost}
+    return {"trials": len(plan.contestants) * len(plan.tasks) * plan.trials,
+            "contestants": per_contestant, "cost_usd": total, "unknown": unknown}
+
+
+def describe_estimate(est: dict[str, Any]) -> str:
+    lines = [f"estimate: {est['trials']} trials, about ${est['cost_usd']:.4f}"]
+    for name, e in est["contestants"].items():
+        cost = "unknown" if e["cost_usd"] is None else f"${e['cost_usd']:.4f}"
+        lines.append(f"  {name}: ~{e['input_tokens']:,} in + {e['output_tokens']:,} out "
+                     f"tokens, {cost}")
+    if est["unknown"]:
+        lines.append("  not in the total: " + "; ".join(est["unknown"]))
+    return "\n".join(lines)

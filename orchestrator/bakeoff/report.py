@@ -1,0 +1,172 @@
+"""The bench report: the terminal tables, ``report.md`` and a self-contained ``report.html``.
+
+Every number comes from :func:`orchestrator.bakeoff.stats.analyse` over the saved trials, so
+``orch bench report FILE`` prints exactly what the run printed.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from orchestrator.bakeoff import charts
+
+NO_CHARTS = ("Charts need the report extra: pip install 'orch[report]' (matplotlib), then "
+             "`orch bench report FILE` again.")
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def _ci(ci: list[float | None], fmt=_pct) -> str:
+    return "[—]" if ci[0] is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+def _dpct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:+.0f}"
+
+
+def _num(x: float | None, digits: int = 0) -> str:
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def _dnum(x: float | None, digits: int = 0) -> str:
+    return "—" if x is None else f"{x:+,.{digits}f}"
+
+
+def _money(x: float | None) -> str:
+    return "—" if x is None else f"${x:.4f}"
+
+
+def _dmoney(x: float | None) -> str:
+    return "—" if x is None else f"{'+' if x >= 0 else '-'}${abs(x):.4f}"
+
+
+def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) for each table the report prints."""
+    k = stats["k"]
+    main = [[r["contestant"], f"{_pct(r['pass']['value'])} {_ci(r['pass']['ci'])}",
+             _pct(r["pass_k"]), _num(r["tok_per_solved"]["value"]),
+             _pct(r["cache_share"]["value"]), _num(r["steps"]["value"], 1),
+             _num(r["secs"]["value"], 1), "*" if r["pareto"] else ""]
+            for r in stats["rows"]]
+    out = [("contestants", ["variant", "pass [95% CI]", f"pass^{k}", "tok/solved", "cache",
+                            "steps", "secs", "pareto"], main)]
+    if stats["comparisons"]:
+        vs = [[c["contestant"], f"{_dpct(c['delta'])} {_ci(c['delta_ci'], _dpct)}",
+               f"{c['wins']}/{c['losses']}/{c['ties']}", f"{c['p']:.3g} ({c['p_holm']:.3g})",
+               _dnum(c["delta_tok_per_solved"]), c["verdict"]] for c in stats["comparisons"]]
+        out.append((f"vs {stats['baseline']}", ["variant", "Δ pass [95% CI]", "W/L/T",
+                                                 "p (Holm)", "Δ tok/solved", "verdict"], vs))
+    metrics = []
+    for r in stats["rows"]:
+        cost, secs = r["cost_per_trial"], r["secs"]
+        metrics.append([r["contestant"],
+                        f"{_money(cost['value'])} {_ci(cost['ci'], _money)}",
+                        f"{_dmoney(cost.get('delta'))} {_ci(cost.get('delta_ci', [None]), _dmoney)}"
+                        if "delta" in cost else "baseline",
+                        _money(r["cost_per_solved"]["value"]),
+                        f"{_num(secs['value'], 1)} {_ci(secs['ci'], lambda v: _num(v, 1))}",
+                        f"{_dnum(secs.get('delta'), 1)} "
+                        f"{_ci(secs.get('delta_ci', [None]), lambda v: _dnum(v, 1))}"
+                        if "delta" in secs else "baseline"])
+    out.append(("custom metrics", ["variant", "cost-usd/trial [95% CI]", "Δ cost-usd",
+                                   "cost/solved", "secs [95% CI]", "Δ secs"], metrics))
+    return out
+
+
+def notes(doc: dict[str, Any]) -> list[str]:
+    stats = doc["stats"]
+    out = []
+    if stats["min_detectable"] is not None:
+        out.append(f"With {stats['tasks']} tasks, only pass-rate differences above "
+                   f"~{100 * stats['min_detectable']:.0f} points can be detected reliably "
+                   "(80% power, 5% error).")
+    out += [f"Warning: {w}" for w in stats["warnings"]]
+    excluded = doc.get("exclusions") or []
+    if excluded:
+        out.append(f"{len(excluded)} trial(s) excluded (not counted):")
+        out += [f"  - {e['task']} / {e['contestant']} #{e['trial']}: {e['reason']}"
+                for e in excluded]
+    return out
+
+
+def settings_lines(doc: dict[str, Any]) -> list[str]:
+    s = doc["settings"]
+    lines = [f"bench {doc['bench_id']} · {s['source']} · {len(s['tasks'])} tasks × "
+             f"{s['trials']} trials · timeout {s['timeout_s']:g} s · prompt sha256 "
+             f"{s['prompt_sha256']}", "versions: " + ", ".join(
+                 f"{k} {v}" for k, v in (doc.get("versions") or {}).items())]
+    for c in s["contestants"]:
+        what = c.get("model") if c["kind"] == "model" else c.get("command")
+        model_id = (doc.get("model_ids") or {}).get(c["name"])
+        lines.append(f"  {c['name']}: {c['kind']} {what}"
+                     + (f" ({model_id})" if model_id and model_id != what else "")
+                     + (f" — {c['note']}" if c.get("note") else ""))
+    return lines
+
+
+def _line(cells: list[str], widths: list[int]) -> str:
+    return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def terminal(doc: dict[str, Any]) -> str:
+    """Plain aligned tables for stdout."""
+    parts = []
+    for title, header, rows in tables(doc["stats"]):
+        widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+        parts += [f"{title}:", _line(header, widths), _line(["-" * w for w in widths], widths),
+                  *(_line(r, widths) for r in rows), ""]
+    parts += notes(doc) + [""] + settings_lines(doc)
+    return "\n".join(parts)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    parts = [f"# orch bench {doc['bench_id']}", ""]
+    for title, header, rows in tables(doc["stats"]):
+        parts += [f"## {title}", "", "| " + " | ".join(header) + " |",
+                  "|" + " --- |" * len(header)]
+        parts += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+        parts.append("")
+    parts += [f"- {n.strip()}" for n in notes(doc)] + ["", "## Settings", "", "```"]
+    parts += settings_lines(doc) + ["```", ""]
+    return "\n".join(parts)
+
+
+def page(doc: dict[str, Any]) -> str:
+    """One HTML file, no external resources: tables, notes and the three charts as SVG."""
+    e = html.escape
+    body = [f"<h1>orch bench {e(doc['bench_id'])}</h1>"]
+    for title, header, rows in tables(doc["stats"]):
+        body.append(f"<h2>{e(title)}</h2><table><tr>"
+                    + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
+                    + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>"
+                              for r in rows) + "</table>")
+    body.append("<ul>" + "".join(f"<li>{e(n.strip())}</li>" for n in notes(doc)) + "</ul>")
+    svgs = charts.draw(doc["stats"])
+    body.append("<h2>charts</h2>")
+    if svgs is None:
+        body.append(f"<p class=note>{e(NO_CHARTS)}</p>")
+    else:
+        body += [f"<figure>{svg}</figure>" for svg in svgs]
+    body.append("<h2>settings</h2><pre>" + e("\n".join(settings_lines(doc))) + "</pre>")
+    style = ("body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:"
+             "collapse}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left}"
+             "figure{margin:1em 0}")
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>orch bench "
+            f"{e(doc['bench_id'])}</title><style>{style}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")
+
+
+def write(doc: dict[str, Any], folder: Path) -> tuple[Path, Path]:
+    """report.md and report.html in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    md, page_path = folder / "report.md", folder / "report.html"
+    text = markdown(doc)
+    if charts.available() is False:
+        text += f"\n{NO_CHARTS}\n"
+    md.write_text(text, encoding="utf-8")
+    page_path.write_text(page(doc), encoding="utf-8")
+    return md, page_path

@@ -1,0 +1,268 @@
+"""Tasks: loading a folder of TOML/JSON task files, a fresh trial folder, the hidden check.
+
+A folder may hold ``_files.toml`` (or ``.json``): files every task in it starts with (a small
+code base several reading tasks share). Files whose names start with ``_`` are not tasks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from orchestrator.errors import OrchError
+
+EXPECT_KINDS = ("contains", "regex", "equals", "json_schema", "python")
+VERIFY_TIMEOUT_S = 60.0
+SUITES_DIR = Path(__file__).parent / "suites"
+ANSWER_ENV = "ORCH_BENCH_ANSWER"
+_GIT_ENV = {"GIT_AUTHOR_NAME": "orch bench", "GIT_AUTHOR_EMAIL": "bench@orch.invalid",
+            "GIT_COMMITTER_NAME": "orch bench", "GIT_COMMITTER_EMAIL": "bench@orch.invalid",
+            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+@dataclass
+class Task:
+    id: str
+    text: str
+    files: dict[str, str]
+    verify: str | None = None
+    expect: dict[str, Any] = field(default_factory=dict)
+    solution_answer: str = ""
+    solution_files: dict[str, str] = field(default_factory=dict)
+    git_init: bool = True
+    folder: Path | None = None
+
+    @property
+    def check(self) -> str:
+        """The hidden check in words (for `{verify}` and the report)."""
+        return self.verify or json.dumps(self.expect, sort_keys=True)
+
+
+def builtin_suites() -> list[str]:
+    return sorted(p.name for p in SUITES_DIR.iterdir() if p.is_dir() and p.name[0] != "_")
+
+
+def suite_dir(name: str) -> Path:
+    if name not in builtin_suites():
+        raise OrchError(f"no built-in suite {name!r}; choose one of "
+                        f"{', '.join(builtin_suites())}")
+    return SUITES_DIR / name
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise OrchError(f"task file {path} cannot be read: {str(exc).splitlines()[0]}; fix "
+                        "its TOML/JSON") from None
+
+
+def _files(value: Any, where: Path) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise OrchError(f"{where}: `files` must map relative paths to text")
+    for name in value:
+        parts = PurePosixPath(name).parts
+        if not name or name.startswith("/") or ".." in parts or "\\" in name or "\0" in name:
+            raise OrchError(f"{where}: file path {name!r} must be relative and stay inside "
+                            "the trial folder")
+    return dict(value)
+
+
+def load_task(path: Path, shared: dict[str, str] | None = None) -> Task:
+    return load_task_data(_read(path), path, shared)
+
+
+def load_task_data(data: Any, path: Path | str = "<task>",
+                   shared: dict[str, str] | None = None) -> Task:
+    """A task from its parsed TOML/JSON; ``path`` names it in errors."""
+    path = Path(path)
+    if not isinstance(data, dict):
+        raise OrchError(f"{path}: a task file holds one table/object")
+    for key in ("id", "task"):
+        if not isinstance(data.get(key), str) or not data[key].strip():
+            raise OrchError(f"{path}: `{key}` is required (a non-empty string)")
+    verify, expect = data.get("verify"), data.get("expect") or {}
+    if bool(verify) == bool(expect):
+        raise OrchError(f"{path}: give exactly one check, `verify = \"COMMAND\"` or an "
+                        "`[expect]` table")
+    if verify is not None and not isinstance(verify, str):
+        raise OrchError(f"{path}: `verify` is a shell command (a string)")
+    if not isinstance(expect, dict) or (bad := set(expect) - set(EXPECT_KINDS)):
+        raise OrchError(f"{path}: unknown expect kind(s) {sorted(bad or [])}; use "
+                        f"{', '.join(EXPECT_KINDS)}")
+    solution = data.get("solution", "")
+    if isinstance(solution, str):
+        answer, sol_files = solution, {}
+    elif isinstance(solution, dict):
+        answer, sol_files = str(solution.get("answer", "")), _files(solution.get("files", {}),
+                                                                   path)
+    else:
+        raise OrchError(f"{path}: `solution` is a string or a table with answer/files")
+    return Task(id=data["id"], text=data["task"],
+                files={**(shared or {}), **_files(data.get("files", {}), path)},
+                verify=verify, expect=expect, solution_answer=answer, solution_files=sol_files,
+                git_init=bool(data.get("git_init", True)),
+                folder=path.parent if path.name != "<task>" else None)
+
+
+def load_tasks(folder: Path) -> list[Task]:
+    """Every task file in ``folder``, sorted by id; ids must be unique."""
+    if not folder.is_dir():
+        raise OrchError(f"task folder {folder} is not a directory; pass --cases DIR or "
+                        "--builtin NAME")
+    shared: dict[str, str] = {}
+    for name in ("_files.toml", "_files.json"):
+        if (folder / name).is_file():
+            shared = _files(_read(folder / name).get("files", {}), folder / name)
+    tasks = [load_task(p, shared) for p in sorted(folder.iterdir())
+             if p.suffix in (".toml", ".json") and not p.name.startswith("_") and p.is_file()]
+    if not tasks:
+        raise OrchError(f"no task files (*.toml, *.json) in {folder}")
+    seen: set[str] = set()
+    for task in tasks:
+        if task.id in seen:
+            raise OrchError(f"task id {task.id!r} appears twice in {folder}; ids are unique")
+        seen.add(task.id)
+    return sorted(tasks, key=lambda t: t.id)
+
+
+# --- trial folders -------------------------------------------------------------------------
+
+def make_folder(task: Task, parent: Path | None = None) -> Path:
+    """A fresh temporary folder with the task's files, committed to a new git repository."""
+    root = Path(tempfile.mkdtemp(prefix=f"orch-bench-{_slug(task.id)}-", dir=parent))
+    write_files(root, task.files)
+    if task.git_init:
+        for args in (["init", "-q"], ["add", "-A"],
+                     ["commit", "-q", "--allow-empty", "-m", "start state"]):
+            subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
+                           env={**os.environ, **_GIT_ENV}, timeout=60)
+    return root
+
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def remove_folder(root: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:40]
+
+
+# --- the hidden check ----------------------------------------------------------------------
+
+def grade(task: Task, answer: str, folder: Path | None) -> tuple[bool, str]:
+    """(passed, the check's output). ``verify`` runs in ``folder`` with the answer in the file
+    named by $ORCH_BENCH_ANSWER; ``expect`` looks at the answer alone."""
+    if task.verify:
+        return _verify(task, answer, folder)
+    return _expect(task, answer or "")
+
+
+def _verify(task: Task, answer: str, folder: Path | None) -> tuple[bool, str]:
+    if folder is None:
+        return False, "no trial folder"
+    with tempfile.NamedTemporaryFile("w", suffix=".answer", delete=False,
+                                     encoding="utf-8") as fh:
+        fh.write(answer or "")
+    try:
+        proc = subprocess.run(task.verify, shell=True, cwd=folder, capture_output=True,
+                              text=True, timeout=VERIFY_TIMEOUT_S, errors="replace",
+                              env={**os.environ, ANSWER_ENV: fh.name})
+        out = (proc.stdout + proc.stderr).strip()
+        return proc.returncode == 0, f"exit {proc.returncode}" + (f": {out[-2000:]}" if out
+                                                                  else "")
+    except subprocess.TimeoutExpired:
+        return False, f"the check ran past {VERIFY_TIMEOUT_S:g} s"
+    finally:
+        os.unlink(fh.name)
+
+
+def json_of(answer: str) -> Any:
+    """The answer as JSON: the whole text, or the first fenced block."""
+    fenced = re.search(r"```(?:json)?\s*\n(.*?)```", answer, re.S)
+    return json.loads(fenced.group(1) if fenced else answer.strip())
+
+
+def _expect(task: Task, answer: str) -> tuple[bool, str]:
+    failures = []
+    spec = task.expect
+    if "contains" in spec:
+        wanted = spec["contains"] if isinstance(spec["contains"], list) else [spec["contains"]]
+        failures += [f"missing {w!r}" for w in wanted if str(w) not in answer]
+    if "regex" in spec and not re.search(spec["regex"], answer, re.M):
+        failures.append(f"no match for /{spec['regex']}/")
+    if "equals" in spec and answer.strip() != str(spec["equals"]).strip():
+        failures.append(f"not equal to {str(spec['equals']).strip()!r}")
+    if "json_schema" in spec:
+        failures += _schema(spec["json_schema"], answer)
+    if "python" in spec:
+        failures += _python(spec["python"], answer, task.folder)
+    return not failures, "; ".join(failures) or "all expectations hold"
+
+
+def _schema(schema: dict, answer: str) -> list[str]:
+    import jsonschema
+
+    try:
+        value = json_of(answer)
+    except ValueError as exc:
+        return [f"not JSON: {exc}"]
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema)
+                                             .iter_errors(value))
+    return [f"schema: {error.message}"] if error else []
+
+
+def _python(target: str, answer: str, folder: Path | None) -> list[str]:
+    module, _, name = target.partition(":")
+    added = folder is not None and str(folder) not in sys.path
+    if added:
+        sys.path.insert(0, str(folder))
+    try:
+        result = getattr(importlib.import_module(module), name)(answer)
+    except Exception as exc:  # the task's own check failed: the trial fails, said plainly
+        return [f"python check {target} raised {type(exc).__name__}: {exc}"]
+    finally:
+        if added:
+            sys.path.remove(str(folder))
+    return [] if result else [f"python check {target} said no"]
+
+
+def selftest(tasks: list[Task]) -> list[dict[str, Any]]:
+    """Each check against its solution (must pass) and an empty answer (must fail)."""
+    rows = []
+    for task in tasks:
+        row: dict[str, Any] = {"task": task.id}
+        for label, answer, files in (("solution", task.solution_answer, task.solution_files),
+                                     ("empty", "", {})):
+            folder = make_folder(task) if task.verify else None
+            try:
+                if folder is not None:
+                    write_files(folder, files)
+                row[label], row[f"{label}_output"] = grade(task, answer, folder)
+            finally:
+                if folder is not None:
+                    remove_folder(folder)
+        row["ok"] = row["solution"] and not row["empty"]
+        row["problem"] = None if row["ok"] else (
+            "the solution fails its own check" if not row["solution"]
+            else "the check cannot fail: an empty answer passes")
+        rows.append(row)
+    return rows

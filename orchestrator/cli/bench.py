@@ -1,0 +1,131 @@
+"""``orch bench``: a bake-off of models and agent CLIs on tasks with hidden checks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator.errors import OrchError
+
+PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothing else.",
+              "files": {"README.md": "This folder is a probe of orch bench.\n"},
+              "expect": {"contains": ["PONG"]}, "solution": "PONG"}
+
+
+@click.group(invoke_without_command=True)
+@click.option("--init", "init", is_flag=True, help="Write a starter bench.toml (never overwrites).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), metavar="FILE",
+              help="The bench file (contestants, tasks, settings).")
+@click.option("--builtin", metavar="NAME", help="A built-in suite: reading, format, adversarial.")
+@click.option("--cases", type=click.Path(path_type=Path), metavar="DIR",
+              help="A folder of TOML/JSON task files.")
+@click.option("--only", metavar="a,b", help="Only these task ids.")
+@click.option("--models", "-m", metavar="a,b,c",
+              help="Model contestants, no config file needed; the first is the baseline.")
+@click.option("--trials", type=click.IntRange(1, 1000), help="Trials per task and contestant (3).")
+@click.option("--jobs", type=click.IntRange(1, 1024), help="Model trials at once (8).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), metavar="S",
+              help="Per-trial time limit in seconds (600).")
+@click.option("--selftest", is_flag=True,
+              help="Grade every task's solution (must pass) and an empty answer (must fail).")
+@click.option("--dry-run", is_flag=True, help="The plan, the first prompt and the estimate; no spend.")
+@click.option("--check", is_flag=True, help="Is every contestant there? No model is called.")
+@click.option("--probe", is_flag=True, help="One tiny task per contestant: starts, grades, reads cost.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before spending.")
+@click.option("--max-cost", type=click.FloatRange(0), metavar="USD",
+              help="A cost ceiling for the whole bench (model trials).")
+@click.option("--out", type=click.Path(path_type=Path), metavar="FILE",
+              help="Where the results go (default ORCH_HOME/bench/<id>.json).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON.")
+@click.pass_context
+def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, timeout_s,
+          selftest, dry_run, check, probe, yes, max_cost, out, as_json):
+    """Run tasks through several contestants and report pass rates with honest intervals.
+
+    Each trial runs in a fresh folder and is graded by a hidden check. The first contestant
+    is the baseline; the report says better / worse / inconclusive with Holm-adjusted
+    sign tests and bootstrap intervals. Exit 0, or 2 when trials were excluded.
+
+    \b
+    Examples:
+      orch bench --init && orch bench --config bench.toml --dry-run
+      orch bench --builtin reading --models openai/gpt-4o-mini,myvllm/qwen3-8b --yes
+      orch bench --selftest --cases my-tasks
+      orch bench report ~/.config/orch/bench/bench-20261130-101500-ab12.json
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    if init:
+        sys.exit(_init(config_path or Path("bench.toml")))
+    from orchestrator.bakeoff import plan as plan_mod
+    from orchestrator.bakeoff import tasks as tasks_mod
+
+    if selftest:
+        sys.exit(_selftest(config_path, builtin, cases, as_json))
+    model_list = [m.strip() for m in models.split(",")] if models else None
+    if model_list is not None and not all(model_list):
+        raise click.UsageError("--models has an empty entry; pass a,b,c")
+    plan = plan_mod.build(config_path=config_path, builtin=builtin, cases=cases, only=only,
+                          models=model_list, trials=trials, jobs=jobs, timeout_s=timeout_s,
+                          max_cost=max_cost)
+    if probe:
+        plan.tasks = [tasks_mod.load_task_data(PROBE_TASK)]
+        plan.trials, plan.source = 1, "probe"
+    from orchestrator.cli.bench_run import check_contestants, dry_run_text, execute, resolve
+
+    resolved, pms = resolve(plan)
+    if check:
+        sys.exit(check_contestants(plan, resolved))
+    if dry_run:
+        click.echo(dry_run_text(plan, resolved))
+        sys.exit(0)
+    execute(plan, resolved, pms, yes=yes, out=out, as_json=as_json, probe=probe)
+
+
+@bench.command("report")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+def report_cmd(file, as_json):
+    """Re-render a saved bench: the tables, report.md and report.html."""
+    from orchestrator.cli.bench_run import rerender
+
+    rerender(file, as_json=as_json)
+
+
+def _init(path: Path) -> int:
+    from orchestrator.bakeoff.plan import STARTER
+
+    if path.exists():
+        raise OrchError(f"{path} already exists; edit it, or pass --config OTHER.toml with "
+                        "--init to write a new one")
+    path.write_text(STARTER, encoding="utf-8")
+    click.echo(f"wrote {path}; next: orch bench --config {path} --dry-run")
+    return 0
+
+
+def _selftest(config_path, builtin, cases, as_json) -> int:
+    from orchestrator.bakeoff import plan as plan_mod
+    from orchestrator.bakeoff import tasks as tasks_mod
+
+    if builtin or cases or config_path:
+        folders = [plan_mod.task_folder(config_path, builtin, cases)]
+    else:  # no suite named: every built-in one
+        folders = [(f"builtin:{n}", tasks_mod.suite_dir(n)) for n in tasks_mod.builtin_suites()]
+    rows = []
+    for label, folder in folders:
+        rows += [{"suite": label, **r} for r in tasks_mod.selftest(tasks_mod.load_tasks(folder))]
+    bad = [r for r in rows if not r["ok"]]
+    if as_json:
+        from orchestrator.cli.common import print_json
+
+        print_json({"ok": not bad, "tasks": rows})
+    else:
+        for r in rows:
+            click.echo(f"{'ok  ' if r['ok'] else 'BAD '} {r['suite']} {r['task']}"
+                       + (f": {r['problem']} ({r['solution_output'] if not r['solution'] else r['empty_output']})"
+                          if not r["ok"] else ""))
+        click.echo(f"{len(rows) - len(bad)}/{len(rows)} checks pass their solution and fail "
+                   "an empty answer")
+    return 1 if bad else 0

@@ -1,0 +1,223 @@
+"""What ``orch bench`` does after parsing: resolve, check, estimate, confirm, run, save, print.
+
+Split from ``cli/bench.py`` so the command's options stay readable; imported only when a
+bench actually runs (never on ``orch --help``).
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from orchestrator.bakeoff import contestants as cmd
+from orchestrator.bakeoff.plan import Plan, describe_estimate, estimate
+from orchestrator.errors import OrchError
+
+
+def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each model contestant's model and plugin manager (its disable_plugins, its tier pin)."""
+    from orchestrator import runtime
+    from orchestrator.bakeoff.run import TierPin
+    from orchestrator.cli.common import resolve_all
+    from orchestrator.plugins import load, stderr_warn
+
+    cfg = runtime.config()
+    resolved, pms = {}, {}
+    base = cfg.section("plugins")
+    for c in plan.contestants:
+        if c.kind != "model":
+            continue
+        section = {**base, "disabled": [*base.get("disabled", []), *c.disable_plugins]}
+        pms[c.name] = load(section, warn=stderr_warn, extra=[("bench_tier", TierPin())])
+        resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
+    return resolved, pms
+
+
+def check_contestants(plan: Plan, resolved: dict[str, Any]) -> int:
+    """found / missing per contestant; no model is called."""
+    from orchestrator.models import check_key
+
+    missing = 0
+    for c in plan.contestants:
+        if c.kind == "model":
+            try:
+                check_key(resolved[c.name])
+                state, why = "found", resolved[c.name].name
+            except OrchError as exc:
+                state, why = "missing", str(exc)
+        else:
+            ok = cmd.found(c)
+            state, why = ("found", c.command) if ok else \
+                ("missing", f"{c.command} is not on PATH; install it or give its full path")
+        missing += state == "missing"
+        click.echo(f"{c.name}: {state} ({why})")
+    return 1 if missing else 0
+
+
+def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
+    first = plan.tasks[0]
+    lines = [f"plan: {len(plan.tasks)} tasks ({plan.source}) × {len(plan.contestants)} "
+             f"contestants × {plan.trials} trials = "
+             f"{len(plan.tasks) * len(plan.contestants) * plan.trials} trials, order task → "
+             f"contestant → trial; {plan.jobs} model trials at once; timeout "
+             f"{plan.timeout_s:g} s", f"prompt template sha256 {plan.prompt_hash}", "",
+             f"first prompt ({first.id}):", plan.render(first), "", "contestants:"]
+    for c in plan.contestants:
+        if c.kind == "model":
+            lines.append(f"  {c.name}: model {resolved[c.name].name} (tools {c.tools}, "
+                         f"max_steps {c.max_steps}"
+                         + (f", tier {c.tier}" if c.tier else "") + ")")
+        else:
+            argv = cmd.command_line(c, plan.render(first), "<trial folder>", first.check)
+            lines.append(f"  {c.name}: " + " ".join(_short(a) for a in argv)
+                         + (" (prompt also on stdin)" if c.stdin else ""))
+    return "\n".join([*lines, "", describe_estimate(estimate(plan, resolved))])
+
+
+def _short(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg if len(arg) <= 80 else arg[:77] + "...")
+
+
+def confirm(plan: Plan, resolved: dict[str, Any], yes: bool) -> None:
+    """Show the estimate; ask on a terminal; without one, --yes or --max-cost is required."""
+    click.echo(describe_estimate(estimate(plan, resolved)), err=True)
+    if yes:
+        return
+    if sys.stdin.isatty():
+        if not click.confirm("run the bench?", default=False, err=True):
+            raise OrchError("not run: the bench was not confirmed")
+        return
+    if plan.max_cost is None:
+        raise click.UsageError("no terminal to confirm the spend on: pass --yes, or "
+                               "--max-cost USD to bound it")
+
+
+def progress_line(row: dict[str, Any]) -> None:
+    word = "EXCL" if row["excluded"] else "PASS" if row["passed"] else "FAIL"
+    cost = "" if row["cost_usd"] is None else f" ${row['cost_usd']:.4f}"
+    why = f" ({row['excluded'] or row['reason']})" if (row["excluded"] or row["reason"]) \
+        else ""
+    click.echo(f"{word} {row['task']} · {row['contestant']} #{row['trial']} · "
+               f"{row['secs']:.1f}s · {row['tokens']:,} tok{cost}{why}", err=True)
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0]}
+    for dist in ("orch", "litellm", "numpy", "matplotlib"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: bool,
+            probe: bool = False) -> None:
+    import anyio
+
+    from orchestrator import config as config_mod
+    from orchestrator import runtime
+    from orchestrator.bakeoff.run import Runner, exclusions, new_bench_id
+    from orchestrator.cli.common import import_litellm_quietly
+    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.models import check_key
+
+    for c in plan.contestants:
+        if c.kind == "model":
+            check_key(resolved[c.name])  # before any spend: one line, exit 1
+        elif not cmd.found(c):
+            raise OrchError(f"contestant {c.name}: {c.command} is not on PATH; install it or "
+                            "give its full path (orch bench --check lists every contestant)")
+    confirm(plan, resolved, yes)
+    bench_id = new_bench_id()
+    path = out or config_mod.home() / "bench" / f"{bench_id}.json"
+    if path.exists() and path.is_dir():
+        raise OrchError(f"--out {path} is a directory; pass a file name")
+    if resolved:
+        import_litellm_quietly()
+    ledger = LedgerSink()
+    runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
+                    resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
+                    on_trial=progress_line)
+    started = datetime.now(UTC).isoformat()
+    rows = anyio.run(runner.run)
+    doc = {"bench_id": bench_id, "started": started,
+           "finished": datetime.now(UTC).isoformat(), "versions": versions(),
+           "model_ids": {n: m.name for n, m in resolved.items()},
+           "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
+           "ledger_errors": ledger.errors}
+    finish(doc, path, as_json=as_json, probe=probe)
+
+
+def analyse(doc: dict[str, Any]) -> dict[str, Any]:
+    from orchestrator.bakeoff.stats import analyse as run_stats
+
+    s = doc["settings"]
+    return run_stats(doc["trials"], [c["name"] for c in s["contestants"]], s["tasks"])
+
+
+def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = False) -> None:
+    from orchestrator.bakeoff import report
+    from orchestrator.store import write_json_atomic
+
+    doc["stats"] = analyse(doc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, doc)
+    folder = path.with_suffix("")
+    md, page = report.write(doc, folder)
+    if as_json:
+        from orchestrator.cli.common import print_json
+
+        print_json({**doc, "results_file": str(path), "report_md": str(md),
+                    "report_html": str(page)})
+    elif probe:
+        click.echo(probe_text(doc))
+    else:
+        click.echo(report.terminal(doc))
+    click.echo(f"results: {path}\nreport: {md} · {page}", err=True)
+    sys.exit(2 if doc["exclusions"] else 0)
+
+
+def probe_text(doc: dict[str, Any]) -> str:
+    lines = []
+    for row in doc["trials"]:
+        started = row["status"] == "complete"
+        read = row["tokens"] > 0 or row["cost_usd"] is not None
+        lines.append(f"{row['contestant']}: {'started' if started else 'did not finish'}"
+                     f"; grading {'PASS' if row['passed'] else 'FAIL'}"
+                     f" ({row['check_output']}); tokens/cost "
+                     f"{'read' if read else 'not read'}"
+                     + (f"; {row['excluded'] or row['reason']}" if not started else ""))
+    return "\n".join(lines)
+
+
+def rerender(file: Path, *, as_json: bool) -> None:
+    from orchestrator.bakeoff import report
+    from orchestrator.store import read_json
+
+    try:
+        doc = read_json(file)
+        if not isinstance(doc, dict) or "trials" not in doc or "settings" not in doc:
+            raise ValueError("not an orch bench results file")
+    except FileNotFoundError:
+        raise OrchError(f"{file} does not exist; pass a results file from ORCH_HOME/bench/") \
+            from None
+    except (OSError, ValueError) as exc:
+        raise OrchError(f"{file} cannot be read as bench results: {exc}") from None
+    doc["stats"] = analyse(doc)
+    md, page = report.write(doc, file.with_suffix(""))
+    if as_json:
+        from orchestrator.cli.common import print_json
+
+        print_json(doc["stats"])
+    else:
+        click.echo(report.terminal(doc))
+    click.echo(f"report: {md} · {page}", err=True)
