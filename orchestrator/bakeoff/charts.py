@@ -18,7 +18,7 @@ def available() -> bool:
 
 def _svg(fig) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
     return text[text.index("<svg"):]  # drop the XML prolog and doctype: inline in HTML
 
