@@ -148,7 +148,7 @@ def page(doc: dict[str, Any]) -> str:
     svgs = charts.draw(doc["stats"])
     body.append("<h2>charts</h2>")
     if svgs is None:
-        body.append(f"<p class=note>{e(NO_CHARTS)}</p>")
+        body.append(f"<p class=note>{html.escape(NO_CHARTS, quote=False)}</p>")
     else:
         body += [f"<figure>{svg}</figure>" for svg in svgs]
     body.append("<h2>settings</h2><pre>" + e("\n".join(settings_lines(doc))) + "</pre>")
