@@ -58,3 +58,19 @@ def test_a_two_leg_wave_on_the_managed_server_answers_for_free(orch_home):
     from orchestrator.local.state import pid_alive, read_state
 
     assert read_state() is None and not pid_alive(server_pid)
+
+
+def test_bench_reading_suite_completes_on_the_embedded_model(orch_home):
+    """The pipeline completes; the pass rate is whatever it is."""
+    try:
+        result = run(orch_home, "bench", "--builtin", "reading", "--trials", "1", "--models",
+                     "local/gemma3-270m", "--yes", "--json", "--timeout", "120", timeout=1800)
+        assert result.returncode == 0, result.stderr
+        doc = json.loads(result.stdout)
+        assert len(doc["trials"]) >= 13 and not doc["exclusions"]
+        assert doc["stats"]["rows"][0]["trials"] == len(doc["trials"])
+        con = sqlite3.connect(orch_home / "ledger.db")
+        assert con.execute("select count(*) from spend where run_id = ?",
+                           (doc["bench_id"],)).fetchone()[0] == len(doc["trials"])
+    finally:
+        run(orch_home, "server", "stop", timeout=60)

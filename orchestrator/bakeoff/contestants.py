@@ -57,7 +57,7 @@ class Contestant:
 def parse_contestant(data: Any, where: str) -> Contestant:
     if not isinstance(data, dict):
         raise OrchError(f"{where}: a contestant is a table with name and kind")
-    name, kind = data.get("name"), data.get("kind", "model" if "model" in data else None)
+    name, kind = data.get("name"), data.get("kind", "command" if "command" in data else "model")
     if not isinstance(name, str) or not _NAME.match(name):
         raise OrchError(f"{where}: every contestant needs a `name` (letters, digits, ._@/:+-)")
     if kind not in KINDS:

@@ -1,0 +1,121 @@
+"""Task files, trial folders and every kind of hidden check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from orchestrator.bakeoff import tasks as T
+from orchestrator.bakeoff.contestants import command_line, parse_contestant
+from orchestrator.errors import OrchError
+
+
+def task(**kw):
+    return T.load_task_data({"id": "t", "task": "do it", **kw})
+
+
+@pytest.mark.parametrize("expect,answer,ok", [
+    ({"contains": ["a", "b"]}, "b then a", True),
+    ({"contains": ["a", "b"]}, "only a", False),
+    ({"regex": r"^\d+$"}, "x\n42\n", True),
+    ({"regex": r"^\d+$"}, "x42", False),
+    ({"equals": "42"}, "  42\n", True),
+    ({"equals": "42"}, "42.", False),
+    ({"json_schema": {"type": "object", "required": ["a"]}}, '{"a": 1}', True),
+    ({"json_schema": {"type": "object", "required": ["a"]}}, "```json\n{\"a\": 1}\n```", True),
+    ({"json_schema": {"type": "object", "required": ["a"]}}, '{"b": 1}', False),
+    ({"json_schema": {"type": "object"}}, "not json", False),
+    ({"contains": ["x"], "regex": "y"}, "x", False),  # every expectation must hold
+])
+def test_expect_kinds(expect, answer, ok):
+    passed, output = T.grade(task(expect=expect), answer, None)
+    assert passed is ok, output
+
+
+def test_python_check_is_imported_from_the_task_folder(tmp_path):
+    (tmp_path / "bench_check_mod_xyz.py").write_text(
+        "def is_even(answer):\n    return int(answer) % 2 == 0\n")
+    (tmp_path / "t.toml").write_text('id = "t"\ntask = "n"\n[expect]\n'
+                                     'python = "bench_check_mod_xyz:is_even"\n')
+    t = T.load_tasks(tmp_path)[0]
+    assert T.grade(t, "4", None)[0] is True
+    passed, output = T.grade(t, "five", None)
+    assert passed is False and "ValueError" in output
+
+
+def test_verify_runs_in_the_trial_folder_with_the_answer_file():
+    t = task(verify='test "$(cat f.txt)" = start && grep -q yes "$ORCH_BENCH_ANSWER"',
+             files={"f.txt": "start"})
+    folder = T.make_folder(t)
+    try:
+        assert T.grade(t, "yes", folder)[0] is True
+        passed, output = T.grade(t, "no", folder)
+        assert passed is False and output.startswith("exit 1")
+        log = subprocess.run(["git", "log", "--oneline"], cwd=folder, capture_output=True,
+                             text=True).stdout
+        assert "start state" in log  # a fresh repository with the start state committed
+    finally:
+        T.remove_folder(folder)
+    assert not folder.exists()
+
+
+def test_git_init_can_be_turned_off():
+    folder = T.make_folder(task(expect={"equals": "x"}, git_init=False, files={"a": "b"}))
+    try:
+        assert (folder / "a").read_text() == "b" and not (folder / ".git").exists()
+    finally:
+        T.remove_folder(folder)
+
+
+def test_shared_files_and_task_files(tmp_path):
+    (tmp_path / "_files.toml").write_text('[files]\n"lib.py" = "X = 1"\n"a.txt" = "shared"\n')
+    (tmp_path / "one.json").write_text(json.dumps({"id": "one", "task": "t", "files":
+                                                   {"a.txt": "own"}, "expect": {"equals": "1"}}))
+    [t] = T.load_tasks(tmp_path)
+    assert t.files == {"lib.py": "X = 1", "a.txt": "own"}
+
+
+@pytest.mark.parametrize("data,message", [
+    ({"id": "t", "task": "x"}, "exactly one check"),
+    ({"id": "t", "task": "x", "verify": "true", "expect": {"equals": "y"}}, "exactly one"),
+    ({"id": "t", "task": "x", "expect": {"fuzzy": 1}}, "unknown expect kind"),
+    ({"id": "", "task": "x", "verify": "true"}, "`id` is required"),
+    ({"id": "t", "task": "x", "verify": "true", "files": {"/etc/x": "y"}}, "relative"),
+    ({"id": "t", "task": "x", "verify": "true", "files": {"a": 3}}, "map relative paths"),
+])
+def test_bad_task_files_are_one_line(data, message):
+    with pytest.raises(OrchError, match=message):
+        T.load_task_data(data)
+
+
+def test_duplicate_task_ids_are_refused(tmp_path):
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps({"id": "same", "task": "x", "verify": "true"}))
+    with pytest.raises(OrchError, match="appears twice"):
+        T.load_tasks(tmp_path)
+
+
+def test_placeholders_are_replaced_in_every_argument_without_a_shell():
+    c = parse_contestant({"name": "agent", "kind": "command", "command": "run-{model}",
+                          "args": ["--in", "{cwd}", "{task}; rm -rf /", "{verify}"],
+                          "model": "m1"}, "c")
+    argv = command_line(c, "the prompt", "/tmp/x", "make test")
+    assert argv == ["run-m1", "--in", "/tmp/x", "the prompt; rm -rf /", "make test"]
+
+
+@pytest.mark.parametrize("data,message", [
+    ({"name": "a"}, "`model` is required"),
+    ({"name": "a", "kind": "robot"}, "`kind` is"),
+    ({"name": "a", "kind": "command"}, "`command` is required"),
+    ({"name": "a", "model": "x", "tools": "write"}, "`tools`"),
+    ({"name": "a", "model": "x", "max_steps": 0}, "max_steps"),
+    ({"name": "a", "model": "x", "colour": "red"}, "unknown key"),
+    ({"name": "a", "kind": "command", "command": "x", "parse": "yaml"}, "`parse`"),
+    ({"name": "a", "kind": "command", "command": "x", "timeout_s": -1}, "timeout_s"),
+    ({"name": "../../x", "model": "x"}, "needs a `name`"),
+])
+def test_bad_contestants_are_one_line(data, message):
+    with pytest.raises(OrchError, match=message):
+        parse_contestant(data, "contestant 1")
