@@ -22,7 +22,7 @@ import anyio
 
 from orchestrator.bakeoff import contestants as cmd
 from orchestrator.bakeoff.plan import Plan
-from orchestrator.bakeoff.tasks import Task, grade, make_folder, remove_folder
+from orchestrator.bakeoff.tasks import Task, copy_folder, grade, make_folder, remove_folder
 from orchestrator.hookspecs import hookimpl
 from orchestrator.secrets import scrub
 
@@ -85,6 +85,8 @@ class Runner:
         self.model_limit = anyio.CapacityLimiter(self.plan.jobs)
         self.command_limits = {c.name: anyio.CapacityLimiter(c.jobs)
                                for c in self.plan.contestants if c.kind == "command"}
+        self.templates: dict[str, Path | BaseException] = {}  # task id -> its start state
+        self.template_locks = {t.id: anyio.Lock() for t in self.plan.tasks}
         rows: list[dict[str, Any] | None] = [None] * len(slots)
 
         async def one(i: int, slot: Slot) -> None:
@@ -94,9 +96,14 @@ class Runner:
                 rows[i] = await self.trial(slot)
             self.on_trial(rows[i])
 
-        async with anyio.create_task_group() as tg:
-            for i, slot in enumerate(slots):
-                tg.start_soon(one, i, slot)
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, slot in enumerate(slots):
+                    tg.start_soon(one, i, slot)
+        finally:
+            for template in self.templates.values():
+                if isinstance(template, Path):
+                    remove_folder(template)
         self.results = [r for r in rows if r is not None]
         return self.results
 
@@ -111,7 +118,7 @@ class Runner:
     async def trial(self, slot: Slot) -> dict[str, Any]:
         row = self.base_row(slot)
         try:
-            folder = await anyio.to_thread.run_sync(make_folder, slot.task)
+            folder = await anyio.to_thread.run_sync(copy_folder, await self.template(slot.task))
         except Exception as exc:  # the trial never started: excluded, and said why
             row["excluded"] = scrub(f"set-up failed: {type(exc).__name__}: {exc}")[:500]
             return row
@@ -126,6 +133,20 @@ class Runner:
         finally:
             await anyio.to_thread.run_sync(remove_folder, folder)
         return row
+
+    async def template(self, task: Task) -> Path:
+        """The task's start state, made once (files + git) and copied for each trial; a
+        failure is kept, so every trial of that task is excluded with the same reason."""
+        async with self.template_locks[task.id]:
+            if task.id not in self.templates:
+                try:
+                    self.templates[task.id] = await anyio.to_thread.run_sync(make_folder, task)
+                except Exception as exc:
+                    self.templates[task.id] = exc
+        made = self.templates[task.id]
+        if isinstance(made, BaseException):
+            raise made
+        return made
 
     async def _model(self, slot: Slot, folder: Path, row: dict[str, Any]) -> None:
         from orchestrator.engine.wave import Wave, WaveSpec

@@ -142,12 +142,24 @@ def load_tasks(folder: Path) -> list[Task]:
 def make_folder(task: Task, parent: Path | None = None) -> Path:
     """A fresh temporary folder with the task's files, committed to a new git repository."""
     root = Path(tempfile.mkdtemp(prefix=f"orch-bench-{_slug(task.id)}-", dir=parent))
-    write_files(root, task.files)
-    if task.git_init:
-        for args in (["init", "-q"], ["add", "-A"],
-                     ["commit", "-q", "--allow-empty", "-m", "start state"]):
-            subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
-                           env={**os.environ, **_GIT_ENV}, timeout=60)
+    try:
+        write_files(root, task.files)
+        if task.git_init:
+            for args in (["init", "-q", "--template="], ["add", "-A"],
+                         ["commit", "-q", "--allow-empty", "-m", "start state"]):
+                subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
+                               env={**os.environ, **_GIT_ENV}, timeout=60)
+    except BaseException:
+        remove_folder(root)
+        raise
+    return root
+
+
+def copy_folder(template: Path) -> Path:
+    """A fresh copy of a prepared start state (files and repository): a trial's folder
+    without a git process per trial."""
+    root = Path(tempfile.mkdtemp(prefix=template.name + "-trial-"))
+    shutil.copytree(template, root, symlinks=True, dirs_exist_ok=True)
     return root
 
 
