@@ -138,7 +138,8 @@ def test_a_bake_off_of_known_contestants(bench_setup, orch_home, scripted_server
     assert len(doc["exclusions"]) == 10
 
     slow = [t for t in doc["trials"] if t["contestant"] == "slow" and not t["excluded"]]
-    assert all(not t["passed"] and "timeout" in (t["reason"] or "").lower() for t in slow)
+    assert all(not t["passed"] and "timeout" in (t["reason"] or "").lower() for t in slow), \
+        [(t["reason"], t["status"]) for t in slow]
     script = [t for t in doc["trials"] if t["contestant"] == "script" and not t["excluded"]]
     assert all(t["passed"] and t["answer"] == "" for t in script)  # the file edit passed
     assert script[0]["command"].startswith(sys.executable)
@@ -148,12 +149,15 @@ def test_a_bake_off_of_known_contestants(bench_setup, orch_home, scripted_server
 
     # one ledger row per model trial, with the bench's run_id and kind bench
     rows = ledger_rows(orch_home)
-    model_trials = [t for t in doc["trials"] if t["kind"] == "model" and not t["excluded"]]
-    assert len(rows) == len(model_trials) == 8 * 4 * 2
+    model_trials = [t for t in doc["trials"] if t["kind"] == "model"]
+    assert len(rows) == len(model_trials) == 9 * 4 * 2  # excluded ones too, as refused
+    assert {r["status"] for r in rows if r["leg_id"] in
+            {t["leg_id"] for t in model_trials if t["excluded"]}} == {"refused"}
     assert {r["run_id"] for r in rows} == {bench_id}
     assert {r["kind"] for r in rows} == {"bench"}
     assert sorted(r["leg_id"] for r in rows) == sorted(t["leg_id"] for t in model_trials)
-    right_rows = [r for r in rows if r["model"] == "scripted/right"]
+    right_rows = [r for r in rows if r["model"] == "scripted/right" and r["status"] == "complete"]
+    assert len(right_rows) == 16
     assert all(r["cost_usd"] == pytest.approx((100 + 20) / 1e6) for r in right_rows)
     # "never" has tools off: its requests offered none; "right" read with tools on
     never_bodies = [r.body for r in scripted_server.requests_for("never")]

@@ -23,6 +23,7 @@ import anyio
 from orchestrator.bakeoff import contestants as cmd
 from orchestrator.bakeoff.plan import Plan
 from orchestrator.bakeoff.tasks import Task, copy_folder, grade, make_folder, remove_folder
+from orchestrator.engine.wave import Wave, WaveSpec
 from orchestrator.hookspecs import hookimpl
 from orchestrator.secrets import scrub
 
@@ -43,6 +44,17 @@ class TierPin:
             leg.tier = tier
             leg.set("tier", tier)
             leg.set("tier_source", "bench")
+
+
+class BenchWave(Wave):
+    """A model contestant's wave: each leg launches through the runner, which gives it its
+    trial folder as workspace just before the launch and grades it after."""
+
+    runner: Runner
+    slot_of: dict[str, Slot]
+
+    async def _launch(self, leg) -> None:
+        await self.runner.model_trial(self, leg, self.slot_of[leg.ctx.leg_id])
 
 
 @dataclass
@@ -87,25 +99,104 @@ class Runner:
                                for c in self.plan.contestants if c.kind == "command"}
         self.templates: dict[str, Path | BaseException] = {}  # task id -> its start state
         self.template_locks = {t.id: anyio.Lock() for t in self.plan.tasks}
-        rows: list[dict[str, Any] | None] = [None] * len(slots)
-
-        async def one(i: int, slot: Slot) -> None:
-            limit = self.model_limit if slot.contestant.kind == "model" else \
-                self.command_limits[slot.contestant.name]
-            async with limit:
-                rows[i] = await self.trial(slot)
-            self.on_trial(rows[i])
-
+        # model trials take the limiter in slot order (task → contestant → trial) although
+        # each contestant's trials are the legs of its own wave
+        model_slots = [s.n for s in slots if s.contestant.kind == "model"]
+        self.turns = {n: anyio.Event() for n in model_slots}
+        self.after = dict(zip(model_slots[1:], model_slots, strict=False))
+        self.rows: dict[int, dict[str, Any]] = {}
         try:
             async with anyio.create_task_group() as tg:
-                for i, slot in enumerate(slots):
-                    tg.start_soon(one, i, slot)
+                for j, c in enumerate(self.plan.contestants, start=1):
+                    mine = [s for s in slots if s.contestant is c]
+                    if c.kind == "model":
+                        tg.start_soon(self.wave(j, c, mine).run)
+                    else:
+                        for slot in mine:
+                            tg.start_soon(self.command_trial, slot)
         finally:
-            for template in self.templates.values():
-                if isinstance(template, Path):
-                    remove_folder(template)
-        self.results = [r for r in rows if r is not None]
+            done = [t for t in self.templates.values() if isinstance(t, Path)]
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(lambda: [remove_folder(f) for f in done])
+        self.results = [self.rows[n] for n in sorted(self.rows)]
         return self.results
+
+    def wave(self, j: int, c: cmd.Contestant, slots: list[Slot]):
+        """One model contestant's trials as the legs of one wave on the shared server."""
+        options: dict[str, Any] = {"plugins": True, "tools": c.tools, "bench_tier": c.tier}
+        if self.plan.max_cost is not None:
+            options["max_cost"] = self.plan.max_cost
+        spec = WaveSpec(models=[self.resolved[c.name]] * len(slots), briefing=self.plan.prompt,
+                        briefings=[self.plan.render(s.task) for s in slots],
+                        runs_dir=self.runs_dir, timeout_s=self.plan.timeout_s,
+                        max_steps=c.max_steps, kind="bench", run_id=self.bench_id,
+                        wave_id=f"{self.bench_id}-{j}", project_dir=os.getcwd(),
+                        options=options)
+        wave = BenchWave(spec, pm=self.pms[c.name], config=self.config, ledger=self.ledger,
+                         server=self.server)
+        wave.runner, wave.slot_of = self, {leg.ctx.leg_id: s
+                                           for leg, s in zip(wave.legs, slots, strict=True)}
+        wave.context.state = self.ceiling_state
+        return wave
+
+    async def model_trial(self, wave, leg, slot: Slot) -> None:
+        """Launch one leg in its own fresh folder (in slot order, ``jobs`` at a time), then
+        grade it."""
+        row = self.base_row(slot)
+        if slot.n in self.after:
+            await self.turns[self.after[slot.n]].wait()
+        folder = None
+        async with self.model_limit:
+            self.turns[slot.n].set()
+            try:
+                folder = await self.folder(slot.task)
+            except Exception as exc:  # the trial never started: excluded, and said why
+                row["excluded"] = scrub(f"set-up failed: {type(exc).__name__}: {exc}")[:500]
+                await leg.refuse(row["excluded"])
+            else:
+                leg.ctx.workspace = folder
+                leg.ctx.options = {**leg.ctx.options, "workspace": str(folder)}
+                await Wave._launch(wave, leg)
+        try:
+            self._model_row(row, leg.record, wave)
+            await self.grade(slot, folder, row)
+        finally:
+            if folder is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(remove_folder, folder)
+        self.rows[slot.n] = row
+        self.on_trial(row)
+
+    async def command_trial(self, slot: Slot) -> None:
+        row = self.base_row(slot)
+        async with self.command_limits[slot.contestant.name]:
+            try:
+                folder = await self.folder(slot.task)
+            except Exception as exc:
+                row["excluded"] = scrub(f"set-up failed: {type(exc).__name__}: {exc}")[:500]
+                folder = None
+            try:
+                if folder is not None:
+                    await self._command(slot, folder, row)
+                    await self.grade(slot, folder, row)
+            finally:
+                if folder is not None:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(remove_folder, folder)
+        self.rows[slot.n] = row
+        self.on_trial(row)
+
+    async def folder(self, task: Task) -> Path:
+        return await anyio.to_thread.run_sync(copy_folder, await self.template(task))
+
+    async def grade(self, slot: Slot, folder: Path | None, row: dict[str, Any]) -> None:
+        if row["excluded"] is not None:
+            return
+        if slot.task.verify:  # a process: off the event loop
+            row["passed"], row["check_output"] = await anyio.to_thread.run_sync(
+                grade, slot.task, row["answer"], folder)
+        else:  # a check on the answer alone: quick, inline
+            row["passed"], row["check_output"] = grade(slot.task, row["answer"], folder)
 
     def base_row(self, slot: Slot) -> dict[str, Any]:
         return {"n": slot.n, "task": slot.task.id, "contestant": slot.contestant.name,
@@ -114,25 +205,6 @@ class Runner:
                 "check_output": "", "status": None, "reason": None, "tokens": 0,
                 "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "steps": 0,
                 "secs": 0.0, "cost_usd": None, "cost_source": "unknown", "leg_id": None}
-
-    async def trial(self, slot: Slot) -> dict[str, Any]:
-        row = self.base_row(slot)
-        try:
-            folder = await anyio.to_thread.run_sync(copy_folder, await self.template(slot.task))
-        except Exception as exc:  # the trial never started: excluded, and said why
-            row["excluded"] = scrub(f"set-up failed: {type(exc).__name__}: {exc}")[:500]
-            return row
-        try:
-            if slot.contestant.kind == "model":
-                await self._model(slot, folder, row)
-            else:
-                await self._command(slot, folder, row)
-            if row["excluded"] is None:
-                row["passed"], row["check_output"] = await anyio.to_thread.run_sync(
-                    grade, slot.task, row["answer"], folder)
-        finally:
-            await anyio.to_thread.run_sync(remove_folder, folder)
-        return row
 
     async def template(self, task: Task) -> Path:
         """The task's start state, made once (files + git) and copied for each trial; a
@@ -148,24 +220,7 @@ class Runner:
             raise made
         return made
 
-    async def _model(self, slot: Slot, folder: Path, row: dict[str, Any]) -> None:
-        from orchestrator.engine.wave import Wave, WaveSpec
-
-        c = slot.contestant
-        options: dict[str, Any] = {"plugins": True, "tools": c.tools, "workspace": str(folder),
-                                   "bench_tier": c.tier}
-        if self.plan.max_cost is not None:
-            options["max_cost"] = self.plan.max_cost
-        spec = WaveSpec(models=[self.resolved[c.name]], briefing=self.plan.render(slot.task),
-                        runs_dir=self.runs_dir, timeout_s=self.plan.timeout_s,
-                        max_steps=c.max_steps, workspace=folder, kind="bench",
-                        run_id=self.bench_id, wave_id=f"{self.bench_id}-{slot.n:04d}",
-                        project_dir=os.getcwd(), options=options)
-        wave = Wave(spec, pm=self.pms[c.name], config=self.config, ledger=self.ledger,
-                    server=self.server)
-        wave.context.state = self.ceiling_state
-        await wave.run()
-        record = wave.legs[0].record
+    def _model_row(self, row: dict[str, Any], record, wave) -> None:
         u = record.usage
         row.update(command=record.model, status=record.status, reason=record.reason,
                    answer=record.answer or "", leg_id=record.leg_id,
@@ -173,8 +228,9 @@ class Runner:
                    cached_tokens=u.cached_tokens, tokens=u.input_tokens + u.output_tokens,
                    steps=record.steps, secs=round(record.duration_s or 0.0, 3),
                    cost_usd=record.cost_usd, cost_source=record.cost_source)
-        if record.status == "refused" and record.requests == 0 and wave.budget_refusals:
-            row["excluded"] = f"not launched: {record.reason}"
+        refused = {r["leg_id"]: r["reason"] for r in wave.budget_refusals}
+        if record.leg_id in refused and row["excluded"] is None:
+            row["excluded"] = f"not launched: {refused[record.leg_id]}"
 
     async def _command(self, slot: Slot, folder: Path, row: dict[str, Any]) -> None:
         c = slot.contestant
