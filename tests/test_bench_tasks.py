@@ -119,3 +119,25 @@ def test_placeholders_are_replaced_in_every_argument_without_a_shell():
 def test_bad_contestants_are_one_line(data, message):
     with pytest.raises(OrchError, match=message):
         parse_contestant(data, "contestant 1")
+
+
+def test_a_trial_folder_from_a_snapshot_is_a_working_repository():
+    t = task(id="a/../b", verify="true", files={"src/x.py": "X = 1\n", "run.sh": "echo\n"})
+    root = T.make_folder(t)
+    try:
+        state = T.snapshot(root)
+    finally:
+        T.remove_folder(root)
+    first, second = T.materialize(state, "orch-bench-x-"), T.materialize(state, "orch-bench-x-")
+    try:
+        (first / "src" / "x.py").write_text("X = 2\n")  # one trial's edit stays its own
+        assert (second / "src" / "x.py").read_text() == "X = 1\n"
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=second,
+                                capture_output=True, text=True, check=True).stdout
+        assert status == ""
+        diff = subprocess.run(["git", "diff", "--stat"], cwd=first, capture_output=True,
+                              text=True, check=True).stdout
+        assert "src/x.py" in diff
+    finally:
+        T.remove_folder(first)
+        T.remove_folder(second)

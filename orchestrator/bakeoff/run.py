@@ -22,7 +22,16 @@ import anyio
 
 from orchestrator.bakeoff import contestants as cmd
 from orchestrator.bakeoff.plan import Plan
-from orchestrator.bakeoff.tasks import Task, copy_folder, grade, make_folder, remove_folder
+from orchestrator.bakeoff.tasks import (
+    Snapshot,
+    Task,
+    grade,
+    make_folder,
+    materialize,
+    remove_folder,
+    slug,
+    snapshot,
+)
 from orchestrator.engine.wave import Wave, WaveSpec
 from orchestrator.hookspecs import hookimpl
 from orchestrator.secrets import scrub
@@ -97,7 +106,7 @@ class Runner:
         self.model_limit = anyio.CapacityLimiter(self.plan.jobs)
         self.command_limits = {c.name: anyio.CapacityLimiter(c.jobs)
                                for c in self.plan.contestants if c.kind == "command"}
-        self.templates: dict[str, Path | BaseException] = {}  # task id -> its start state
+        self.templates: dict[str, Snapshot | BaseException] = {}  # task id -> start state
         self.template_locks = {t.id: anyio.Lock() for t in self.plan.tasks}
         # model trials take the limiter in slot order (task → contestant → trial) although
         # each contestant's trials are the legs of its own wave
@@ -115,9 +124,7 @@ class Runner:
                         for slot in mine:
                             tg.start_soon(self.command_trial, slot)
         finally:
-            done = [t for t in self.templates.values() if isinstance(t, Path)]
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(lambda: [remove_folder(f) for f in done])
+            self.templates.clear()
         self.results = [self.rows[n] for n in sorted(self.rows)]
         return self.results
 
@@ -187,7 +194,8 @@ class Runner:
         self.on_trial(row)
 
     async def folder(self, task: Task) -> Path:
-        return await anyio.to_thread.run_sync(copy_folder, await self.template(task))
+        return await anyio.to_thread.run_sync(materialize, await self.template(task),
+                                              f"orch-bench-{slug(task.id)}-")
 
     async def grade(self, slot: Slot, folder: Path | None, row: dict[str, Any]) -> None:
         if row["excluded"] is not None:
@@ -206,13 +214,14 @@ class Runner:
                 "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "steps": 0,
                 "secs": 0.0, "cost_usd": None, "cost_source": "unknown", "leg_id": None}
 
-    async def template(self, task: Task) -> Path:
-        """The task's start state, made once (files + git) and copied for each trial; a
-        failure is kept, so every trial of that task is excluded with the same reason."""
+    async def template(self, task: Task) -> Snapshot:
+        """The task's start state (files + repository), made once and held in memory; each
+        trial writes a fresh copy. A failure is kept, so every trial of that task is
+        excluded with the same reason."""
         async with self.template_locks[task.id]:
             if task.id not in self.templates:
                 try:
-                    self.templates[task.id] = await anyio.to_thread.run_sync(make_folder, task)
+                    self.templates[task.id] = await anyio.to_thread.run_sync(_prepare, task)
                 except Exception as exc:
                     self.templates[task.id] = exc
         made = self.templates[task.id]
@@ -268,6 +277,14 @@ class Runner:
                 "cached_tokens": row["cached_tokens"], "cost_usd": row["cost_usd"],
                 "cost_source": row["cost_source"], "duration_s": row["secs"],
                 "project_dir": os.getcwd(), "run_id": self.bench_id}
+
+
+def _prepare(task: Task) -> Snapshot:
+    root = make_folder(task)
+    try:
+        return snapshot(root)
+    finally:
+        remove_folder(root)
 
 
 def _quote(arg: str) -> str:

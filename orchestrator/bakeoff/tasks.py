@@ -140,13 +140,15 @@ def load_tasks(folder: Path) -> list[Task]:
 # --- trial folders -------------------------------------------------------------------------
 
 def make_folder(task: Task, parent: Path | None = None) -> Path:
-    """A fresh temporary folder with the task's files, committed to a new git repository."""
-    root = Path(tempfile.mkdtemp(prefix=f"orch-bench-{_slug(task.id)}-", dir=parent))
+    """A fresh temporary folder with the task's files, committed to a new git repository
+    (packed: a handful of files to copy per trial, not one per object)."""
+    root = Path(tempfile.mkdtemp(prefix=f"orch-bench-{slug(task.id)}-", dir=parent))
     try:
         write_files(root, task.files)
         if task.git_init:
             for args in (["init", "-q", "--template="], ["add", "-A"],
-                         ["commit", "-q", "--allow-empty", "-m", "start state"]):
+                         ["commit", "-q", "--allow-empty", "-m", "start state"],
+                         ["gc", "-q", "--prune=now"]):
                 subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
                                env={**os.environ, **_GIT_ENV}, timeout=60)
     except BaseException:
@@ -155,11 +157,35 @@ def make_folder(task: Task, parent: Path | None = None) -> Path:
     return root
 
 
-def copy_folder(template: Path) -> Path:
-    """A fresh copy of a prepared start state (files and repository): a trial's folder
-    without a git process per trial."""
-    root = Path(tempfile.mkdtemp(prefix=template.name + "-trial-"))
-    shutil.copytree(template, root, symlinks=True, dirs_exist_ok=True)
+Snapshot = list[tuple[str, bytes | None, int]]  # (relative path, content or None = dir, mode)
+
+
+def snapshot(root: Path) -> Snapshot:
+    """A prepared start state read into memory once per task, parents before children."""
+    out: Snapshot = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        base = Path(dirpath)
+        rel = base.relative_to(root).as_posix()
+        if rel != ".":
+            out.append((rel, None, base.stat().st_mode & 0o777))
+        for name in sorted(filenames):
+            path = base / name
+            out.append(((base / name).relative_to(root).as_posix(), path.read_bytes(),
+                        path.stat().st_mode & 0o777))
+    return out
+
+
+def materialize(state: Snapshot, prefix: str) -> Path:
+    """A trial's fresh folder from a snapshot: one write per file, nothing else."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    for rel, content, mode in state:
+        if content is None:
+            os.mkdir(root / rel, mode | 0o700)
+        else:
+            fd = os.open(root / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode | 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
     return root
 
 
@@ -174,7 +200,7 @@ def remove_folder(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:40]
 
 
