@@ -5,7 +5,8 @@ Run by hand: ``.venv/bin/python bench/bench_bakeoff.py [--reps 3] [--latency-ms 
 1. A bake-off of 3 model contestants × 13 tasks (the built-in ``reading`` suite) × 3 trials
    = 117 trials, every trial a one-leg wave on one shared server, with its own folder (a copy
    of the task's start state and repository), graded by its hidden check, one ledger row
-   each, ``--jobs 117`` - against the same 117 legs as ONE fanout wave (the baseline). The
+   each, ``--jobs 117`` - against the same 117 legs (same prompts, same read-only tools over
+   the suite's files) as ONE fanout wave (the baseline). The
    scripted server (its own process) answers every request after ``--latency-ms``. Runs
    alternate bench/fanout; medians. Target: bench ≤ 1.2 × fanout.
 2. The statistics (``orchestrator.bakeoff.stats.analyse``) for 10 contestants × 500 tasks × 5
@@ -27,7 +28,6 @@ from pathlib import Path
 from _common import (
     PROVIDER,
     engine_setup,
-    engine_wave,
     machine,
     offline,
     scripted_server,
@@ -67,13 +67,29 @@ def bench_run(cfg, pm, runs: Path, prefix: str) -> float:
 
 
 def fanout_run(cfg, pm, runs: Path, prefix: str) -> float:
+    """The same 117 legs (same prompts, same read-only tools over the suite's files) as one
+    wave, the way `orch fanout` runs it."""
     import anyio
 
-    models = [f"{prefix}{i}" for i in range(CONTESTANTS * TASKS * TRIALS)]
-    wave = engine_wave(cfg, pm, runs, models)
-    start = time.perf_counter()
-    doc = anyio.run(wave.run)
-    took = time.perf_counter() - start
+    from orchestrator.bakeoff.tasks import load_tasks, make_folder, remove_folder, suite_dir
+    from orchestrator.cli.common import resolve_all
+    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.engine.wave import Wave, WaveSpec
+
+    tasks = load_tasks(suite_dir("reading"))[:TASKS]
+    briefings = [t.text for t in tasks for _ in range(CONTESTANTS) for _ in range(TRIALS)]
+    models = resolve_all([f"{PROVIDER}/{prefix}{i}" for i in range(len(briefings))], cfg, pm)
+    workspace = make_folder(tasks[0])
+    try:
+        spec = WaveSpec(models=models, briefing=briefings[0], briefings=briefings,
+                        runs_dir=runs, workspace=workspace,
+                        options={"tools": "read", "workspace": str(workspace)})
+        wave = Wave(spec, pm=pm, config=cfg, ledger=LedgerSink())
+        start = time.perf_counter()
+        doc = anyio.run(wave.run)
+        took = time.perf_counter() - start
+    finally:
+        remove_folder(workspace)
     if doc["status"] != "complete":
         raise RuntimeError(f"fanout wave ended {doc['status']}")
     return took
