@@ -67,6 +67,18 @@ def model_info(model: ResolvedModel, declared: dict | None = None) -> ModelInfo:
     )
 
 
+def prices(model: ResolvedModel) -> tuple[float, float] | None:
+    """(input, output) dollars per token: declared prices, else litellm's; None = unknown."""
+    if model.input_cost_per_mtok is not None and model.output_cost_per_mtok is not None:
+        return model.input_cost_per_mtok / 1e6, model.output_cost_per_mtok / 1e6
+    if model.declared:
+        return None
+    info = model_info(model)
+    if info.input_cost_per_token is None or info.output_cost_per_token is None:
+        return None
+    return info.input_cost_per_token, info.output_cost_per_token
+
+
 # -- what endpoints told us ------------------------------------------------------------------
 # A 400 that says the model cannot take ``tools``: vLLM, Ollama, llama.cpp and hosted
 # gateways word it differently.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 
 from orchestrator.catalog import model_info
+from orchestrator.catalog import prices as catalog_prices
 from orchestrator.errors import Refusal
 from orchestrator.estimate import estimate_text
 from orchestrator.hookspecs import hookimpl
@@ -34,15 +35,7 @@ def ceiling_of(options: dict, config) -> float | None:
 
 def prices(leg) -> tuple[float, float] | None:
     """(input, output) dollars per token, or None when the price is unknown."""
-    model = leg.model
-    if model.input_cost_per_mtok is not None and model.output_cost_per_mtok is not None:
-        return model.input_cost_per_mtok / 1e6, model.output_cost_per_mtok / 1e6
-    if model.declared:
-        return None
-    info = model_info(model)
-    if info.input_cost_per_token is None or info.output_cost_per_token is None:
-        return None
-    return info.input_cost_per_token, info.output_cost_per_token
+    return catalog_prices(leg.model)
 
 
 def allowance(leg) -> float | None:

@@ -166,7 +166,7 @@ def test_probe_runs_one_tiny_task_per_contestant(orch, scripted_server):
     scripted_server.script("bad", Reply(status=500))
     result = bench("--builtin", "format", "--models", "scripted/good,scripted/bad",
                    "--probe", "--yes")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # one contestant did not pass the probe
     assert "scripted/good: started; grading PASS" in result.stdout
     assert "tokens/cost read" in result.stdout
     assert "scripted/bad: did not finish; grading FAIL" in result.stdout
@@ -256,7 +256,7 @@ timeout_s = 0.5
 """)
     result = bench("--config", str(config), "--builtin", "format", "--probe", "--yes",
                    "--json")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the sleeper timed out
     doc = json.loads(result.stdout)
     claude, sleeper = doc["trials"]
     assert claude["passed"] and claude["cost_source"] == "reported"

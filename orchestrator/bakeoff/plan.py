@@ -165,22 +165,9 @@ def _pick(flag, configured, default, key, low, high):
 
 # --- the estimate --------------------------------------------------------------------------
 
-def prices(model) -> tuple[float, float] | None:
-    """(input, output) dollars per token, or None when unknown."""
-    if model.input_cost_per_mtok is not None and model.output_cost_per_mtok is not None:
-        return model.input_cost_per_mtok / 1e6, model.output_cost_per_mtok / 1e6
-    if model.declared:
-        return None
-    from orchestrator.catalog import model_info
-
-    info = model_info(model)
-    if info.input_cost_per_token is None or info.output_cost_per_token is None:
-        return None
-    return info.input_cost_per_token, info.output_cost_per_token
-
-
 def estimate(plan: Plan, resolved: dict[str, Any]) -> dict[str, Any]:
     """contestants × tasks × trials × estimated tokens × price, naming unknown prices."""
+    from orchestrator.catalog import prices
     from orchestrator.estimate import estimate_text
 
     per_contestant, unknown, total = {}, [], 0.0

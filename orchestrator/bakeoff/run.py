@@ -152,20 +152,39 @@ class Runner:
         row = self.base_row(slot)
         if slot.n in self.after:
             await self.turns[self.after[slot.n]].wait()
-        folder = None
         async with self.model_limit:
             self.turns[slot.n].set()
-            try:
-                folder = await self.folder(slot.task)
-            except Exception as exc:  # the trial never started: excluded, and said why
-                row["excluded"] = scrub(f"set-up failed: {type(exc).__name__}: {exc}")[:500]
+            folder = await self.folder(slot.task, row)
+            if folder is None:  # the trial never started: its leg ends refused, with its row
                 await leg.refuse(row["excluded"])
             else:
                 leg.ctx.workspace = folder
                 leg.ctx.options = {**leg.ctx.options, "workspace": str(folder)}
                 await Wave._launch(wave, leg)
+        self._model_row(row, leg.record, wave)
+        await self.finish(slot, folder, row)
+
+    async def command_trial(self, slot: Slot) -> None:
+        row = self.base_row(slot)
+        async with self.command_limits[slot.contestant.name]:
+            folder = await self.folder(slot.task, row)
+            if folder is not None:
+                await self._command(slot, folder, row)
+            await self.finish(slot, folder, row)
+
+    async def folder(self, task: Task, row: dict[str, Any]) -> Path | None:
+        """A fresh trial folder; None, with the trial excluded and why, if set-up failed."""
         try:
-            self._model_row(row, leg.record, wave)
+            state = await self.template(task)
+            return await anyio.to_thread.run_sync(materialize, state,
+                                                  f"orch-bench-{slug(task.id)}-")
+        except Exception as exc:
+            row["excluded"] = scrub(f"set-up failed: {type(exc).__name__}: {exc}")[:500]
+            return None
+
+    async def finish(self, slot: Slot, folder: Path | None, row: dict[str, Any]) -> None:
+        """Grade, remove the folder (in a thread: it overlaps other trials' waits), report."""
+        try:
             await self.grade(slot, folder, row)
         finally:
             if folder is not None:
@@ -173,29 +192,6 @@ class Runner:
                     await anyio.to_thread.run_sync(remove_folder, folder)
         self.rows[slot.n] = row
         self.on_trial(row)
-
-    async def command_trial(self, slot: Slot) -> None:
-        row = self.base_row(slot)
-        async with self.command_limits[slot.contestant.name]:
-            try:
-                folder = await self.folder(slot.task)
-            except Exception as exc:
-                row["excluded"] = scrub(f"set-up failed: {type(exc).__name__}: {exc}")[:500]
-                folder = None
-            try:
-                if folder is not None:
-                    await self._command(slot, folder, row)
-                    await self.grade(slot, folder, row)
-            finally:
-                if folder is not None:
-                    with anyio.CancelScope(shield=True):
-                        await anyio.to_thread.run_sync(remove_folder, folder)
-        self.rows[slot.n] = row
-        self.on_trial(row)
-
-    async def folder(self, task: Task) -> Path:
-        return await anyio.to_thread.run_sync(materialize, await self.template(task),
-                                              f"orch-bench-{slug(task.id)}-")
 
     async def grade(self, slot: Slot, folder: Path | None, row: dict[str, Any]) -> None:
         if row["excluded"] is not None:

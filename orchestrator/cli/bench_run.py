@@ -98,13 +98,54 @@ def confirm(plan: Plan, resolved: dict[str, Any], yes: bool) -> None:
                                "--max-cost USD to bound it")
 
 
-def progress_line(row: dict[str, Any]) -> None:
+def trial_line(row: dict[str, Any]) -> str:
     word = "EXCL" if row["excluded"] else "PASS" if row["passed"] else "FAIL"
     cost = "" if row["cost_usd"] is None else f" ${row['cost_usd']:.4f}"
     why = f" ({row['excluded'] or row['reason']})" if (row["excluded"] or row["reason"]) \
         else ""
-    click.echo(f"{word} {row['task']} · {row['contestant']} #{row['trial']} · "
-               f"{row['secs']:.1f}s · {row['tokens']:,} tok{cost}{why}", err=True)
+    return (f"{word} {row['task']} · {row['contestant']} #{row['trial']} · "
+            f"{row['secs']:.1f}s · {row['tokens']:,} tok{cost}{why}")
+
+
+class BenchProgress:
+    """One PASS/FAIL/EXCL line per trial on stderr; on a terminal, above a rich table of
+    each contestant's tally so far."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.total = len(plan.tasks) * plan.trials
+        self.tally = {c.name: {"PASS": 0, "FAIL": 0, "EXCL": 0} for c in plan.contestants}
+        self.live = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self, console=Console(stderr=True), refresh_per_second=4)
+
+    def __call__(self, row: dict[str, Any]) -> None:
+        line = trial_line(row)
+        self.tally[row["contestant"]][line[:4]] += 1
+        if self.live is not None:
+            self.live.console.print(line, markup=False, highlight=False)
+        else:
+            click.echo(line, err=True)
+
+    def __rich__(self):
+        from rich.table import Table
+
+        table = Table("contestant", "done", "pass", "fail", "excluded")
+        for name, t in self.tally.items():
+            table.add_row(name, f"{sum(t.values())}/{self.total}", str(t["PASS"]),
+                          str(t["FAIL"]), str(t["EXCL"]))
+        return table
+
+    def __enter__(self):
+        if self.live is not None:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live is not None:
+            self.live.stop()
 
 
 def versions() -> dict[str, str]:
@@ -146,9 +187,10 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     ledger = LedgerSink()
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
-                    on_trial=progress_line)
+                    on_trial=BenchProgress(plan))
     started = datetime.now(UTC).isoformat()
-    rows = anyio.run(runner.run)
+    with runner.on_trial:
+        rows = anyio.run(runner.run)
     doc = {"bench_id": bench_id, "started": started,
            "finished": datetime.now(UTC).isoformat(), "versions": versions(),
            "model_ids": {n: m.name for n, m in resolved.items()},
@@ -183,6 +225,9 @@ def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = Fals
     else:
         click.echo(report.terminal(doc))
     click.echo(f"results: {path}\nreport: {md} · {page}", err=True)
+    if probe:  # a probe is a check: every contestant must start and pass the tiny task
+        sys.exit(0 if all(r["status"] == "complete" and r["passed"] for r in doc["trials"])
+                 else 1)
     sys.exit(2 if doc["exclusions"] else 0)
 
 
