@@ -141,3 +141,14 @@ def test_a_trial_folder_from_a_snapshot_is_a_working_repository():
     finally:
         T.remove_folder(first)
         T.remove_folder(second)
+
+
+def test_a_check_that_hangs_is_killed_with_its_children(monkeypatch):
+    monkeypatch.setattr(T, "VERIFY_TIMEOUT_S", 0.5)
+    t = task(verify="sleep 30 & sleep 30")  # a child holding the pipe must not hang us
+    folder = T.make_folder(t)
+    try:
+        passed, output = T.grade(t, "x", folder)
+    finally:
+        T.remove_folder(folder)
+    assert passed is False and "ran past 0.5 s" in output

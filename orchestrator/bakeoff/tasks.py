@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -221,16 +222,27 @@ def _verify(task: Task, answer: str, folder: Path | None) -> tuple[bool, str]:
                                      encoding="utf-8") as fh:
         fh.write(answer or "")
     try:
-        proc = subprocess.run(task.verify, shell=True, cwd=folder, capture_output=True,
-                              text=True, timeout=VERIFY_TIMEOUT_S, errors="replace",
-                              env={**os.environ, ANSWER_ENV: fh.name})
-        out = (proc.stdout + proc.stderr).strip()
-        return proc.returncode == 0, f"exit {proc.returncode}" + (f": {out[-2000:]}" if out
+        proc = subprocess.Popen(task.verify, shell=True, cwd=folder, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, ANSWER_ENV: fh.name})
+        try:
+            out, _ = proc.communicate(timeout=VERIFY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:  # the whole group: a child may hold the pipe
+            _kill_group(proc)
+            return False, f"the check ran past {VERIFY_TIMEOUT_S:g} s"
+        text = out.decode("utf-8", "replace").strip()
+        return proc.returncode == 0, f"exit {proc.returncode}" + (f": {text[-2000:]}" if text
                                                                   else "")
-    except subprocess.TimeoutExpired:
-        return False, f"the check ran past {VERIFY_TIMEOUT_S:g} s"
     finally:
         os.unlink(fh.name)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
 
 
 def json_of(answer: str) -> Any:
