@@ -36,12 +36,17 @@ def _dnum(x: float | None, digits: int = 0) -> str:
     return "—" if x is None else f"{x:+,.{digits}f}"
 
 
+def _dollars(x: float) -> str:
+    """Cents-level amounts to 4 places; smaller ones to 3 significant digits, not $0.0000."""
+    return f"{x:.4f}" if x == 0 or abs(x) >= 0.01 else f"{x:.3g}"
+
+
 def _money(x: float | None) -> str:
-    return "—" if x is None else f"${x:.4f}"
+    return "—" if x is None else f"${_dollars(x)}"
 
 
 def _dmoney(x: float | None) -> str:
-    return "—" if x is None else f"{'+' if x >= 0 else '-'}${abs(x):.4f}"
+    return "—" if x is None else f"{'+' if x >= 0 else '-'}${_dollars(abs(x))}"
 
 
 def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -86,10 +91,14 @@ def notes(doc: dict[str, Any]) -> list[str]:
                    "(80% power, 5% error).")
     out += [f"Warning: {w}" for w in stats["warnings"]]
     excluded = doc.get("exclusions") or []
-    if excluded:
+    if excluded:  # one line per task and reason, naming the contestants
         out.append(f"{len(excluded)} trial(s) excluded (not counted):")
-        out += [f"  - {e['task']} / {e['contestant']} #{e['trial']}: {e['reason']}"
-                for e in excluded]
+        groups: dict[tuple[str, str], list[str]] = {}
+        for e in excluded:
+            groups.setdefault((e["task"], e["reason"]), []).append(
+                f"{e['contestant']} #{e['trial']}")
+        out += [f"  - {task}: {reason} ({', '.join(who)})"
+                for (task, reason), who in groups.items()]
     return out
 
 
