@@ -67,19 +67,21 @@ def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
                                                  "p (Holm)", "Δ tok/solved", "verdict"], vs))
     metrics = []
     for r in stats["rows"]:
-        cost, secs = r["cost_per_trial"], r["secs"]
-        metrics.append([r["contestant"],
-                        f"{_money(cost['value'])} {_ci(cost['ci'], _money)}",
-                        f"{_dmoney(cost.get('delta'))} {_ci(cost.get('delta_ci', [None]), _dmoney)}"
-                        if "delta" in cost else "baseline",
-                        _money(r["cost_per_solved"]["value"]),
-                        f"{_num(secs['value'], 1)} {_ci(secs['ci'], lambda v: _num(v, 1))}",
-                        f"{_dnum(secs.get('delta'), 1)} "
-                        f"{_ci(secs.get('delta_ci', [None]), lambda v: _dnum(v, 1))}"
-                        if "delta" in secs else "baseline"])
-    out.append(("custom metrics", ["variant", "cost-usd/trial [95% CI]", "Δ cost-usd",
-                                   "cost/solved", "secs [95% CI]", "Δ secs"], metrics))
+        metrics.append([r["contestant"], *_with_delta(r["cost_per_trial"], _money, _dmoney),
+                        *_with_delta(r["cost_per_solved"], _money, _dmoney),
+                        *_with_delta(r["secs"], lambda v: _num(v, 1), lambda v: _dnum(v, 1))])
+    out.append(("custom metrics", ["variant", "cost-usd/trial [95% CI]", "Δ",
+                                   "cost-usd/solved [95% CI]", "Δ", "secs [95% CI]", "Δ"],
+                metrics))
     return out
+
+
+def _with_delta(entry: dict[str, Any], fmt, dfmt) -> list[str]:
+    """[value [CI], Δ [CI]] of one metric; the baseline's Δ cell says so."""
+    value = f"{fmt(entry['value'])} {_ci(entry['ci'], fmt)}"
+    if "delta" not in entry:
+        return [value, "baseline"]
+    return [value, f"{dfmt(entry['delta'])} {_ci(entry['delta_ci'], dfmt)}"]
 
 
 def notes(doc: dict[str, Any]) -> list[str]:
