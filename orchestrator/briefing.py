@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -34,6 +35,15 @@ def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
     return text
 
 
+def prompt_source_name(prompt: str | None, prompt_file: str | None) -> str:
+    """How a refusal names where the prompt came from."""
+    if prompt is not None:
+        return "--prompt"
+    if prompt_file and prompt_file != "-":
+        return prompt_file
+    return "stdin"
+
+
 def read_context(paths: tuple[str, ...] | list[str]) -> str:
     """Each file as a fenced section, in the order given."""
     sections, total = [], 0
@@ -60,3 +70,27 @@ def compose(prompt: str, context: str = "") -> str:
     if not context:
         return prompt.strip() + "\n"
     return f"{prompt.strip()}\n\n## Context\n\n{context}\n"
+
+
+_SECTION = re.compile(r"^### (?:File: (.+)|Diff: (git diff .+))\n\n```[a-z]*\n", re.M)
+
+
+def check_briefing(briefing: str, prompt_source: str = "the prompt") -> None:
+    """Refuse, before any spend, a briefing that holds a registered key value: one line
+    naming the file and line, never the value."""
+    from orchestrator.secrets import find_position
+
+    found = find_position(briefing)
+    if found is None:
+        return
+    at, source = found
+    where, start = prompt_source, 0
+    context_at = briefing.find("\n\n## Context\n\n")
+    if 0 <= context_at < at:
+        for match in _SECTION.finditer(briefing, context_at):
+            if match.start() > at:
+                break
+            where, start = match.group(1) or match.group(2), match.end()
+    line = briefing.count("\n", start, at) + 1
+    raise OrchError(f"the briefing holds the value of {source}, a key orch sends: {where} "
+                    f"line {line}; remove it and run again (nothing was sent)")

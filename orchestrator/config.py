@@ -55,7 +55,9 @@ class Config:
         return cls(path=path, data=data)
 
     def save(self) -> None:
-        write_json_atomic(self.path, {k: v for k, v in self.data.items() if v != {}})
+        # names, never values: never through the shape scrubber (it would corrupt them)
+        write_json_atomic(self.path, {k: v for k, v in self.data.items() if v != {}},
+                          scrubber=None)
 
     def section(self, name: str) -> dict[str, Any]:
         return self.data.setdefault(name, {})

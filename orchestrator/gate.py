@@ -172,7 +172,7 @@ def endpoint_of(model: Any) -> str:
         return model.provider
     from urllib.parse import urlsplit
 
-    from orchestrator.secrets import scrub
+    from orchestrator.secrets import scrub_values as scrub  # a URL is an identifier
 
     url = urlsplit(model.api_base)
     host = url.hostname or ""

@@ -223,7 +223,7 @@ class Ledger:
 
     def append_many(self, rows: Iterable[dict[str, Any]]) -> None:
         """Record several calls in one transaction (all or none)."""
-        prepared = [_prepare(r) for r in rows]
+        prepared = [_scrubbed(_prepare(r)) for r in rows]
         if not prepared:
             return
         with self._reporting("write"):
@@ -342,6 +342,17 @@ def _prepare(row: dict[str, Any]) -> dict[str, Any]:
     for name in COLUMNS - prepared.keys():
         prepared[name] = None  # every row binds every column: one executemany statement
     return prepared
+
+
+FREE_TEXT = ("reason", "tag")  # masked by value and by key shape; the rest by value only
+
+
+def _scrubbed(row: dict[str, Any]) -> dict[str, Any]:
+    """No key value reaches the database (or its WAL); identifiers keep their exact bytes."""
+    from orchestrator.secrets import scrub, scrub_values
+
+    return {k: (scrub if k in FREE_TEXT else scrub_values)(v) if isinstance(v, str) else v
+            for k, v in row.items()}
 
 
 # --- reading --since ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
+from orchestrator.secrets import register_env, register_identifier, register_url
 
 # Sampling variants every install has; config `variants` adds or overrides.
 BUILTIN_VARIANTS: dict[str, dict[str, Any]] = {
@@ -33,13 +34,21 @@ class ResolvedModel:
     sampling: dict[str, Any] = field(default_factory=dict)
     declared: bool = False  # True when the endpoint comes from `orch provider add`
 
+    def __post_init__(self) -> None:
+        # Names orch itself uses: a key-shape scrubber must never cut them (secrets.py).
+        for text in (self.name, self.base_name, self.provider, self.litellm_model,
+                     self.litellm_model.partition("/")[2]):
+            register_identifier(text)
+        register_url(self.api_base)  # a hand-edited URL's credentials are secrets
+
     @property
     def base_name(self) -> str:
         return self.name.split("@", 1)[0]
 
     def api_key(self) -> str | None:
+        """The key, read to be sent: registered as a secret the moment it is read."""
         if self.api_key_env:
-            return os.environ.get(self.api_key_env)
+            return register_env(self.api_key_env)
         return None
 
     @property
@@ -132,7 +141,48 @@ def check_key(model: ResolvedModel) -> None:
         raise OrchError(f"model {model.name}: litellm does not know the provider "
                         f"{model.provider!r}; declare it with `orch provider add "
                         f"{model.provider} --base-url URL` or fix the name") from None
+    register_litellm_keys(model)
     missing = lm.validate_environment(model=model.litellm_model).get("missing_keys") or []
     if missing:
         raise OrchError(f"model {model.name} needs {', '.join(missing)} in the environment; "
                         "export it or pick another model")
+
+
+_litellm_names: dict[str, tuple[str, ...]] = {}
+
+
+def register_litellm_keys(model: ResolvedModel) -> None:
+    """Register the values of the variables litellm reads for this model's provider.
+
+    litellm sends them itself, so orch asks it which names it checks: its
+    ``validate_environment`` run once per model against an empty environment lists them all
+    as missing. (Synchronous, no await: no other task of the wave runs meanwhile.)"""
+    if model.declared or model.api_base:
+        return
+    names = _litellm_names.get(model.litellm_model)
+    if names is None:
+        from orchestrator.runtime import litellm
+
+        lm, real = litellm(), os.environ
+        os.environ = _EmptyEnv()  # type: ignore[assignment]  # noqa: B003
+        try:
+            names = tuple(lm.validate_environment(model=model.litellm_model)
+                          .get("missing_keys") or ())
+        except Exception:
+            names = ()
+        finally:
+            os.environ = real  # noqa: B003
+        _litellm_names[model.litellm_model] = names
+    for name in names:
+        if not name.endswith(("_BASE", "_VERSION", "_REGION", "_REGION_NAME", "_URL")):
+            register_env(name)
+
+
+class _EmptyEnv(dict):
+    """An environment that holds nothing (and tells no one)."""
+
+    def __contains__(self, key: object) -> bool:
+        return False
+
+    def get(self, key, default=None):  # noqa: ANN001
+        return default

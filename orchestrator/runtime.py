@@ -31,6 +31,7 @@ def configure_logging() -> None:
     logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
     structlog.configure(
         processors=[
+            _scrub_event,  # log lines are output too: no key value, no key shape in text
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.JSONRenderer(),
@@ -39,6 +40,13 @@ def configure_logging() -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def _scrub_event(logger, method, event: dict) -> dict:
+    from orchestrator.secrets import scrub_doc
+
+    return scrub_doc({k: v if k == "exc_info" or isinstance(
+        v, str | int | float | bool | None | list | dict) else str(v) for k, v in event.items()})
 
 
 def log():

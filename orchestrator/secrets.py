@@ -1,45 +1,232 @@
-"""Keep API keys out of everything orch writes: output, logs, artifacts, the ledger."""
+"""Keep API keys out of everything orch writes or prints: one secret registry per process.
+
+Every value orch reads in order to send it as a credential is *registered* the moment it is
+read (:func:`register`), whatever its variable is called. The scrubbers then replace:
+
+- :func:`scrub_values` — registered values, exactly, and their obvious encodings (JSON and
+  repr escapes, URL-encoded, base64 at any alignment, so ``Basic base64(user:v)`` too).
+  Safe on anything, identifiers included: it never touches a string that holds no key.
+- :func:`scrub` — the same, plus the high-confidence key *shapes* (``sk-…`` and friends) in
+  free text only (answers, reasons, notes). Known identifiers of this process — model names,
+  provider ids, base URLs, paths (:func:`register_identifier`) — are never cut by a shape.
+- :func:`scrub_doc` — a JSON-able document: identifier fields by value only, text fully.
+
+Environment variables whose names say they hold a secret are registered too (a safety net:
+orch may never read them, but a provider or a model may echo them).
+"""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import quote, quote_plus
 
-# Variables named like API_KEY, OPENAI_API_KEY, HF_TOKEN, DB_PASSWORD (not KEYBOARD_LAYOUT).
-_SECRET_NAME = re.compile(r"(^|_)(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", re.I)
-_KEY_SHAPE = re.compile(r"\b(sk|pk|rk|ak)-[A-Za-z0-9_\-]{8,}\b")
+MASK = "***"
+MIN_SECRET_CHARS = 8  # shorter values are placeholders, not keys; masking them mangles text
+
+# Variables named like API_KEY, OPENAI_API_KEY_2, TOGETHER_APIKEY, OPENROUTER_AUTH, HF_TOKEN.
+_SECRET_NAME = re.compile(
+    r"(^|_)(API_?KEYS?|KEYS?|TOKENS?|SECRETS?|PASSWORDS?|PASSWD|PASS|AUTH|CREDENTIALS?)(_|\d|$)"
+    r"|APIKEY|ACCESS_?KEY|SECRET", re.I)
+# Variables that match the words above but never hold a credential.
+_NOT_SECRET_NAME = re.compile(r"KEYBOARD|SOCK|_(FILE|PATH|DIR|ENV|NAME|ID|URL|HOST)$|^(XDG|LC)_",
+                              re.I)
+
+# High-confidence key shapes, for free text only: a known prefix then a long random run with
+# at least one digit. Hostnames like ``ak-gateway-01`` and model names like
+# ``sk-mixtral-8x7b-instruct`` are too short or too wordy to match.
+_KEY_SHAPE = re.compile(
+    r"(?<![A-Za-z0-9_\-./])(?:(?:sk|pk|rk|ak)-(?:[A-Za-z0-9]+-)?[A-Za-z0-9_\-]{20,}"
+    r"|sk_(?:live|test)_[A-Za-z0-9]{16,}|AIza[0-9A-Za-z_\-]{35}|gh[pousr]_[A-Za-z0-9]{36,}"
+    r"|github_pat_[A-Za-z0-9_]{40,}|xai-[A-Za-z0-9]{40,}|gsk_[A-Za-z0-9]{40,}"
+    r"|nvapi-[A-Za-z0-9_\-]{40,}|pplx-[A-Za-z0-9]{40,})")
+_HAS_DIGIT = re.compile(r"\d")
 
 
-_cache: tuple[dict, tuple[str, ...]] | None = None  # (environment snapshot, its secrets)
+class _Registry:
+    """Registered values (with their encodings) and known identifiers; thread-safe adds,
+    lock-free reads of immutable tuples."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.sources: dict[str, str] = {}  # value -> where it came from ($VAR, header, URL)
+        self.needles: tuple[str, ...] = ()  # every form to mask, longest first
+        self.identifiers: tuple[str, ...] = ()
+        self._env: dict | None = None  # the environment snapshot last scanned
+
+    def add(self, value: str, source: str) -> None:
+        with self._lock:
+            if value in self.sources:
+                return
+            self.sources[value] = source
+            forms = set(self.needles) | set(_encodings(value))
+            self.needles = tuple(sorted(forms, key=len, reverse=True))
+
+    def add_identifier(self, text: str) -> None:
+        with self._lock:
+            if text not in self.identifiers:
+                self.identifiers = (*self.identifiers, text)
+
+    def scan_env(self) -> None:
+        """Register secret-named environment values; rescanned only when the environment
+        changed (a C-level dict compare of os.environ's raw data)."""
+        raw = getattr(os.environ, "_data", None)
+        if raw is not None and self._env is not None and self._env == raw:
+            return
+        for name, value in list(os.environ.items()):
+            if _SECRET_NAME.search(name) and not _NOT_SECRET_NAME.search(name):
+                register(value, f"${name}")
+        self._env = dict(raw) if raw is not None else None
 
 
-def _secrets() -> tuple[str, ...]:
-    """Every artifact write scrubs, so scanning the environment each time showed up on the
-    leg's hot path; it is rescanned only when the environment changed (a C-level dict
-    compare of os.environ's raw data)."""
-    global _cache
-    raw = getattr(os.environ, "_data", None)
-    if raw is not None and _cache is not None and _cache[0] == raw:
-        return _cache[1]
-    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8}
-    found = tuple(sorted(values, key=len, reverse=True))
-    if raw is not None:
-        _cache = (dict(raw), found)
-    return found
+_registry = _Registry()
+
+
+def _encodings(value: str) -> Iterable[str]:
+    """The forms a value takes on its way into text orch writes."""
+    yield value
+    yield json.dumps(value)[1:-1]  # inside JSON text (ASCII-escaped)
+    yield json.dumps(value, ensure_ascii=False)[1:-1]
+    yield repr(value)[1:-1]  # inside a dict's repr in an exception message
+    yield quote(value, safe="")
+    yield quote_plus(value, safe="")
+    raw = value.encode("utf-8")
+    # base64 of anything containing the value (``user:value`` in Basic auth): the characters
+    # that depend only on the value's bytes, at each of the three alignments.
+    for k in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            encoded = encode(b"\0" * k + raw).decode("ascii")
+            start, end = -(-8 * k // 6), 8 * (k + len(raw)) // 6
+            middle = encoded[start:end]
+            if len(middle) >= MIN_SECRET_CHARS:
+                yield middle
+
+
+def register(value: str | None, source: str = "a credential") -> None:
+    """Remember ``value`` as a secret for this process: from now on it never leaves."""
+    if value and isinstance(value, str) and len(value.strip()) >= MIN_SECRET_CHARS:
+        _registry.add(value, source)
+        if value != value.strip():
+            _registry.add(value.strip(), source)
+
+
+def register_env(name: str) -> str | None:
+    """Read environment variable ``name`` to send it as a credential: registered as read."""
+    value = os.environ.get(name)
+    register(value, f"${name}")
+    return value
+
+
+def register_url(url: str | None) -> None:
+    """Credentials a URL carries (``user:pass@``, ``?key=``) are secrets; the URL without them
+    is an identifier."""
+    if not url:
+        return
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    for part in (parts.username, parts.password):
+        register(part, "a URL credential")
+    for key, value in parse_qsl(parts.query):
+        if _SECRET_NAME.search(key) or key.lower() in ("key", "sig", "signature", "code"):
+            register(value, "a URL credential")
+    register_identifier(url)
+    if parts.hostname:
+        register_identifier(parts.hostname)
+
+
+def register_headers(headers: dict[str, Any] | None) -> None:
+    """Key-bearing headers (Authorization, X-Api-Key, ...) sent with requests."""
+    for name, value in (headers or {}).items():
+        if isinstance(value, str) and re.search(r"auth|key|token|secret", str(name), re.I):
+            register(value, f"header {name}")
+            for scheme in ("Bearer ", "Basic ", "Token "):
+                if value.startswith(scheme):
+                    register(value[len(scheme):], f"header {name}")
+
+
+def register_identifier(text: str | None) -> None:
+    """A name orch itself uses (model, provider id, base URL, path): key shapes never cut it."""
+    if text and isinstance(text, str) and len(text) >= 3:
+        _registry.add_identifier(text)
 
 
 def secret_values() -> list[str]:
-    """Values of environment variables whose names say they hold a secret (longest first)."""
-    return list(_secrets())
+    """Every registered value (longest first), the environment's secret-named ones included."""
+    _registry.scan_env()
+    return sorted(_registry.sources, key=len, reverse=True)
+
+
+def source_of(value: str) -> str:
+    return _registry.sources.get(value, "a credential")
+
+
+def find_position(text: str) -> tuple[int, str] | None:
+    """(offset, where the value came from) of the first registered value in ``text``."""
+    hits = [(at, source_of(value)) for value in secret_values()
+            if (at := text.find(value)) >= 0]
+    return min(hits) if hits else None
+
+
+def scrub_values(text: str) -> str:
+    """Mask every registered value and its encodings; nothing else is touched."""
+    if not text:
+        return text
+    _registry.scan_env()
+    for needle in _registry.needles:
+        if needle in text:
+            text = text.replace(needle, MASK)
+    return text
 
 
 def scrub(text: str) -> str:
-    """Replace every known secret value, and anything shaped like an API key, with ``***``."""
-    if not text:
-        return text
-    for value in _secrets():
-        if value in text:
-            text = text.replace(value, "***")
-    if "k-" not in text:  # every key shape has it; a substring test is far cheaper than a scan
-        return text
-    return _KEY_SHAPE.sub("***", text)
+    """Free text: registered values, then key shapes outside known identifiers."""
+    text = scrub_values(text)
+    if not text or ("k-" not in text and "_" not in text and "AIza" not in text):
+        return text  # every shape has one of these: a substring test is far cheaper than a scan
+    return _KEY_SHAPE.sub(_shape_replacer(text), text)
+
+
+def _shape_replacer(text: str):
+    spans = [(m.start(), m.end()) for ident in _registry.identifiers if ident in text
+             for m in re.finditer(re.escape(ident), text)]
+
+    def replace(match: re.Match) -> str:
+        found = match.group(0)
+        if not _HAS_DIGIT.search(found):
+            return found
+        if any(a <= match.start() and match.end() <= b for a, b in spans):
+            return found  # part of a model name, provider id, URL or path orch uses
+        return MASK
+
+    return replace
+
+
+# Fields that hold identifiers, never free text: masked by value, never by shape.
+IDENTIFIER_FIELDS = frozenset({
+    "model", "models", "provider", "chair_model", "leg_id", "wave_id", "run_id", "retry_of",
+    "base_url", "api_base", "runs_dir", "project_dir", "workspace", "path", "dir", "kind",
+    "status", "variant", "id", "name", "tool", "cost_source", "finish_reason", "seat",
+    "judge", "chair", "started_at", "ended_at", "created_at", "at", "type", "role",
+    "tool_call_id",
+})
+
+
+def scrub_doc(value: Any, field: str | None = None) -> Any:
+    """A JSON-able document with every string scrubbed: identifier fields by value only."""
+    if isinstance(value, str):
+        return scrub_values(value) if field in IDENTIFIER_FIELDS else scrub(value)
+    if isinstance(value, dict):
+        return {scrub_values(k) if isinstance(k, str) else k: scrub_doc(v, k)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_doc(v, field) for v in value]
+    return value

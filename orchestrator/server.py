@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 from orchestrator.errors import ProviderError
-from orchestrator.models import ResolvedModel
+from orchestrator.models import ResolvedModel, register_litellm_keys
 from orchestrator.request import Request, Response, ToolCall, Usage
-from orchestrator.secrets import scrub
+from orchestrator.secrets import register_headers, scrub, scrub_values
 
 # Declared providers need *some* key for litellm's OpenAI client; local servers ignore it.
 NO_KEY = "sk-no-key-required"
@@ -36,9 +36,11 @@ class Server:
         self.sent = 0
 
     def call_kwargs(self, model: ResolvedModel, request: Request) -> dict[str, Any]:
+        register_litellm_keys(model)  # the variables litellm sends for this provider
+        model.api_key()  # registered as read, before any text below is masked
         kwargs: dict[str, Any] = {
             "model": model.litellm_model,
-            "messages": request.messages,
+            "messages": outbound(request.messages),
             "timeout": self.timeout_s,
             "max_retries": self.max_retries,
             "num_retries": 0,
@@ -53,6 +55,7 @@ class Server:
         elif model.declared:
             kwargs["api_key"] = NO_KEY
         kwargs.update(request.params)
+        register_headers(kwargs.get("extra_headers") or kwargs.get("headers"))
         return kwargs
 
     async def complete(self, model: ResolvedModel, request: Request) -> Response:
@@ -79,6 +82,18 @@ class Server:
         else:
             raw = await send()
         return normalise(model, raw)
+
+
+def outbound(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as sent: a registered key value never leaves in one (a tool result, a chair
+    packet, a council bundle). The same list when nothing needed masking."""
+    out = None
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str) and scrub_values(content) != content:
+            out = out if out is not None else list(messages)
+            out[i] = {**message, "content": scrub_values(content)}
+    return messages if out is None else out
 
 
 def normalise(model: ResolvedModel, raw: Any) -> Response:

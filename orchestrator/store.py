@@ -1,7 +1,9 @@
 """Files on disk: atomic JSON writes and append-only JSONL, so a killed process leaves valid files.
 
-Everything passes through :func:`orchestrator.secrets.scrub` on the way: no artifact ever
-holds a key value, even one a user pasted into a briefing."""
+Every document passes through :func:`orchestrator.secrets.scrub_doc` on the way (registered
+key values everywhere, key shapes in free-text fields only): no artifact ever holds a key
+value, even one a model echoed. ``config.json`` opts out (``scrubber=None``): it holds names,
+never values, and a shape scrubber would corrupt them."""
 
 from __future__ import annotations
 
@@ -12,17 +14,24 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from orchestrator.secrets import scrub
+from orchestrator.secrets import scrub, scrub_doc
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_json_atomic(path: Path, data: Any, *, scrubber: Any = scrub_doc) -> None:
     """Write JSON next to ``path`` and rename it into place: readers never see half a file."""
+    if scrubber is not None:
+        data = scrubber(data)
     tmp = _write_tmp(path, json.dumps(data, indent=2, default=str))
     _rename(tmp, path)
 
 
-def _write_tmp(path: Path, text: str) -> str:
-    """The scrubbed text in a new file next to ``path``; its name."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Free text (``briefing.md``, reports) scrubbed, written next to ``path`` and renamed."""
+    _rename(_write_tmp(path, scrub(text), end=""), path)
+
+
+def _write_tmp(path: Path, text: str, end: str = "\n") -> str:
+    """``text`` (already scrubbed) in a new file next to ``path``; its name."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except FileNotFoundError:  # mkdir only when needed: a leg saves into its dir many times
@@ -30,7 +39,7 @@ def _write_tmp(path: Path, text: str) -> str:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(scrub(text) + "\n")
+            fh.write(text + end)
     except BaseException:
         _unlink(tmp)
         raise
@@ -70,7 +79,7 @@ class BackgroundWriter:
         self._texts: dict[Path, str] = {}
 
     def write_json(self, path: Path, data: Any) -> None:
-        text = json.dumps(data, indent=2, default=str)
+        text = json.dumps(scrub_doc(data), indent=2, default=str)
         if self._texts.get(path) == text:
             return
         tmp = _write_tmp(path, text)
@@ -110,7 +119,7 @@ class JsonlFile:
     def append(self, record: Any) -> None:
         if self._fh is None:
             self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._fh.write(scrub(json.dumps(record, default=str)) + "\n")
+        self._fh.write(json.dumps(scrub_doc(record), default=str) + "\n")
         self._fh.flush()
 
     def close(self) -> None:

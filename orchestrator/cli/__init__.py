@@ -50,6 +50,12 @@ class LazyGroup(click.Group):
             formatter.write_dl(sorted(rows))
 
     def invoke(self, ctx: click.Context):
+        from orchestrator.scrubbed_io import scrubbed_output
+
+        with scrubbed_output():  # no registered key value is ever printed
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except OrchError as exc:

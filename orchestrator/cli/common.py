@@ -30,7 +30,10 @@ def resolve_all(specs: list[str], config: Config, pm) -> list[models.ResolvedMod
 
 
 def print_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, default=str))
+    """``--json`` output, scrubbed like the artifacts: CI logs keep it."""
+    from orchestrator.secrets import scrub_doc
+
+    click.echo(json.dumps(scrub_doc(doc), indent=2, default=str))
 
 
 def import_litellm_quietly() -> None:

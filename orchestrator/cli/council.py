@@ -130,7 +130,10 @@ def council_remove(name: str) -> None:
               show_default=True, help="Tools seats and judges may call (read: read-only "
               "workspace tools, so seats can read the code under review).")
 @click.option("--workspace", metavar="DIR",
-              help="The directory the workspace tools may read (default: the current one).")
+              help="The directory the workspace tools may read (default: the git work tree "
+                   "you are in; outside one, tools are off).")
+@click.option("--workspace-any", is_flag=True,
+              help="Allow --workspace to be your home directory or /.")
 @click.option("--tag", help="A label stored on every spend ledger row of the run.")
 @click.option("--no-plugins", is_flag=True, help="A bare run: load no plugins at all.")
 @click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
@@ -139,7 +142,7 @@ def council_remove(name: str) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @budget_options
 def council_run(prompt, prompt_file, diff, context, models, council_name, chair, timeout_min,
-                max_steps, tools_mode, workspace, tag, no_plugins, runs_dir, as_json, quiet,
+                max_steps, tools_mode, workspace, workspace_any, tag, no_plugins, runs_dir, as_json, quiet,
                 budgets):
     """Review a change with a council: seats review, judge each other anonymously, a tally,
     and a chair's verdict (ship | fix-first | rethink).
@@ -165,7 +168,7 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
 
     from orchestrator import config as config_mod
     from orchestrator import runtime
-    from orchestrator.briefing import read_prompt
+    from orchestrator.briefing import prompt_source_name, read_prompt
     from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
     from orchestrator.cli.fanout import choose_models
     from orchestrator.council.display import print_run
@@ -182,23 +185,24 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
                         "`defaults.chair` in config.json")
     if timeout_min <= 0:
         raise OrchError("--timeout must be a positive number of minutes")
-    root = Path(workspace).expanduser().resolve() if workspace else Path.cwd()
-    if not root.is_dir():
-        raise OrchError(f"--workspace {workspace} is not a directory; pass an existing "
-                        "directory (default: the current one)")
+    from orchestrator.workspace_root import choose as choose_workspace
+
+    root, notice = choose_workspace(workspace, allow_any=workspace_any)
+    if notice and tools_mode == "read":
+        click.echo(f"orch: {notice}", err=True)
     pm = runtime.plugin_manager(enabled=not no_plugins)
     seats = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0]
     import_litellm_quietly()
     plan = preflight(seats=seats, chair=chair_model, prompt=text, diff=diff, paths=context,
-                     cwd=Path.cwd())
+                     cwd=Path.cwd(), prompt_source=prompt_source_name(prompt, prompt_file))
     progress = make_progress(quiet or as_json)
     run = CouncilRun(plan, pm=pm, config=cfg, runs_dir=runs_dir or config_mod.runs_dir(),
                      timeout_s=timeout_min * 60, max_steps=max_steps, tag=tag,
                      project_dir=os.getcwd(), workspace=root, observe=progress,
                      resolve=lambda name: resolve_all([name], cfg, pm)[0],
                      options={"plugins": not no_plugins, "tools": tools_mode,
-                              "workspace": str(root), **budgets})
+                              "workspace": str(root) if root else None, **budgets})
 
     async def main():
         with progress:

@@ -10,10 +10,17 @@ from pathlib import Path
 import click
 
 from orchestrator import config as config_mod
-from orchestrator.briefing import compose, read_context, read_prompt
+from orchestrator.briefing import (
+    check_briefing,
+    compose,
+    prompt_source_name,
+    read_context,
+    read_prompt,
+)
 from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
 from orchestrator.errors import OrchError
 from orchestrator.models import check_key, parse_model_list
+from orchestrator.workspace_root import choose as choose_workspace
 
 DEFAULT_MAX_LEGS = 10
 THINKING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -85,7 +92,10 @@ def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
 @click.option("--tools", "tools_mode", type=click.Choice(["none", "read"]), default=None,
               help="Tools legs may call: read (default: read-only workspace tools) or none.")
 @click.option("--workspace", metavar="DIR",
-              help="The directory the workspace tools may read (default: the current one).")
+              help="The directory the workspace tools may read (default: the git work tree "
+                   "you are in; outside one, tools are off).")
+@click.option("--workspace-any", is_flag=True,
+              help="Allow --workspace to be your home directory or /.")
 @click.option("--max-legs", type=click.IntRange(1, 256), default=DEFAULT_MAX_LEGS, show_default=True,
               help="Refuse waves with more legs than this.")
 @click.option("--tag", help="A label stored on every ledger row (see orch spend --group-by tag).")
@@ -97,7 +107,7 @@ def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
 @budget_options
 def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, max_steps,
-           tools_mode, workspace, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
+           tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
            budgets):
     """Run one briefing on several models at once and print every answer.
 
@@ -135,6 +145,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
             click.echo(f"wave {retry_failed} has no failed legs: nothing to retry", err=True)
             sys.exit(0)
         briefing = (runs / retry_failed / "briefing.md").read_text(encoding="utf-8")
+        prompt_source = f"{retry_failed}/briefing.md"
         retry_of = retry_failed
         tag = tag or old.get("tag")
         chair = chair or old.get("chair_model")
@@ -145,6 +156,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     else:
         specs = choose_models(models, council, cfg)
         briefing = compose(read_prompt(prompt, prompt_file), read_context(context))
+        prompt_source = prompt_source_name(prompt, prompt_file)
     if len(specs) > max_legs:
         raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
@@ -155,15 +167,15 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
     for model in {m.name: m for m in [*resolved, *([chair_model] if chair_model else [])]}.values():
         check_key(model)  # before any spend: an unknown provider or a missing key is one line
-    root = Path(workspace).expanduser().resolve() if workspace else Path.cwd()
-    if not root.is_dir():
-        raise OrchError(f"--workspace {workspace} is not a directory; pass an existing "
-                        "directory (default: the current one)")
+    check_briefing(briefing, prompt_source)  # the keys just read are registered: none goes out
+    root, notice = choose_workspace(workspace, allow_any=workspace_any)
+    if notice and (tools_mode or "read") == "read":
+        click.echo(f"orch: {notice}", err=True)
     spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
                     timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
                     project_dir=os.getcwd(), workspace=root, retry_of=retry_of,
                     options={"plugins": not no_plugins, "tools": tools_mode or "read",
-                             "workspace": str(root), **budgets})
+                             "workspace": str(root) if root else None, **budgets})
     doc = run_wave(spec, pm, cfg, LedgerSink(), quiet=quiet or as_json)
     if as_json:
         print_json(doc)
@@ -195,6 +207,9 @@ def _money(value) -> str:
 
 
 def print_human(doc: dict) -> None:
+    from orchestrator.secrets import scrub_doc
+
+    doc = scrub_doc(doc)  # answers and reasons are free text: key shapes masked too
     for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
         u = leg["usage"]
         title = "chair: " if leg.get("kind") == "chair" else ""

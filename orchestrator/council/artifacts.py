@@ -3,30 +3,11 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestrator.secrets import scrub
-from orchestrator.store import write_json_atomic
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+from orchestrator.store import write_json_atomic, write_text_atomic
 
 
 def slug(model: str) -> str:
@@ -48,13 +29,13 @@ class Artifacts:
 
     def text(self, rel: str, text: str) -> Path:
         path = self.root / rel
-        write_text_atomic(path, scrub(text))  # model output can echo a key back: never keep it
+        write_text_atomic(path, text)  # scrubbed: model output can echo a key back
         self._note(path)
         return path
 
     def json(self, rel: str, data: Any) -> Path:
         path = self.root / rel
-        write_json_atomic(path, json.loads(scrub(json.dumps(data, default=str))))
+        write_json_atomic(path, data)  # scrubbed on the way
         self._note(path)
         return path
 

@@ -97,7 +97,11 @@ class CouncilLedger:
                 raise ValueError(f"council row has unknown fields: {', '.join(sorted(unknown))}")
         if not rows:
             return
-        prepared = [CouncilRow(**r).model_dump(exclude={"id"}) for r in rows]
+        from orchestrator.secrets import scrub
+
+        prepared = [CouncilRow(**{k: scrub(v) if k == "verdict" and isinstance(v, str) else v
+                                  for k, v in r.items()}).model_dump(exclude={"id"})
+                    for r in rows]
         with self.engine.begin() as conn:
             conn.execute(sa.insert(TABLE), prepared)
 

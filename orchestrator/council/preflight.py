@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.briefing import MAX_CONTEXT_BYTES, compose, read_context
+from orchestrator.briefing import MAX_CONTEXT_BYTES, check_briefing, compose, read_context
 from orchestrator.errors import OrchError
 from orchestrator.models import ResolvedModel, check_key
 
@@ -79,9 +79,11 @@ def assemble(prompt: str, diff: str | None, paths: tuple[str, ...] | list[str],
 
 
 def preflight(*, seats: list[ResolvedModel], chair: ResolvedModel, prompt: str,
-              diff: str | None, paths, cwd: Path | None = None) -> Plan:
+              diff: str | None, paths, cwd: Path | None = None,
+              prompt_source: str = "the prompt") -> Plan:
     check_bench(seats, chair)
     for model in [*seats, chair]:
         check_key(model)
     briefing, context = assemble(prompt, diff, paths, cwd)
+    check_briefing(briefing, prompt_source)  # a key orch sends is never in what it sends
     return Plan(seats=seats, chair=chair, briefing=briefing, context=context)

@@ -19,7 +19,7 @@ from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_is
 from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
 from orchestrator.hooks import HookRunner
 from orchestrator.request import Request, Response
-from orchestrator.secrets import scrub
+from orchestrator.secrets import scrub, scrub_values
 from orchestrator.server import Server
 from orchestrator.store import BackgroundWriter, JsonlFile
 from orchestrator.tools import Tool
@@ -241,6 +241,7 @@ class Leg:
                            f"{', '.join(sorted(self.ctx.tools)) or 'none'}")
             else:
                 content = await _call_tool(tool, call.arguments)
+            content = scrub_values(content)  # a key in a file never goes out in a result
             message = {"role": "tool", "tool_call_id": call.id, "content": content}
             self.ctx.messages.append(message)
             results.append({"tool": call.name, "id": call.id, "content": content})

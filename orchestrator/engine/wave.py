@@ -35,7 +35,7 @@ from orchestrator.hooks import HookRunner
 from orchestrator.models import ResolvedModel
 from orchestrator.request import Usage
 from orchestrator.server import Server
-from orchestrator.store import write_json_atomic
+from orchestrator.store import write_json_atomic, write_text_atomic
 
 EXIT_COMPLETE, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2
 
@@ -133,7 +133,7 @@ class Wave:
     # -- running -------------------------------------------------------------------------
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "briefing.md").write_text(self.spec.briefing, encoding="utf-8")
+        write_text_atomic(self.dir / "briefing.md", self.spec.briefing)  # scrubbed
         await self.hooks.notify("wave_start", self._on_hook_error, wave=self.context)
         self.write()
         async with anyio.create_task_group() as outer:
