@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orch_plugins.workspace_paths import Refused, Workspace, glob_regex, kind
+from orch_plugins.workspace_policy import withheld_note
 
 from orchestrator.hookspecs import hookimpl
 from orchestrator.tools import Tool
@@ -94,7 +95,8 @@ class WorkspaceTools:
 
     def __init__(self, leg) -> None:
         self.leg = leg
-        self.ws = Workspace(leg.workspace)
+        settings = leg.plugin_config(NAME)
+        self.ws = Workspace(leg.workspace, settings.get("deny", ()), settings.get("allow", ()))
         self.cfg = {**DEFAULTS, **{k: v for k, v in leg.plugin_config(NAME).items()
                                    if k in DEFAULTS and isinstance(v, int)}}
 
@@ -283,7 +285,7 @@ class WorkspaceTools:
         if skipped:
             reasons = "; ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
             result += f"\n[files not searched: {reasons}]"
-        return result
+        return _with_note(result, self.ws.withheld)
 
     def _glob_filter(self, glob: Any) -> re.Pattern | None:
         if glob in (None, ""):
@@ -315,13 +317,14 @@ class WorkspaceTools:
                 if len(found) < self.cfg["max_entries"]:
                     found.append(rel + ("/" if is_dir else ""))
         if not found:
-            return (f"no paths match {pattern!r} (patterns are relative to the workspace "
-                    "root; ** spans directories, e.g. \"**/*.py\")")
+            return _with_note(f"no paths match {pattern!r} (patterns are relative to the "
+                              "workspace root; ** spans directories, e.g. \"**/*.py\")",
+                              self.ws.withheld)
         result = "\n".join(found)
         if total > len(found):
             result += (f"\n[{len(found)} of {total:,} paths shown; narrow the pattern, "
                        "e.g. a directory prefix like \"src/**/*.py\"]")
-        return result
+        return _with_note(result, self.ws.withheld)
 
     # -- list ----------------------------------------------------------------------------
     def do_list(self, path: Any = None) -> str:
@@ -332,8 +335,11 @@ class WorkspaceTools:
         except OSError as exc:
             raise Refused(f"{rel!r} cannot be listed ({exc.strerror})") from None
         rows: list[tuple[int, str]] = []
+        self.ws.withheld = {}
         for name in names:
             full = os.path.join(real, name)
+            if self.ws.hidden(full, os.path.isdir(full) and not os.path.islink(full)):
+                continue  # deny-listed or .gitignored: counted, said below
             if os.path.islink(full):
                 target = os.path.realpath(full)
                 where = (f"-> {self.ws.rel(target)}" if self.ws.inside(target)
@@ -359,7 +365,12 @@ class WorkspaceTools:
             prefix = "" if rel == "." else rel + "/"
             result += (f"\n[{cap} of {len(rows):,} entries shown; use glob(pattern="
                        f"{prefix + '*.py'!r}) or list a subdirectory to see the rest]")
-        return result
+        return _with_note(result, self.ws.withheld)
+
+
+def _with_note(result: str, withheld: dict[str, int]) -> str:
+    note = withheld_note(withheld)
+    return f"{result}\n{note}" if note else result
 
 
 def _positive(value: Any, name: str, default: int) -> int:

@@ -13,6 +13,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from orch_plugins.workspace_policy import Policy, under_system_dir
+
 # Directories the recursive tools (grep, glob) do not descend into: version control and caches
 # are noise for a reviewer and can be huge. ``list`` still shows them.
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv",
@@ -35,8 +37,10 @@ def kind(mode: int) -> str:
 class Workspace:
     """The root the tools may read, and the checks every path passes before it is opened."""
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, deny: object = (), allow: object = ()) -> None:
         self.root = os.path.realpath(root)
+        self.policy = Policy(self.root, deny, allow)  # deny-list, allow-list, .gitignore
+        self.withheld: dict[str, int] = {}  # what the last walk left out, by rule
 
     def inside(self, real: str) -> bool:
         return os.path.commonpath([self.root, real]) == self.root
@@ -72,6 +76,12 @@ class Workspace:
         if not self.inside(real):
             raise Refused(f"{raw!r} goes through a symlink that leads outside the workspace "
                           "root; it cannot be read. Pick another path under the root.")
+        if under_system_dir(real):
+            raise Refused(f"{raw!r} is under /proc, /sys or /dev; those are never read")
+        for name in (self.rel(os.path.normpath(joined)), self.rel(real)):  # asked, and real
+            rule = self.policy.denied(name, os.path.isdir(real))
+            if rule:
+                raise Refused(self.policy.refusal(name, rule))
         try:
             st = os.stat(real)
         except FileNotFoundError:
@@ -111,16 +121,37 @@ class Workspace:
 
     def walk(self, start: str) -> Iterator[tuple[str, bool]]:
         """(real path, is_dir) under ``start`` in sorted order, never leaving the root:
-        symlinks are not followed into directories, SKIP_DIRS are not entered."""
+        symlinks are not followed into directories, SKIP_DIRS are not entered, deny-listed
+        and .gitignored paths are left out (counted in ``withheld``), /proc and friends
+        never entered."""
+        self.withheld = {}
         if os.path.isfile(start):
             yield start, False
             return
         for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-            for d in dirnames:
-                yield os.path.join(dirpath, d), True
+            kept = []
+            for d in sorted(dirnames):
+                full = os.path.join(dirpath, d)
+                if d in SKIP_DIRS or under_system_dir(full):
+                    continue
+                if self.hidden(full, True):
+                    continue
+                kept.append(d)
+                yield full, True
+            dirnames[:] = kept
             for f in sorted(filenames):
-                yield os.path.join(dirpath, f), False
+                full = os.path.join(dirpath, f)
+                if not self.hidden(full, False):
+                    yield full, False
+
+    def hidden(self, path: str, is_dir: bool) -> str | None:
+        """Why a walked or listed path is left out (a deny rule, or ".gitignore"), counted
+        in ``withheld``; None when it is shown."""
+        why = self.policy.denied(self.rel(path), is_dir) or (
+            ".gitignore" if self.policy.ignored(path, is_dir) else None)
+        if why:
+            self.withheld[why] = self.withheld.get(why, 0) + 1
+        return why
 
     def readable(self, path: str) -> tuple[str | None, str | None]:
         """(real path, None) for a walked file the tools may open — a regular file whose real
@@ -128,6 +159,10 @@ class Workspace:
         real = os.path.realpath(path)
         if not self.inside(real):
             return None, "links leading outside the root"
+        if under_system_dir(real):
+            return None, "under /proc, /sys or /dev"
+        if self.policy.denied(self.rel(real)):
+            return None, "links to deny-listed files"
         try:
             mode = os.stat(real).st_mode
         except OSError:

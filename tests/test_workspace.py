@@ -272,11 +272,11 @@ def test_fanout_tools_and_workspace_flags_are_recorded_on_the_wave(orch, scripte
     assert tool_results(scripted_server.requests_for("m")[1].body)["r"].startswith(
         "README.md (lines 1-2 of 2)")
 
-    monkeypatch.chdir(ws / "src")  # the default workspace is the current directory
+    monkeypatch.chdir(ws / "src")  # the default workspace: the git work tree's root
     scripted_server.script("n", Reply(tool_calls=[call("list", "l")]), Reply(text="two files"))
     doc = json.loads(fanout("-m", "scripted/n", "-p", "List.", "--json").stdout)
-    assert doc["options"]["workspace"] == str(ws / "src")
-    assert "app.py" in tool_results(scripted_server.requests_for("n")[1].body)["l"]
+    assert doc["options"]["workspace"] == str(ws)
+    assert "src/" in tool_results(scripted_server.requests_for("n")[1].body)["l"]
 
     doc = json.loads(fanout("-m", "scripted/o", "-p", "q", "--tools", "none", "--json").stdout)
     assert doc["options"]["tools"] == "none"

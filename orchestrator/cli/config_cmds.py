@@ -11,7 +11,7 @@ import math
 import os
 import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import click
 
@@ -41,6 +41,11 @@ RESERVED_PROVIDERS = frozenset({
 
 # How common API keys start; with these the value is a key whatever its length.
 KEY_PREFIXES = ("sk-", "sk_", "AIza", "xai-", "gsk_", "ghp_", "github_pat_", "nvapi-", "pplx-")
+
+
+# Query parameters that carry a credential: ?key=, ?api_key=, ?apikey=, ?token=, ?sig=...
+_CREDENTIAL_PARAM = re.compile(r"^(key|sig|signature|code|auth|password|pass)$|key|token|"
+                               r"secret|credential|passw", re.I)
 
 
 def check_name(kind: str, name: str) -> str:
@@ -98,10 +103,18 @@ def _check_base_url(url: str) -> str:
             f"base URL {url!r} must start with http:// or https:// and name a host, "
             "e.g. http://127.0.0.1:8000/v1"
         )
-    if parts.password is not None:
+    # Never echo the URL here: the credential would be printed.
+    if "@" in parts.netloc:
         raise OrchError(
-            "base URL must not carry credentials (user:password@); put the key in an "
-            "environment variable and pass its name with --api-key-env"
+            "base URL must not carry credentials (user:password@ or token@ before the host); "
+            "put the key in an environment variable and pass its name with --api-key-env"
+        )
+    keys = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True)
+                   if _CREDENTIAL_PARAM.search(k)})
+    if keys:
+        raise OrchError(
+            f"base URL must not carry a credential in its query ({', '.join(keys)}=...); put "
+            "the key in an environment variable and pass its name with --api-key-env"
         )
     return url
 
