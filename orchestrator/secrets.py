@@ -61,9 +61,10 @@ class _Registry:
 
     def add(self, value: str, source: str) -> None:
         with self._lock:
-            if value in self.sources:
+            known = value in self.sources
+            self.sources[value] = source  # the latest reading names it in refusals
+            if known:
                 return
-            self.sources[value] = source
             forms = set(self.needles) | set(_encodings(value))
             self.needles = tuple(sorted(forms, key=len, reverse=True))
 
