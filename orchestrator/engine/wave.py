@@ -34,6 +34,7 @@ from orchestrator.errors import OrchError, Refusal
 from orchestrator.hooks import HookRunner
 from orchestrator.models import ResolvedModel
 from orchestrator.request import Usage
+from orchestrator.secrets import register_identifier
 from orchestrator.server import Server
 from orchestrator.store import write_json_atomic, write_text_atomic
 
@@ -99,6 +100,7 @@ class Wave:
         self.server = server or Server(timeout_s=spec.timeout_s)
         self.server.wave_size = max(self.server.wave_size, len(spec.models))
         self.signum: int | None = None
+        register_identifier(spec.tag)  # the user's label: a key shape never cuts it
         self.legs: list[Leg] = [
             self._leg(f"{self.wave_id}-{n}", model, spec.kind,
                       (spec.briefings or [])[n - 1] if spec.briefings else spec.briefing)
