@@ -1,6 +1,8 @@
 """Key values never reach what orch writes."""
 
-from orchestrator.secrets import scrub, secret_values
+import os
+
+from orchestrator.secrets import scrub, scrub_values, secret_values
 from orchestrator.store import JsonlFile, write_json_atomic
 
 
@@ -22,3 +24,99 @@ def test_store_writes_are_scrubbed(monkeypatch, tmp_path):
     for name in ("a.json", "b.jsonl"):
         text = (tmp_path / name).read_text()
         assert "tok-9f8e7d6c5b4a" not in text and "***" in text
+
+
+# -- the registry ---------------------------------------------------------------------------
+
+def test_unusual_variable_names_are_registered(monkeypatch):
+    from orchestrator.secrets import source_of
+
+    for name in ("ACME_KEY_PROD", "OPENROUTER_AUTH", "TOGETHER_APIKEY", "OPENAI_API_KEY_2"):
+        monkeypatch.setenv(name, f"value-of-{name.lower()}-123")
+        assert f"value-of-{name.lower()}-123" in secret_values()
+        assert scrub(f"x value-of-{name.lower()}-123 y") == "x *** y"
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/tmp/ssh-agent.sock.1234")
+    assert "/tmp/ssh-agent.sock.1234" not in secret_values()
+    assert source_of("value-of-acme_key_prod-123") == "$ACME_KEY_PROD"
+
+
+def test_a_value_read_to_be_sent_is_registered_whatever_its_name(monkeypatch):
+    from orchestrator.models import ResolvedModel
+
+    monkeypatch.setenv("PLAIN_NAME", "q8Zr-plain-but-sent-4711")
+    assert scrub("q8Zr-plain-but-sent-4711") == "q8Zr-plain-but-sent-4711"  # not yet read
+    model = ResolvedModel(name="acme/m", provider="acme", litellm_model="openai/m",
+                          api_base="http://127.0.0.1:9/v1", api_key_env="PLAIN_NAME",
+                          declared=True)
+    assert model.api_key() == "q8Zr-plain-but-sent-4711"
+    assert scrub("echo: Bearer q8Zr-plain-but-sent-4711") == "echo: Bearer ***"
+
+
+def test_litellm_provider_variables_are_registered_by_name_litellm_reads(monkeypatch):
+    from orchestrator.models import ResolvedModel, register_litellm_keys
+
+    monkeypatch.setenv("OPENAI_API_KEY", "litellm-reads-this-one-99")
+    register_litellm_keys(ResolvedModel(name="openai/gpt-4o-mini", provider="openai",
+                                        litellm_model="openai/gpt-4o-mini"))
+    from orchestrator.models import _litellm_names
+
+    assert _litellm_names["openai/gpt-4o-mini"] == ("OPENAI_API_KEY",)
+    assert os.environ["OPENAI_API_KEY"] == "litellm-reads-this-one-99"  # environment restored
+    assert scrub_values("litellm-reads-this-one-99") == "***"
+
+
+def test_headers_and_url_credentials_are_registered():
+    from orchestrator.secrets import register_headers, register_url
+
+    register_headers({"Authorization": "Bearer hdr-token-5566778899", "X-Trace": "t-1"})
+    register_url("https://user:url-pass-112233@gw.example/v1?api_key=url-key-445566")
+    text = "hdr-token-5566778899 url-pass-112233 url-key-445566 gw.example"
+    assert scrub_values(text) == "*** *** *** gw.example"
+
+
+def test_key_shapes_are_masked_in_free_text_but_never_in_identifiers():
+    from orchestrator.models import ResolvedModel
+    from orchestrator.secrets import scrub_doc
+
+    key = "sk-proj-0123456789abcdefABCDEF"
+    ResolvedModel(name="dead/sk-mixtral-8x7b-instruct-v0.1-0123456789", provider="dead",
+                  litellm_model="openai/sk-mixtral-8x7b-instruct-v0.1-0123456789",
+                  api_base="http://ak-gateway-01.internal:8000/v1")  # names orch uses
+    assert scrub(f"the key is {key}.") == "the key is ***."
+    assert scrub("model sk-mixtral-8x7b-instruct-v0.1-0123456789 failed") == \
+        "model sk-mixtral-8x7b-instruct-v0.1-0123456789 failed"
+    assert scrub("http://ak-gateway-01.internal:8000/v1 and ak-gateway-01") == \
+        "http://ak-gateway-01.internal:8000/v1 and ak-gateway-01"
+    assert scrub(f"/runs/{key}/x") == f"/runs/{key}/x"  # a path segment is not a key
+    doc = scrub_doc({"model": f"x/{key}", "models": [key], "answer": key, "base_url": key,
+                     "notes": [key]})
+    assert doc == {"model": f"x/{key}", "models": [key], "answer": "***", "base_url": key,
+                   "notes": ["***"]}
+
+
+def test_config_json_never_goes_through_the_shape_scrubber(orch_home):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    url = "http://ak-gateway-0123456789abcdef01.internal:8000/v1"
+    result = CliRunner().invoke(cli, ["provider", "add", "sk-lab-0123456789abcdef0123",
+                                      "--base-url", url])
+    assert result.exit_code == 0, result.output
+    text = (orch_home / "config.json").read_text()
+    assert url in text and "sk-lab-0123456789abcdef0123" in text and "***" not in text
+    listed = CliRunner().invoke(cli, ["provider", "list"]).stdout
+    assert url in listed
+
+
+def test_stdout_masks_an_answer_that_echoes_a_key_shape(orch, scripted_server):
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    orch.provider()
+    scripted_server.script("m", "here: sk-live-0123456789abcdefABCDEF01")
+    for extra in ((), ("--json",)):
+        result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "q", "-q",
+                                          "--tools", "none", *extra])
+        assert "here: ***" in result.stdout and "0123456789abcdefABCDEF01" not in result.stdout
