@@ -18,6 +18,7 @@ orch may never read them, but a provider or a model may echo them).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -46,6 +47,8 @@ _KEY_SHAPE = re.compile(
     r"|github_pat_[A-Za-z0-9_]{40,}|xai-[A-Za-z0-9]{40,}|gsk_[A-Za-z0-9]{40,}"
     r"|nvapi-[A-Za-z0-9_\-]{40,}|pplx-[A-Za-z0-9]{40,})")
 _HAS_DIGIT = re.compile(r"\d")
+# Every shape starts with one of these: one search for them is half the cost of the scan.
+_SHAPE_PREFIX = re.compile(r"[spra]k-|sk_|AIza|gh[pousr]_|github_pat_|xai-|gsk_|nvapi-|pplx-")
 
 
 class _Registry:
@@ -58,6 +61,7 @@ class _Registry:
         self.needles: tuple[str, ...] = ()  # every form to mask, longest first
         self.identifiers: tuple[str, ...] = ()
         self._env: dict | None = None  # the environment snapshot last scanned
+        self.version = 0  # bumped at every change: cached scrubs of older versions miss
 
     def add(self, value: str, source: str) -> None:
         with self._lock:
@@ -67,11 +71,13 @@ class _Registry:
                 return
             forms = set(self.needles) | set(_encodings(value))
             self.needles = tuple(sorted(forms, key=len, reverse=True))
+            self.version += 1
 
     def add_identifier(self, text: str) -> None:
         with self._lock:
             if text not in self.identifiers:
                 self.identifiers = (*self.identifiers, text)
+                self.version += 1
 
     def scan_env(self) -> None:
         """Register secret-named environment values; rescanned only when the environment
@@ -179,9 +185,15 @@ def find_position(text: str) -> tuple[int, str] | None:
 
 def scrub_values(text: str) -> str:
     """Mask every registered value and its encodings; nothing else is touched."""
-    if not text:
+    if not text or len(text) < MIN_SECRET_CHARS:
         return text
     _registry.scan_env()
+    if len(text) < 256:
+        return _values(text, _registry.version)
+    return _values_cached(text, _registry.version)  # a briefing is logged at every request
+
+
+def _values(text: str, version: int) -> str:
     for needle in _registry.needles:
         if needle in text:
             text = text.replace(needle, MASK)
@@ -190,10 +202,25 @@ def scrub_values(text: str) -> str:
 
 def scrub(text: str) -> str:
     """Free text: registered values, then key shapes outside known identifiers."""
+    if not text or len(text) < MIN_SECRET_CHARS:
+        return text
+    _registry.scan_env()
+    if len(text) < 256:
+        return _scrub(text, _registry.version)
+    return _scrub_cached(text, _registry.version)  # a briefing is logged at every request
+
+
+def _scrub(text: str, version: int) -> str:
     text = scrub_values(text)
-    if not text or ("k-" not in text and "_" not in text and "AIza" not in text):
-        return text  # every shape has one of these: a substring test is far cheaper than a scan
+    if not _SHAPE_PREFIX.search(text):
+        return text
     return _KEY_SHAPE.sub(_shape_replacer(text), text)
+
+
+# Long texts recur (a briefing in every request a leg logs, in every leg): the same string
+# object hashes once, so a repeat costs a lookup. The registry's version is in the key.
+_values_cached = functools.lru_cache(maxsize=512)(_values)
+_scrub_cached = functools.lru_cache(maxsize=512)(_scrub)
 
 
 def _shape_replacer(text: str):
