@@ -26,7 +26,7 @@ from orchestrator.errors import OrchError
 from orchestrator.local import state as st
 from orchestrator.local.model import EXTRA_HINT, LocalModel, catalogue, installed, prepare
 from orchestrator.local.settings import HOST, LocalSettings
-from orchestrator.secrets import _SECRET_NAME
+from orchestrator.secrets import _SECRET_NAME, secret_values
 
 MAX_RESTARTS, WINDOW_S = 3, 300.0  # restarts allowed in the window, then a clear error
 PORT_ATTEMPTS = 3
@@ -215,7 +215,8 @@ def _spawn(settings: LocalSettings, models: dict[str, LocalModel], port: int) ->
     log = st.log_path()
     if log.exists() and log.stat().st_size > 4 << 20:
         log.unlink()
-    env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+    sent = set(secret_values())  # registered keys, whatever their variables are called
+    env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k) and v not in sent}
     with open(log, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", st.SUPERVISOR_MODULE, str(launch)],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
