@@ -185,12 +185,16 @@ def find_position(text: str) -> tuple[int, str] | None:
 
 def scrub_values(text: str) -> str:
     """Mask every registered value and its encodings; nothing else is touched."""
+    return _through(text, _values, _values_cached)
+
+
+def _through(text: str, plain, cached) -> str:
     if not text or len(text) < MIN_SECRET_CHARS:
-        return text
+        return text  # shorter than any registered value or key shape
     _registry.scan_env()
     if len(text) < 256:
-        return _values(text, _registry.version)
-    return _values_cached(text, _registry.version)  # a briefing is logged at every request
+        return plain(text, _registry.version)
+    return cached(text, _registry.version)  # a briefing is logged at every request
 
 
 def _values(text: str, version: int) -> str:
@@ -202,12 +206,7 @@ def _values(text: str, version: int) -> str:
 
 def scrub(text: str) -> str:
     """Free text: registered values, then key shapes outside known identifiers."""
-    if not text or len(text) < MIN_SECRET_CHARS:
-        return text
-    _registry.scan_env()
-    if len(text) < 256:
-        return _scrub(text, _registry.version)
-    return _scrub_cached(text, _registry.version)  # a briefing is logged at every request
+    return _through(text, _scrub, _scrub_cached)
 
 
 def _scrub(text: str, version: int) -> str:

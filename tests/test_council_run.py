@@ -540,6 +540,7 @@ def test_seats_can_read_the_workspace_and_the_chair_gets_no_tools(orch, scripted
                                                                   tmp_path, monkeypatch):
     orch.provider()
     (tmp_path / "db.py").write_text("def build_query(x):\n    return 'select ' + x\n")
+    (tmp_path / ".git").mkdir()  # the default workspace is the git work tree
     monkeypatch.chdir(tmp_path)
 
     def reader(body, n):  # alpha reads db.py first, then reviews

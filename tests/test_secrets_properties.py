@@ -91,12 +91,13 @@ def _assert_nowhere(value: str, home: Path, results, bodies) -> None:
         assert not any(value in s for s in _strings(body)), "the key was sent in a request"
 
 
-def _fresh_home(root: Path) -> tuple[Path, dict]:
+def _fresh_home(root: Path, name: str, value: str) -> tuple[Path, dict]:
+    """A new ORCH_HOME, and the environment with the key under its drawn name."""
     home = root / f"home{next(_n)}"
     home.mkdir()
     runtime.config.cache_clear()
     runtime.plugin_manager.cache_clear()
-    return home, {"ORCH_HOME": str(home), **OFFLINE_ENV}
+    return home, {"ORCH_HOME": str(home), **OFFLINE_ENV, name: value}
 
 
 def _workspace(root: Path, value: str) -> Path:
@@ -116,8 +117,7 @@ def scratch():
 @given(name=var_names, value=keys)
 def test_a_key_under_any_name_leaves_through_no_channel_of_a_wave(scripted_server, scratch,
                                                                   name, value):
-    home, env = _fresh_home(scratch)
-    env[name] = value
+    home, env = _fresh_home(scratch, name, value)
     n = next(_n)
     before = len(scripted_server.requests)
     srv = scripted_server
@@ -153,8 +153,7 @@ def test_a_key_under_any_name_leaves_through_no_channel_of_a_wave(scripted_serve
 @given(name=var_names, value=keys)
 def test_a_briefing_holding_the_key_is_refused_before_any_spend(scripted_server, scratch,
                                                                 name, value):
-    home, env = _fresh_home(scratch)
-    env[name] = value
+    home, env = _fresh_home(scratch, name, value)
     before = len(scripted_server.requests)
     results = [_invoke(env, "provider", "add", "acme", "--base-url", scripted_server.url,
                        "--api-key-env", name)]
@@ -178,8 +177,7 @@ def test_a_briefing_holding_the_key_is_refused_before_any_spend(scripted_server,
 @SLOW
 @given(name=var_names, value=keys)
 def test_a_key_leaves_through_no_council_stage(scripted_server, scratch, name, value):
-    home, env = _fresh_home(scratch)
-    env[name] = value
+    home, env = _fresh_home(scratch, name, value)
     before = len(scripted_server.requests)
 
     def echoing(reply_fn):

@@ -188,14 +188,14 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
     from orchestrator.workspace_root import choose as choose_workspace
 
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
-    if notice and tools_mode == "read":
-        click.echo(f"orch: {notice}", err=True)
     pm = runtime.plugin_manager(enabled=not no_plugins)
     seats = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0]
     import_litellm_quietly()
     plan = preflight(seats=seats, chair=chair_model, prompt=text, diff=diff, paths=context,
                      cwd=Path.cwd(), prompt_source=prompt_source_name(prompt, prompt_file))
+    if notice and tools_mode == "read":  # said once the run is sure to start
+        click.echo(f"orch: {notice}", err=True)
     progress = make_progress(quiet or as_json)
     run = CouncilRun(plan, pm=pm, config=cfg, runs_dir=runs_dir or config_mod.runs_dir(),
                      timeout_s=timeout_min * 60, max_steps=max_steps, tag=tag,
