@@ -8,6 +8,7 @@ guesses. The ledger stores what it is given; callers pass usage and cost, never 
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -27,8 +28,18 @@ from sqlmodel import Field, SQLModel
 from orchestrator import config
 from orchestrator.errors import OrchError
 
+# The one vocabulary of a row's status and the source of its cost (docs/spend.md). The ledger
+# refuses any other value at write time: a typo would otherwise fall out of every rollup.
 STATUSES = ("complete", "error", "refused", "aborted")
-COST_SOURCES = ("priced", "declared", "free", "reported", "unknown")  # reported: a bench command
+COST_SOURCES = (
+    "priced",  # litellm's price map x the reported tokens
+    "declared",  # the provider's declared prices x the reported tokens
+    "free",  # a provider declared with both prices 0
+    "reported",  # the provider or a bench command reported the dollars itself
+    "suspect",  # usage was impossible (negative, beyond any window) and was clamped
+    "unknown",  # no price known: cost_usd is null, never guessed
+    "none",  # no answer arrived, so nothing was reported: 0 tokens, $0
+)
 GROUP_BY = ("model", "day", "wave", "tag", "status")
 
 BUSY_TIMEOUT_MS = 30_000
@@ -66,7 +77,7 @@ class SpendRow(SQLModel, table=True):
     kind: str  # leg | chair | seat | judge | bench | ...
     model: str  # canonical model name, e.g. "myvllm/qwen3-8b@hot"
     provider: str
-    status: str  # complete | error | refused | aborted
+    status: str  # one of STATUSES
     reason: str | None = Field(default=None, sa_type=sa.Text)
     finish_reason: str | None = None
     input_tokens: int = 0
@@ -74,7 +85,7 @@ class SpendRow(SQLModel, table=True):
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None  # None = unknown, never guessed
-    cost_source: str = "unknown"  # priced | declared | free | unknown
+    cost_source: str = "unknown"  # one of COST_SOURCES
     duration_s: float = 0.0
     tag: str | None = None
     project_dir: str | None = Field(default=None, sa_type=sa.Text)
@@ -255,6 +266,7 @@ class Ledger:
             raise OrchError(f"cannot group spend by {group_by!r}; use one of {', '.join(GROUP_BY)}")
         c = TABLE.c
         failed = c.status != "complete"
+        suspect = c.cost_source == "suspect"
         measures = [
             sa.func.count().label("legs"),
             *(sa.func.sum(c[name]).label(name) for name in TOKENS),
@@ -262,6 +274,8 @@ class Ledger:
             sa.func.sum(sa.case((c.cost_usd.is_(None), 1), else_=0)).label("unknown_cost_legs"),
             sa.func.sum(sa.case((failed, 1), else_=0)).label("failed_legs"),
             sa.func.sum(sa.case((failed, c.cost_usd), else_=None)).label("failed_cost_usd"),
+            sa.func.sum(sa.case((suspect, 1), else_=0)).label("suspect_legs"),
+            sa.func.sum(sa.case((suspect, c.cost_usd), else_=None)).label("suspect_cost_usd"),
         ]
         where = self._filters(since, None, None)
         with self._reporting("read"), self.engine.connect() as conn:
@@ -283,6 +297,8 @@ class Ledger:
             "total_cost_usd": _money(totals.cost_usd),
             "unknown_cost_legs": _int(totals.unknown_cost_legs),
             "failed_cost_usd": _money(totals.failed_cost_usd),
+            "suspect_legs": _int(totals.suspect_legs),
+            "suspect_cost_usd": _money(totals.suspect_cost_usd),
             "groups": groups,
         }
 
@@ -314,7 +330,7 @@ def _group(r) -> dict[str, Any]:
         key = key.isoformat()[:10]
     return {"key": key, "legs": _int(r.legs), **{name: _int(r._mapping[name]) for name in TOKENS},
             "cost_usd": _money(r.cost_usd), "unknown_cost_legs": _int(r.unknown_cost_legs),
-            "failed_legs": _int(r.failed_legs)}
+            "failed_legs": _int(r.failed_legs), "suspect_legs": _int(r.suspect_legs)}
 
 
 def _int(value) -> int:
@@ -337,6 +353,7 @@ def _prepare(row: dict[str, Any]) -> dict[str, Any]:
     missing = [name for name in REQUIRED if row.get(name) is None]
     if missing:
         raise ValueError(f"spend row is missing: {', '.join(missing)}")
+    _check_vocabulary(row)
     prepared = {**DEFAULTS, **{k: v for k, v in row.items() if v is not None}}
     prepared["ts"] = _as_utc(row.get("ts") or utcnow())
     for name in COLUMNS - prepared.keys():
@@ -353,6 +370,27 @@ def _scrubbed(row: dict[str, Any]) -> dict[str, Any]:
 
     return {k: (scrub if k in FREE_TEXT else scrub_values)(v) if isinstance(v, str) else v
             for k, v in row.items()}
+
+
+def _check_vocabulary(row: dict[str, Any]) -> None:
+    """Statuses and cost sources from the documented vocabulary only; token counts that fit
+    the column (usage is sanitised before it gets here: server.usage_of)."""
+    if row["status"] not in STATUSES:
+        raise ValueError(f"spend row status {row['status']!r} is not one of "
+                         f"{', '.join(STATUSES)}")
+    source = row.get("cost_source")
+    if source is not None and source not in COST_SOURCES:
+        raise ValueError(f"spend row cost_source {source!r} is not one of "
+                         f"{', '.join(COST_SOURCES)}")
+    for name in TOKENS:
+        value = row.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or not 0 <= value < 2**63):
+            raise ValueError(f"spend row {name} {value!r} is not a token count")
+    cost = row.get("cost_usd")
+    if cost is not None and not (isinstance(cost, int | float) and math.isfinite(cost)
+                                 and cost >= 0):
+        raise ValueError(f"spend row cost_usd {cost!r} is not a number of dollars")
 
 
 # --- reading --since ---------------------------------------------------------------------------

@@ -65,8 +65,9 @@ class Response:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
-    cost_source: str = "unknown"  # priced | declared | free | unknown
+    cost_source: str = "unknown"  # one of orchestrator.ledger.COST_SOURCES
     reasoning_text: str | None = None
+    usage_note: str | None = None  # what was wrong with the provider's usage (suspect)
 
     def evolve(self, **changes: Any) -> Response:
         return dataclasses.replace(self, **changes)

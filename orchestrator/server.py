@@ -7,6 +7,7 @@ of a few reasons while keeping the provider's own message.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -105,8 +106,10 @@ def normalise(model: ResolvedModel, raw: Any) -> Response:
                  arguments=c.function.arguments or "{}")
         for i, c in enumerate(getattr(message, "tool_calls", None) or [])
     )
-    usage = usage_of(getattr(raw, "usage", None))
-    cost, source = cost_of(model, raw, usage)
+    usage, note = usage_of(getattr(raw, "usage", None), usage_bound(model))
+    cost, source = cost_of(model, raw, usage, suspect=note is not None)
+    if source == "suspect" and note is None:
+        note = "the provider's cost was negative or not a number; recomputed from the usage"
     return Response(
         text=message.content or "",
         tool_calls=calls,
@@ -115,25 +118,103 @@ def normalise(model: ResolvedModel, raw: Any) -> Response:
         cost_usd=cost,
         cost_source=source,
         reasoning_text=getattr(message, "reasoning_content", None),
+        usage_note=note,
     )
 
 
-def usage_of(u: Any) -> Usage:
+# No single request reads or writes more tokens than this, whatever the model.
+MAX_TOKEN_COUNT = 10**9
+WINDOW_FACTOR = 10  # a count beyond 10x the model's window is impossible
+
+
+def usage_bound(model: ResolvedModel) -> int:
+    """The largest believable token count for one request to ``model``."""
+    try:
+        from orchestrator import runtime
+        from orchestrator.catalog import model_info
+
+        declared = runtime.config().providers.get(model.provider) if model.declared else None
+        window = model_info(model, declared).context_window
+    except Exception:
+        window = None
+    return min(MAX_TOKEN_COUNT, WINDOW_FACTOR * int(window)) if window else MAX_TOKEN_COUNT
+
+
+def _count(value: Any) -> tuple[int, str | None]:
+    """One reported token count as a sane int, and what was wrong with it (None: nothing).
+    Floats are truncated; strings of digits are read; anything else counts 0."""
+    if value is None:
+        return 0, None
+    if isinstance(value, bool):
+        return 0, f"{value!r} is not a count"
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return 0, f"{value[:40]!r} is not a count"
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        return 0, f"{value!r} is not a count"
+    if value < 0:
+        return 0, f"{value:g} is negative"
+    return (int(value) if value < 2**63 else 2**63), None
+
+
+def usage_of(u: Any, bound: int = MAX_TOKEN_COUNT) -> tuple[Usage, str | None]:
+    """The provider's four counts, sanitised: negative or unreadable counts become 0, counts
+    past ``bound`` are clamped to it. Returns the usage and a note saying what was wrong
+    (None when the figures were believable): the leg is then marked ``suspect``."""
     if u is None:
-        return Usage()
+        return Usage(), None
     prompt_details = getattr(u, "prompt_tokens_details", None)
     completion_details = getattr(u, "completion_tokens_details", None)
-    return Usage(
-        input_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
-        output_tokens=int(getattr(u, "completion_tokens", 0) or 0),
-        reasoning_tokens=int(getattr(completion_details, "reasoning_tokens", 0) or 0),
-        cached_tokens=int(getattr(prompt_details, "cached_tokens", 0) or 0),
-    )
+    raw = {"input_tokens": getattr(u, "prompt_tokens", 0),
+           "output_tokens": getattr(u, "completion_tokens", 0),
+           "reasoning_tokens": getattr(completion_details, "reasoning_tokens", 0),
+           "cached_tokens": getattr(prompt_details, "cached_tokens", 0)}
+    counts, problems = {}, []
+    for name, value in raw.items():
+        count, problem = _count(value)
+        if problem is None and count > bound:
+            problem, count = f"{count:,} is past the bound of {bound:,}", bound
+        if problem is not None:
+            problems.append(f"{name} {problem}")
+        counts[name] = count
+    note = None
+    if problems:
+        note = (f"suspect usage: {'; '.join(problems)} (clamped to 0..{bound:,}); the cost is "
+                "computed from the clamped counts")
+    return Usage(**counts), note
 
 
-def cost_of(model: ResolvedModel, raw: Any, usage: Usage) -> tuple[float | None, str]:
+def cost_of(model: ResolvedModel, raw: Any, usage: Usage,
+            suspect: bool = False) -> tuple[float | None, str]:
     """``priced`` from litellm's price map, ``declared``/``free`` from the provider, else
-    ``unknown`` with no number: a cost is never guessed."""
+    ``unknown`` with no number: a cost is never guessed. Usage that had to be clamped
+    (``suspect``) is priced from the clamped counts and marked ``suspect``."""
+    cost, source = _cost(model, raw, usage, suspect)
+    if cost is not None and (not math.isfinite(cost) or cost < 0):
+        cost, source = _price_usage(model, usage), "suspect"
+    if suspect:
+        source = "suspect"
+    return cost, source
+
+
+def _price_usage(model: ResolvedModel, usage: Usage) -> float | None:
+    """The usage at the model's per-token prices (litellm's map), or None when unknown."""
+    from orchestrator.catalog import model_info
+
+    try:
+        info = model_info(model)
+    except Exception:
+        return None
+    if info.input_cost_per_token is None or info.output_cost_per_token is None:
+        return None
+    return (usage.input_tokens * info.input_cost_per_token
+            + usage.output_tokens * info.output_cost_per_token)
+
+
+def _cost(model: ResolvedModel, raw: Any, usage: Usage,
+          suspect: bool) -> tuple[float | None, str]:
     if model.input_cost_per_mtok is not None and model.output_cost_per_mtok is not None:
         if model.free:
             return 0.0, "free"
@@ -142,6 +223,8 @@ def cost_of(model: ResolvedModel, raw: Any, usage: Usage) -> tuple[float | None,
         return cost, "declared"
     if model.declared:
         return None, "unknown"  # an endpoint we only know by URL: its name may mislead litellm
+    if suspect:  # litellm would price the raw, impossible counts
+        return _price_usage(model, usage), "priced"
     hidden = getattr(raw, "_hidden_params", None) or {}
     cost = hidden.get("response_cost")
     if cost is None:
@@ -153,7 +236,10 @@ def cost_of(model: ResolvedModel, raw: Any, usage: Usage) -> tuple[float | None,
             cost = None
     if cost is None:
         return None, "unknown"
-    return float(cost), "priced"
+    try:
+        return float(cost), "priced"
+    except (TypeError, ValueError):
+        return None, "unknown"
 
 
 # "litellm.InternalServerError: InternalServerError: OpenAIException - boom" -> "boom": the

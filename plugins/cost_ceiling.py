@@ -1,14 +1,21 @@
 """The wave cost ceiling: ``--max-cost USD`` (or ``plugin_config.cost_ceiling.max_usd``).
 
-Before each launch (every leg, a retry wave's legs, the chair) the launch's *allowance* - what
-its first request could cost at most: the briefing's estimated tokens at the input price plus
-the output reservation at the output price (with ``--leg-tokens``, the whole turn budget at
-the dearer price) - is added to what the wave has committed: the known spend of legs that
-ended, and for running legs the larger of their spend so far and their allowance. If that
-passes the ceiling the launch is refused; the check and the claim happen in one synchronous
-step, so two launches never both take the last dollar. Running legs are never killed for
-cost. A model with no known price launches with no allowance, and the wave then exits 2 with
-``cost_exact: false``: a total that is only a floor is never reported as a clean run.
+The ceiling is a running account (docs/budgets.md):
+
+- **claim** - before each request is sent, its worst case (the estimated input at the input
+  price plus the output reservation at the output price) is claimed against the ceiling,
+  together with the known spend of every leg and the open claims of the others;
+- **settle** - when the response arrives its real cost is on the leg's record (the engine
+  bills it before any hook runs) and the claim is dropped;
+- a request that could pass the ceiling is not sent: the leg gets one tool-less final request
+  if that still fits, otherwise it ends ``refused`` with ``BUDGET_CEILING``;
+- before each launch (every leg, a retry's legs, the chair) the launch's first request is
+  claimed the same way; one that does not fit is refused (``COST_CEILING``).
+
+Every check and its claim happen in one synchronous step under a lock, so two legs never both
+take the last dollar. A model with no known price claims nothing; the wave then exits 2 with
+``cost_exact: false``. Known spend past the ceiling (an estimate ran low) is a Notice, and the
+wave document's ``over_ceiling_usd`` makes the wave exit 2.
 """
 
 from __future__ import annotations
@@ -18,12 +25,17 @@ import threading
 from orchestrator.catalog import model_info
 from orchestrator.catalog import prices as catalog_prices
 from orchestrator.errors import Refusal
-from orchestrator.estimate import estimate_text
+from orchestrator.estimate import estimate_messages, estimate_text
 from orchestrator.hookspecs import hookimpl
 
 NAME = "cost_ceiling"
-DEFAULT_RESERVATION = 4096  # output tokens assumed when neither budget nor ceiling is known
+DEFAULT_RESERVATION = 4096  # output tokens assumed (and sent) when no ceiling is known
 _LOCK = threading.Lock()  # hooks are synchronous; this also covers waves in threads
+FINAL_REQUEST = (
+    "The cost ceiling for this task is nearly spent and no tools are available any more. "
+    "Reply now, without tools, with: what you found, the state of the work, and what "
+    "remains to be done."
+)
 
 
 def ceiling_of(options: dict, config) -> float | None:
@@ -38,32 +50,72 @@ def prices(leg) -> tuple[float, float] | None:
     return catalog_prices(leg.model)
 
 
+def _ceiling_tokens(leg) -> int | None:
+    declared = leg.config.providers.get(leg.model.provider) if leg.model.declared else None
+    return model_info(leg.model, declared).max_output_tokens
+
+
+def reservation(leg, params: dict | None = None) -> int:
+    """Output tokens a request may produce: what it asks for (``max_tokens``), else the
+    output budget or the model's ceiling, else DEFAULT_RESERVATION."""
+    asked = (params or {}).get("max_tokens") or (params or {}).get("max_completion_tokens")
+    if asked:
+        return int(asked)
+    ceiling = _ceiling_tokens(leg)
+    budget = leg.options.get("output_budget") or leg.plugin_config("output_budget").get("tokens")
+    if budget and ceiling:
+        return min(int(budget), ceiling)
+    return int(budget or ceiling or DEFAULT_RESERVATION)
+
+
 def allowance(leg) -> float | None:
     """The most the leg's first request can cost, or None when its price is unknown."""
     price = prices(leg)
     if price is None:
         return None
-    p_in, p_out = price
-    leg_tokens = leg.options.get("leg_tokens") or leg.plugin_config("turn_budget").get("tokens")
-    if leg_tokens:
-        return int(leg_tokens) * max(p_in, p_out)
-    declared = leg.config.providers.get(leg.model.provider) if leg.model.declared else None
-    ceiling = model_info(leg.model, declared).max_output_tokens
-    budget = leg.options.get("output_budget") or leg.plugin_config("output_budget").get("tokens")
-    out = min(int(budget), ceiling) if budget and ceiling else (budget or ceiling
-                                                                 or DEFAULT_RESERVATION)
     tokens_in = estimate_text(leg.briefing, leg.model.litellm_model) + 64  # + framing
-    return tokens_in * p_in + int(out) * p_out
+    return tokens_in * price[0] + reservation(leg) * price[1]
 
 
-def committed(claims: dict) -> float:
-    """Known spend of ended launches plus, for running ones, max(spend so far, allowance)."""
+def worst_case(leg, request) -> float | None:
+    """The most ``request`` can cost: its estimated input plus its output reservation."""
+    price = prices(leg)
+    if price is None:
+        return None
+    tokens_in = estimate_messages(request.messages, request.tools, leg.model.litellm_model)
+    return tokens_in * price[0] + reservation(leg, request.params) * price[1]
+
+
+def committed(account: dict, exclude: str | None = None) -> float:
+    """Known spend of every launch plus the open claims of running ones (but ``exclude``'s)."""
     total = 0.0
-    for claim, ctx in claims.values():
-        spent = ctx.record.cost_usd or 0.0
-        running = ctx.record.ended_at is None
-        total += max(spent, claim) if running else spent
+    for leg_id, ctx in account["legs"].items():
+        total += ctx.record.cost_usd or 0.0
+        if ctx.record.ended_at is None and leg_id != exclude:
+            total += account["claims"].get(leg_id, 0.0)
     return total
+
+
+def _account(holder: dict) -> dict:
+    return holder.setdefault(NAME, {"legs": {}, "claims": {}})
+
+
+def _claim(account: dict, leg, amount: float | None) -> None:
+    account["legs"][leg.leg_id] = leg
+    if amount is None:
+        account["claims"].pop(leg.leg_id, None)
+    else:
+        account["claims"][leg.leg_id] = amount
+
+
+@hookimpl(trylast=True)
+def wave_start(wave):
+    """A ceiling from config is written into the wave's options, so wave.json says which
+    ceiling applied and the exit code can hold the wave to it."""
+    if wave.options.get("max_cost") is None:
+        value = wave.config.plugin_config(NAME).get("max_usd")
+        if value is not None:
+            wave.options["max_cost"] = float(value)
 
 
 @hookimpl(trylast=True)
@@ -71,17 +123,68 @@ def before_launch(wave, leg):
     ceiling = ceiling_of(wave.options, wave.config)
     if ceiling is None:
         return
-    claims = wave.state.setdefault(NAME, {})
+    account = _account(wave.state)
+    leg.state[NAME] = account  # the leg's requests claim against the same account
     with _LOCK:
         need = allowance(leg)
-        held = committed(claims)
+        held = committed(account)
         if need is not None and held + need > ceiling:  # the wave records and prints it
             raise Refusal("COST_CEILING",
                           f"{leg.model.name} could cost up to ${need:.4f} and ${held:.4f} of "
                           f"the ${ceiling:g} ceiling is spent or claimed; raise --max-cost "
                           "or run fewer legs")
-        claims[leg.leg_id] = (need or 0.0, leg)
+        _claim(account, leg, need)
         leg.set("cost_allowance", None if need is None else round(need, 6))
+
+
+@hookimpl(wrapper=True, tryfirst=True)
+def before_request(leg, request):
+    """Outermost wrapper: claims the request that is really sent, after every change."""
+    request = yield
+    ceiling = ceiling_of(leg.options, leg.config)
+    if ceiling is None:
+        return request
+    account = _account(leg.state)
+    params = request.params
+    if not (params.get("max_tokens") or params.get("max_completion_tokens")) \
+            and _ceiling_tokens(leg) is None:  # the claim must bound what can come back
+        request = request.evolve(params={**params, "max_tokens": reservation(leg)})
+    with _LOCK:
+        held = committed(account, exclude=leg.leg_id)
+        need = worst_case(leg, request)
+        if need is None or held + need <= ceiling:
+            _claim(account, leg, need)
+            return request
+        spent = leg.record.cost_usd or 0.0
+        if request.tools:
+            final = request.evolve(tools=None, messages=[
+                *request.messages, {"role": "user", "content": FINAL_REQUEST}])
+            last = worst_case(leg, final)
+            if last is not None and held + last <= ceiling:
+                _claim(account, leg, last)
+                leg.set("stopped", "cost_ceiling")
+                leg.set("finished", False)
+                leg.notice(f"cost ceiling: the next request could cost up to ${need:.4f} with "
+                           f"${held:.4f} of ${ceiling:g} spent or claimed; asked "
+                           f"{leg.model.name} for its result without tools at step "
+                           f"{request.step}")
+                return final
+        _claim(account, leg, None)
+        raise Refusal("BUDGET_CEILING",
+                      f"{leg.model.name}'s next request could cost up to ${need:.4f} and "
+                      f"${held:.4f} of the ${ceiling:g} ceiling is spent or claimed (this leg "
+                      f"spent ${spent:.4f}); nothing was sent; raise --max-cost")
+
+
+@hookimpl(wrapper=True, tryfirst=True)
+def after_response(leg, request, response):
+    """Settle: the engine put the response's real cost on the record before any
+    after_response hook ran, so the claim is dropped first, whatever a later hook does."""
+    account = leg.state.get(NAME)
+    if account is not None:
+        with _LOCK:
+            account["claims"].pop(leg.leg_id, None)
+    return (yield)
 
 
 @hookimpl(trylast=True)
@@ -95,3 +198,8 @@ def wave_end(wave):
         wave.notice(f"cost ceiling ${ceiling:g}: the cost of {len(unknown)} leg(s) is unknown "
                     f"({', '.join(unknown)}), so the wave's total is only a floor; declare "
                     "prices with `orch provider add ... --input-cost-per-mtok ...`")
+    spent = sum(leg.record.cost_usd or 0.0 for leg in ran)
+    if spent > ceiling + 1e-9:
+        wave.notice(f"cost ceiling ${ceiling:g} passed: the wave's known spend is "
+                    f"${spent:.4f}, ${spent - ceiling:.4f} over (an estimate ran low); "
+                    "the wave exits 2")

@@ -105,7 +105,8 @@ def test_rows_filters(filled):
 def test_rollup_totals_floor_and_failed_cost(filled):
     data = filled.rollup()
     assert data == {"legs": 5, "total_cost_usd": 0.03, "unknown_cost_legs": 2,
-                    "failed_cost_usd": 0.02, "groups": []}
+                    "failed_cost_usd": 0.02, "suspect_legs": 0, "suspect_cost_usd": 0.0,
+                    "groups": []}
 
 
 def test_since_is_inclusive_and_naive_means_utc(filled):
@@ -118,6 +119,7 @@ def test_since_is_inclusive_and_naive_means_utc(filled):
 def test_empty_ledger_rollup(ledger):
     assert ledger.rollup(group_by="model") == {"legs": 0, "total_cost_usd": 0.0,
                                                "unknown_cost_legs": 0, "failed_cost_usd": 0.0,
+                                               "suspect_legs": 0, "suspect_cost_usd": 0.0,
                                                "groups": []}
 
 
@@ -131,7 +133,8 @@ def test_group_by_model(filled):
     gpt = groups["openai/gpt-4o-mini"]
     assert gpt == {"key": "openai/gpt-4o-mini", "legs": 3, "input_tokens": 100,
                    "output_tokens": 10, "reasoning_tokens": 0, "cached_tokens": 0,
-                   "cost_usd": 0.03, "unknown_cost_legs": 1, "failed_legs": 2}
+                   "cost_usd": 0.03, "unknown_cost_legs": 1, "failed_legs": 2,
+                   "suspect_legs": 0}
     assert groups["mystery/x"]["cost_usd"] == 0.0
     assert groups["mystery/x"]["unknown_cost_legs"] == 1
     assert groups["mystery/x"]["cached_tokens"] == 50

@@ -11,9 +11,10 @@ from click.testing import CliRunner
 from orchestrator.cli import cli
 from orchestrator.ledger import Ledger
 
-CONTRACT = {"legs", "total_cost_usd", "unknown_cost_legs", "failed_cost_usd", "groups"}
+CONTRACT = {"legs", "total_cost_usd", "unknown_cost_legs", "failed_cost_usd", "suspect_legs",
+            "suspect_cost_usd", "groups"}
 GROUP_KEYS = {"key", "legs", "input_tokens", "output_tokens", "reasoning_tokens",
-              "cached_tokens", "cost_usd", "unknown_cost_legs", "failed_legs"}
+              "cached_tokens", "cost_usd", "unknown_cost_legs", "failed_legs", "suspect_legs"}
 
 
 @pytest.fixture

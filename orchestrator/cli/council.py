@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.config_cmds import check_name, echo_json
-from orchestrator.cli.fanout import budget_options
+from orchestrator.cli.fanout import budget_options, require_budget_plugins
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
 from orchestrator.models import parse_model_list, resolve
@@ -189,6 +189,7 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
 
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
     pm = runtime.plugin_manager(enabled=not no_plugins)
+    require_budget_plugins(budgets, pm, no_plugins)
     seats = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0]
     import_litellm_quietly()

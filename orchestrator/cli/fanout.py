@@ -53,6 +53,35 @@ def budget_options(command):
     return with_budgets
 
 
+# Which plugin makes each budget flag work: a flag whose plugin is not loaded would be
+# silently ignored, so it is a usage error before any spend (docs/budgets.md).
+BUDGET_PLUGINS = {"output_budget": "output_budget", "thinking": "output_budget",
+                  "leg_tokens": "turn_budget", "leg_seconds": "turn_budget",
+                  "max_cost": "cost_ceiling"}
+
+
+def require_budget_plugins(budgets: dict, pm, no_plugins: bool) -> None:
+    """Raise a usage error (exit 2) naming the first budget flag whose plugin is off."""
+    for key, value in budgets.items():
+        plugin = BUDGET_PLUGINS.get(key)
+        if plugin is None or pm.get_plugin(plugin) is not None:
+            continue
+        if key == "thinking" and value == "none":
+            continue  # asks for nothing: no guard needed
+        flag = "--" + key.replace("_", "-")
+        info = getattr(pm, "infos", {}).get(plugin)
+        if no_plugins:
+            why, fix = "--no-plugins loads no plugins", "drop --no-plugins"
+        elif info is not None and info.status == "disabled":
+            why = f"it is {info.reason}"
+            fix = f"enable it (remove {plugin} from ORCH_DISABLE_PLUGINS / plugins.disabled)"
+        else:
+            why = f"it is {info.status}" if info is not None else "it is not installed"
+            fix = "check `orch plugins`"
+        raise click.UsageError(f"{flag} needs the {plugin} plugin, which is not loaded "
+                               f"({why}); {fix}, or drop {flag}")
+
+
 def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
     if models and council:
         raise click.UsageError("pass either --models or --council, not both")
@@ -163,6 +192,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     if timeout_min <= 0:
         raise OrchError("--timeout must be a positive number of minutes")
     pm = runtime.plugin_manager(enabled=not no_plugins)
+    require_budget_plugins(budgets, pm, no_plugins)
     resolved = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
     for model in {m.name: m for m in [*resolved, *([chair_model] if chair_model else [])]}.values():

@@ -32,7 +32,8 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     if missing is not None:  # reading must not create a database (or its directories)
         if as_json:
             click.echo(json.dumps({"legs": 0, "total_cost_usd": 0.0, "unknown_cost_legs": 0,
-                                   "failed_cost_usd": 0.0, "groups": []}, indent=2))
+                                   "failed_cost_usd": 0.0, "suspect_legs": 0,
+                                   "suspect_cost_usd": 0.0, "groups": []}, indent=2))
         else:
             click.echo(f"no spend recorded {when} in {missing} (no ledger there yet)")
         return
@@ -55,6 +56,10 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     if data["unknown_cost_legs"]:
         click.echo(f"total is a floor: {_count(data['unknown_cost_legs'], 'leg')} "
                    f"{'has' if data['unknown_cost_legs'] == 1 else 'have'} unknown cost")
+    if data["suspect_legs"]:  # usage the provider reported was impossible and was clamped
+        click.echo(f"suspect usage: {_count(data['suspect_legs'], 'leg')}, "
+                   f"{_money(data['suspect_cost_usd'])} of the total, from clamped token counts "
+                   "(cost_source 'suspect'; see each leg's notes)")
     if data["failed_cost_usd"] or failed_legs:
         click.echo(f"{_money(data['failed_cost_usd'])} went to failed legs "
                    f"({_count(failed_legs, 'leg')} did not complete)")

@@ -179,11 +179,10 @@ class Leg:
             except ProviderError as exc:
                 request = await self._tools_rejected(exc, request, step, final)
                 response = await self.server.complete(ctx.model, request)
+            self._bill(response)  # before any hook can end the leg: billed is recorded
             response = await self.hooks.pipeline("after_response", "response", response,
                                                  self.plugin_error, leg=ctx, request=request)
             self.log("response", response.to_dict())
-            record.usage = record.usage + response.usage
-            record.add_cost(response.cost_usd, response.cost_source)
             record.finish_reason = response.finish_reason
             ctx.messages = [*request.messages, response.assistant_message()]
             # A request that offered no tools gets no tool run, whatever the model wrote back.
@@ -196,6 +195,9 @@ class Leg:
                 record.answer = _strip_directive(response.text)
                 if final:
                     ctx.set("stopped", "max_steps")
+                if not record.answer:  # nothing to read: not complete (fanout and council)
+                    record.finish(ERROR, empty_answer(ctx.model.name, response))
+                    return
                 record.finish(COMPLETE)
                 return  # _close() saves this state next, with no await in between
             self.save(progress=True)
@@ -221,6 +223,14 @@ class Leg:
         self.log("request", request.to_dict())
         self.record.requests += 1
         return request
+
+    def _bill(self, response: Response) -> None:
+        """The provider's usage and cost go on the record the moment they arrive."""
+        record = self.record
+        record.usage = record.usage + response.usage
+        record.add_cost(response.cost_usd, response.cost_source)
+        if response.usage_note:
+            self.ctx.notice(response.usage_note)
 
     def _build(self, step: int, final: bool) -> Request:
         ctx = self.ctx
@@ -265,6 +275,14 @@ async def _call_tool(tool: Tool, arguments: str) -> str:
         return f"error: bad arguments for {tool.name}: {exc}"
     except Exception as exc:
         return f"error: {tool.name} failed: {type(exc).__name__}: {exc}"
+
+
+def empty_answer(model: str, response: Response) -> str:
+    """The reason of a leg whose final answer has no text (and no tool call it could run)."""
+    wrote = "only tool calls on a request that offered no tools" if response.tool_calls \
+        else "neither text nor a tool call"
+    return (f"empty_answer: {model} answered with {wrote} (finish_reason "
+            f"{response.finish_reason or 'none'})")
 
 
 def _strip_directive(text: str) -> str:

@@ -13,6 +13,11 @@ RUNNING, COMPLETE, ERROR, REFUSED, ABORTED, PENDING = (
     "running", "complete", "error", "refused", "aborted", "pending")
 
 
+# A leg's cost source when its answers differ: the least trustworthy wins.
+_SOURCE_RANK = {"free": 1, "priced": 2, "declared": 2, "reported": 2, "unknown": 3,
+                "suspect": 4}
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -57,15 +62,19 @@ class LegRecord:
 
     def add_cost(self, cost_usd: float | None, source: str) -> None:
         """Accumulate an answer's cost; once any answer's cost is unknown the leg's total is
-        unknown. (``requests`` counts what was sent, answered or not: see Leg._loop.)"""
+        unknown, and once any answer's usage was ``suspect`` the leg's is too.
+        (``requests`` counts what was sent, answered or not: see Leg._loop.)"""
         if self.cost_source == "none":
-            self.cost_usd, self.cost_source = cost_usd, source
-        elif cost_usd is None or self.cost_usd is None:
-            self.cost_usd, self.cost_source = None, "unknown"
-        else:
-            self.cost_usd += cost_usd
-            if source != self.cost_source:
-                self.cost_source = source if self.cost_source == "free" else self.cost_source
+            self.cost_usd = cost_usd
+            self.cost_source = "unknown" if cost_usd is None and source != "suspect" \
+                else source
+            return
+        self.cost_usd = None if cost_usd is None or self.cost_usd is None \
+            else self.cost_usd + cost_usd
+        if cost_usd is None and source != "suspect":
+            source = "unknown"
+        if _SOURCE_RANK.get(source, 0) > _SOURCE_RANK.get(self.cost_source, 0):
+            self.cost_source = source
 
     def to_dict(self) -> dict[str, Any]:
         """The wave-document shape (``orch fanout --json``), plus the leg's extras."""

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from orchestrator.config import Config
-from orchestrator.engine.ceiling import degradations
+from orchestrator.engine.ceiling import degradations, over_ceiling
 from orchestrator.engine.chair import chair_packet
 from orchestrator.engine.context import LegContext, WaveContext
 from orchestrator.engine.ledger_sink import LedgerSink
@@ -249,6 +249,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "signal": signum,
     }
     doc.update(extra or {})
+    doc["over_ceiling_usd"] = over_ceiling(doc)
     # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/ceiling.py).
     doc["degraded"] = degradations(everything, doc)
     if doc["degraded"] and doc["exit_code"] == EXIT_COMPLETE:
