@@ -9,6 +9,13 @@ class OrchError(Exception):
     exit_code = 1
 
 
+class PreflightError(OrchError):
+    """Options that cannot work with the models asked for, found before any spend: one
+    line, exit 2 (a usage error)."""
+
+    exit_code = 2
+
+
 class _Coded:
     """A named code and a message; the leg's reason reads ``"<code>: <message>"``."""
 
@@ -43,6 +50,7 @@ class ProviderError(Exception):
     REASONS = (
         "rate_limited",
         "quota",  # a 429 that waiting cannot fix: quota, billing, spend cap
+        "overloaded",  # the provider is busy for everyone (Anthropic's 529): wait and retry
         "context_overflow",
         "auth",
         "timeout",

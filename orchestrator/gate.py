@@ -138,7 +138,7 @@ class Gate:
 
     def _after_429(self, exc: ProviderError, attempt: int, epoch: int) -> Hold | None:
         """The pause to impose for ``exc``, or None when it is not to be retried."""
-        if exc.reason != "rate_limited":
+        if exc.reason not in ("rate_limited", "overloaded"):
             return None  # quota, auth, context... waiting fixes none of them
         self.rate_limited += 1
         asked = exc.retry_after

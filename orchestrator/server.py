@@ -156,7 +156,7 @@ def _count(value: Any) -> tuple[int, str | None]:
         return 0, f"{value!r} is not a count"
     if value < 0:
         return 0, f"{value:g} is negative"
-    return (int(value) if value < 2**63 else 2**63), None
+    return int(value), None
 
 
 def usage_of(u: Any, bound: int = MAX_TOKEN_COUNT) -> tuple[Usage, str | None]:
@@ -253,12 +253,13 @@ def provider_error(exc: BaseException) -> ProviderError:
 
     lm = litellm()
     message = scrub(str(getattr(exc, "message", None) or exc) or type(exc).__name__)
+    message = message.split("Traceback (most recent call last)")[0]  # litellm appends one
     message = _LITELLM_PREFIX.sub("", " ".join(message.split()))[:500] or type(exc).__name__
     status = getattr(exc, "status_code", None)
-    retry_after = _retry_after(exc)
-    if (isinstance(exc, lm.RateLimitError) or status == 429) and _is_quota(exc, message,
-                                                                          retry_after):
-        return ProviderError("quota", message, status)  # a 429 that waiting cannot fix
+    limit = _limit(exc, status, message)
+    retry_after = limit.retry_after if limit is not None else None
+    if limit is not None:  # a 429, 402 or 529: wait and retry, or stop (ratelimit.py)
+        return ProviderError(limit.reason, message, status, retry_after)
     if "Connection error" in message and isinstance(exc, lm.InternalServerError):
         # litellm reports a refused or dropped connection as a 500 "Connection error."
         return ProviderError("connection", message, None)
@@ -294,29 +295,20 @@ def provider_error(exc: BaseException) -> ProviderError:
     return ProviderError("server_error", f"{type(exc).__name__}: {message}", status)
 
 
-_QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active",
-                "budget_exceeded", "quota_exceeded"}
-_QUOTA_WORDS = re.compile(r"quota|billing|spend(ing)?[ _-]?(cap|limit)|credit balance|"
-                          r"budget has been exceeded|exceeded your (current )?budget", re.I)
+def _limit(exc: BaseException, status: int | None, message: str):
+    """The provider's own error body and headers, read by ratelimit.classify. litellm
+    overwrites ``exc.code``/``exc.type``; the HTTP response keeps what the provider sent."""
+    from orchestrator.ratelimit import classify
 
-
-def _is_quota(exc: BaseException, message: str, retry_after: float | None) -> bool:
-    """Quota, billing and spend caps arrive as 429s like rate limits do. litellm overwrites
-    ``exc.code``/``exc.type``, so read the provider's own error body; failing that, its
-    words, unless it said when to come back (then waiting can fix it)."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        body = body.get("error", body) if isinstance(body.get("error"), dict) else body
-        if {str(body.get("code")), str(body.get("type"))} & _QUOTA_CODES:
-            return True
-    return retry_after is None and bool(_QUOTA_WORDS.search(message))
-
-
-def _retry_after(exc: BaseException) -> float | None:
     response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
+    headers = getattr(response, "headers", None)
     try:
-        value = headers.get("retry-after") or headers.get("Retry-After")
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+        body = response.text if response is not None else None
+    except Exception:
+        body = None
+    if not body:
+        body = getattr(exc, "body", None)
+    try:
+        return classify(status, headers, body, message)
+    except Exception:  # a malformed answer must never hide the failure itself
         return None

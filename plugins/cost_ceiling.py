@@ -8,7 +8,8 @@ The ceiling is a running account (docs/budgets.md):
 - **settle** - when the response arrives its real cost is on the leg's record (the engine
   bills it before any hook runs) and the claim is dropped;
 - a request that could pass the ceiling is not sent: the leg gets one tool-less final request
-  if that still fits, otherwise it ends ``refused`` with ``BUDGET_CEILING``;
+  with its output reservation lowered to what is left (at least 256 tokens), otherwise it
+  ends ``refused`` with ``BUDGET_CEILING``;
 - before each launch (every leg, a retry's legs, the chair) the launch's first request is
   claimed the same way; one that does not fit is refused (``COST_CEILING``).
 
@@ -30,6 +31,7 @@ from orchestrator.hookspecs import hookimpl
 
 NAME = "cost_ceiling"
 DEFAULT_RESERVATION = 4096  # output tokens assumed (and sent) when no ceiling is known
+MIN_FINAL = 256  # the smallest reservation a final request under the ceiling is sent with
 _LOCK = threading.Lock()  # hooks are synchronous; this also covers waves in threads
 FINAL_REQUEST = (
     "The cost ceiling for this task is nearly spent and no tools are available any more. "
@@ -155,25 +157,43 @@ def before_request(leg, request):
         if need is None or held + need <= ceiling:
             _claim(account, leg, need)
             return request
-        spent = leg.record.cost_usd or 0.0
+        final = request
         if request.tools:
             final = request.evolve(tools=None, messages=[
                 *request.messages, {"role": "user", "content": FINAL_REQUEST}])
-            last = worst_case(leg, final)
-            if last is not None and held + last <= ceiling:
-                _claim(account, leg, last)
-                leg.set("stopped", "cost_ceiling")
-                leg.set("finished", False)
-                leg.notice(f"cost ceiling: the next request could cost up to ${need:.4f} with "
-                           f"${held:.4f} of ${ceiling:g} spent or claimed; asked "
-                           f"{leg.model.name} for its result without tools at step "
-                           f"{request.step}")
-                return final
-        _claim(account, leg, None)
-        raise Refusal("BUDGET_CEILING",
-                      f"{leg.model.name}'s next request could cost up to ${need:.4f} and "
-                      f"${held:.4f} of the ${ceiling:g} ceiling is spent or claimed (this leg "
-                      f"spent ${spent:.4f}); nothing was sent; raise --max-cost")
+        final = _fitted(leg, final, ceiling - held)
+        if final is None:
+            _claim(account, leg, None)
+            raise Refusal("BUDGET_CEILING",
+                          f"{leg.model.name}'s next request could cost up to ${need:.4f} and "
+                          f"${held:.4f} of the ${ceiling:g} ceiling is spent or claimed (this "
+                          f"leg spent ${leg.record.cost_usd or 0.0:.4f}); nothing was sent; "
+                          "raise --max-cost")
+        _claim(account, leg, worst_case(leg, final))
+        leg.set("stopped", "cost_ceiling")
+        leg.set("finished", False)
+        leg.notice(f"cost ceiling: the next request could cost up to ${need:.4f} with "
+                   f"${held:.4f} of ${ceiling:g} spent or claimed; asked {leg.model.name} for "
+                   f"its result without tools at step {request.step}, reserving "
+                   f"{final.params['max_tokens']} output tokens")
+        return final
+
+
+def _fitted(leg, request, left: float):
+    """``request`` (tool-less) with its output reservation lowered to what ``left`` dollars
+    cover, or None when that is below MIN_FINAL tokens."""
+    p_in, p_out = prices(leg)
+    tokens_in = estimate_messages(request.messages, None, leg.model.litellm_model)
+    affordable = int((left - tokens_in * p_in) / p_out) if p_out > 0 else reservation(
+        leg, request.params)
+    out = min(reservation(leg, request.params), affordable)
+    if out < MIN_FINAL:
+        return None
+    params = {k: v for k, v in request.params.items() if k != "max_completion_tokens"}
+    thinking = params.get("thinking")
+    if isinstance(thinking, dict) and int(thinking.get("budget_tokens") or 0) > out - MIN_FINAL:
+        params.pop("thinking")  # no room to think: the answer gets what is left
+    return request.evolve(params={**params, "max_tokens": out})
 
 
 @hookimpl(wrapper=True, tryfirst=True)

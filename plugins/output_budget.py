@@ -7,22 +7,27 @@ request reserves ``min(budget, the model's real output ceiling)`` (litellm's met
 provider's declared ``max_output_tokens``), or the budget itself where no ceiling is known.
 Without one, requests go out as before and nothing is said.
 
-``--thinking LEVEL`` becomes litellm's ``reasoning_effort``; refused before sending when the
-model does not declare reasoning support (``VARIANT_UNDECLARED``). Where the route spends a
-thinking budget on top of the answer's reservation (Anthropic extended thinking) the budget is
-sent explicitly as ``thinking`` and the reservation grows by it, refused when the sum would
-pass the output budget (``VARIANT_OVER_BUDGET``).
+``--thinking LEVEL`` becomes litellm's ``reasoning_effort``; refused when the model does not
+declare reasoning support (``VARIANT_UNDECLARED``); ``--thinking none`` asks for nothing and
+is a no-op on any model. Where the route spends a thinking budget inside ``max_tokens``
+(Anthropic extended thinking) the budget is sent explicitly as ``thinking`` and carved out of
+the reservation: the answer keeps ``reservation - thinking``, at least 1,024 tokens, else
+``VARIANT_OVER_BUDGET``. Every refusal is checked in pre-flight (``wave_start``), for every
+leg and the chair, before any spend.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from orchestrator.catalog import model_info
-from orchestrator.errors import Refusal
+from orchestrator.errors import PreflightError, Refusal
 from orchestrator.hookspecs import hookimpl
 
 NAME = "output_budget"
 LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 THINKING_ROUTES = ("anthropic", "bedrock", "vertex_ai")  # Claude's extended thinking
+MIN_ANSWER = 1024  # tokens the answer keeps when thinking is carved out of the reservation
 
 
 def output_budget(leg) -> int | None:
@@ -59,9 +64,14 @@ def route_thinking_budget(model, level: str) -> int | None:
     return int(budget) if budget else None
 
 
-@hookimpl(trylast=True)
-def before_request(leg, request):
+def plan(leg, asked: int | None = None) -> dict | None:
+    """The output params every request of ``leg`` carries, or None when no budget or
+    thinking was asked for; raises the refusal a request would get. Pure of the request, so
+    the same check runs in pre-flight for every leg before any spend (``wave_start``).
+    ``asked`` is a smaller ``max_tokens`` a variant already put on the request."""
     budget, level = output_budget(leg), thinking_level(leg)
+    if level == "none":
+        level = None  # no thinking asked for: nothing to send, on any model
     if budget is None and level is None:
         return None
     info = info_of(leg)
@@ -70,33 +80,68 @@ def before_request(leg, request):
                       f"{leg.model.name} does not declare reasoning effort support, so "
                       f"--thinking {level} was not sent; drop --thinking, or declare it "
                       "(supports_reasoning: true in the provider's config)")
-    params = dict(request.params)
+    out: dict = {}
     ceiling = info.max_output_tokens
     reserve = None
     if budget is not None:
         reserve = min(budget, ceiling) if ceiling else budget
-        if reserve < budget:
-            leg.notice(f"output budget {budget} capped at {leg.model.name}'s output ceiling "
-                       f"{ceiling}")
-        asked = params.pop("max_completion_tokens", None) or params.get("max_tokens")
-        reserve = min(reserve, int(asked)) if asked else reserve  # a variant's smaller cap
-        params["max_tokens"] = reserve
-    if level is not None:
-        thinking = route_thinking_budget(leg.model, level) if level != "none" else None
-        if thinking is None:
-            params["reasoning_effort"] = level
-        else:
-            if budget is not None:
-                total = reserve + thinking
-                if total > budget:
-                    raise Refusal(
-                        "VARIANT_OVER_BUDGET",
-                        f"{leg.model.name}: --thinking {level} adds a {thinking}-token "
-                        f"thinking budget on top of the {reserve}-token reservation "
-                        f"({total} > output budget {budget}); raise --output-budget to "
-                        f"{total} or lower --thinking")
-                params["max_tokens"] = min(total, ceiling) if ceiling else total
-            params["thinking"] = {"type": "enabled", "budget_tokens": thinking}
-            params.pop("reasoning_effort", None)
+        reserve = min(reserve, asked) if asked else reserve
+        out["max_tokens"] = reserve
+    if level is None:
+        return out
+    thinking = route_thinking_budget(leg.model, level)
+    if thinking is None:
+        out["reasoning_effort"] = level
+        return out
+    total = reserve if reserve is not None else ceiling
+    if total is not None:
+        answer = total - thinking  # thinking comes out of the reservation, not on top
+        if answer < MIN_ANSWER:
+            raise Refusal(
+                "VARIANT_OVER_BUDGET",
+                f"{leg.model.name}: --thinking {level} takes a {thinking}-token thinking "
+                f"budget out of the {total}-token output reservation, leaving {answer} for "
+                f"the answer (at least {MIN_ANSWER} needed); raise --output-budget to "
+                f"{thinking + MIN_ANSWER} or lower --thinking")
+        out["max_tokens"] = total
+    out["thinking"] = {"type": "enabled", "budget_tokens": thinking}
+    return out
+
+
+@hookimpl(trylast=True)
+def wave_start(wave):
+    """Pre-flight: every leg's (and the chair's) budget and thinking refusal before any
+    spend; one refused leg stops the whole wave with every reason listed."""
+    probes = [*wave.legs]
+    if getattr(wave, "chair_model", None) is not None:
+        probes.append(SimpleNamespace(model=wave.chair_model, options=wave.options,
+                                      config=wave.config, leg_id="chair",
+                                      plugin_config=wave.config.plugin_config))
+    reasons = []
+    for leg in probes:
+        try:
+            plan(leg)
+        except Refusal as refusal:
+            if refusal.reason not in reasons:
+                reasons.append(refusal.reason)
+    if reasons:
+        raise PreflightError(f"refused before any spend: {'; '.join(reasons)}")
+
+
+@hookimpl(trylast=True)
+def before_request(leg, request):
+    params = dict(request.params)
+    asked = params.pop("max_completion_tokens", None) or params.get("max_tokens")
+    out = plan(leg, int(asked) if asked else None)
+    if out is None:
+        return None
+    if out.get("max_tokens") and out["max_tokens"] < (output_budget(leg) or 0):
+        ceiling = info_of(leg).max_output_tokens
+        if ceiling and ceiling < output_budget(leg):
+            leg.notice(f"output budget {output_budget(leg)} capped at {leg.model.name}'s "
+                       f"output ceiling {ceiling}")
+    params.update(out)
+    if "thinking" in out:
+        params.pop("reasoning_effort", None)
     leg.set("output_reservation", params.get("max_tokens"))
     return request.evolve(params=params)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
@@ -59,17 +60,34 @@ def test_budget_from_config_without_a_known_ceiling_is_sent_as_is(orch, scripted
     assert run.bodies[0]["max_tokens"] == 1234
 
 
-def test_thinking_on_an_undeclared_model_is_refused_before_sending(orch, scripted_server,
-                                                                   orch_home):
+def test_thinking_on_an_undeclared_model_is_refused_in_preflight(orch, scripted_server,
+                                                                 orch_home):
     orch.provider()
-    run = orch.run_leg("m", "hi", options={"thinking": "high"})
-    assert scripted_server.count() == 0
-    assert run.leg["status"] == "refused"
-    assert run.leg["reason"].startswith("VARIANT_UNDECLARED: scripted/m does not declare "
-                                        "reasoning effort")
-    row = ledger(orch_home)[-1]
-    assert row["status"] == "refused" and row["cost_usd"] == 0
-    assert row["reason"].startswith("VARIANT_UNDECLARED")
+    result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m,scripted/n", "-p", "hi",
+                                      "--thinking", "high", "--tools", "none"])
+    assert result.exit_code == 2
+    assert scripted_server.count() == 0  # no leg ran, not even the other one
+    assert result.stderr.startswith("orch: error: refused before any spend: "
+                                    "VARIANT_UNDECLARED: scripted/m does not declare "
+                                    "reasoning effort")
+    assert "scripted/n does not declare" in result.stderr  # every leg is checked
+    assert not (orch_home / "ledger.db").exists()
+
+
+def test_thinking_none_is_a_no_op_on_any_model(orch, scripted_server):
+    orch.provider()  # no reasoning support declared
+    run = orch.run_leg("m", "hi", options={"thinking": "none"})
+    assert run.leg["status"] == "complete"
+    assert "reasoning_effort" not in run.bodies[0] and "max_tokens" not in run.bodies[0]
+
+
+def test_the_chair_is_checked_in_preflight_too(orch, scripted_server):
+    orch.provider()
+    orch.provider("thinker", supports_reasoning=True)
+    result = CliRunner().invoke(cli, ["fanout", "-m", "thinker/m", "-p", "hi", "--chair",
+                                      "scripted/judge", "--thinking", "low", "--tools", "none"])
+    assert result.exit_code == 2 and scripted_server.count() == 0
+    assert "VARIANT_UNDECLARED: scripted/judge" in result.stderr
 
 
 def test_thinking_on_a_declared_reasoning_model_sends_reasoning_effort(orch, scripted_server):
@@ -79,26 +97,34 @@ def test_thinking_on_a_declared_reasoning_model_sends_reasoning_effort(orch, scr
     assert run.leg["status"] == "complete"
 
 
-def test_anthropic_thinking_budget_on_top_of_the_reservation(orch, scripted_server, orch_home,
-                                                            monkeypatch):
+@pytest.mark.parametrize("budget", [8000, 16000, 32000, 64000])
+def test_anthropic_thinking_is_carved_out_of_the_output_budget(orch, scripted_server,
+                                                               monkeypatch, budget):
     # Should anything leave, it goes to the scripted server, never to the internet.
     monkeypatch.setenv("ANTHROPIC_API_BASE", scripted_server.url.removesuffix("/v1"))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
-    over = orch.run_leg("anthropic/claude-sonnet-4-5", "hi",
-                        options={"thinking": "high", "output_budget": 8000})
-    assert scripted_server.count() == 0 and len(over.requests) == 0
-    assert over.leg["status"] == "refused"
-    assert over.leg["reason"].startswith("VARIANT_OVER_BUDGET: anthropic/claude-sonnet-4-5")
-    assert "4096-token thinking budget" in over.leg["reason"] and "12096 > " in over.leg["reason"]
-    assert ledger(orch_home)[-1]["status"] == "refused"
-    # Within the budget the thinking budget goes out explicitly, on top of the answer's room
-    # (claude-sonnet-4-5's ceiling is 64,000 output tokens).
     fits = orch.run_leg("anthropic/claude-sonnet-4-5", "hi",
-                        options={"thinking": "high", "output_budget": 70000})
+                        options={"thinking": "low", "output_budget": budget})
     body = fits.bodies[0]
     assert fits.requests[0].path == "/v1/messages"
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
-    assert body["max_tokens"] == 64000
+    # low = a 1,024-token thinking budget inside max_tokens; the answer keeps the rest
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["max_tokens"] == budget  # claude-sonnet-4-5's ceiling is 64,000
+
+
+def test_anthropic_thinking_that_leaves_no_answer_is_refused_in_preflight(
+        orch, scripted_server, orch_home, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_BASE", scripted_server.url.removesuffix("/v1"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-a-real-key")
+    result = CliRunner().invoke(cli, ["fanout", "-m", "anthropic/claude-sonnet-4-5", "-p", "hi",
+                                      "--thinking", "high", "--output-budget", "5000",
+                                      "--tools", "none"])
+    assert result.exit_code == 2 and scripted_server.count() == 0
+    assert ("VARIANT_OVER_BUDGET: anthropic/claude-sonnet-4-5: --thinking high takes a "
+            "4096-token thinking budget out of the 5000-token output reservation, leaving "
+            "904 for the answer (at least 1024 needed); raise --output-budget to 5120 or "
+            "lower --thinking") in result.stderr
+    assert not (orch_home / "ledger.db").exists()
 
 
 # -- starvation and overrun ----------------------------------------------------------------------

@@ -65,6 +65,7 @@ class WaveContext:
     dir: Path
     options: dict[str, Any] = field(default_factory=dict)
     chair: LegContext | None = None
+    chair_model: ResolvedModel | None = None  # known from the start, for pre-flight checks
     status: str = "running"
     notices: list[str] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)

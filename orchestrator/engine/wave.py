@@ -108,7 +108,8 @@ class Wave:
         ]
         self.chair: Leg | None = None
         self.context = WaveContext(wave_id=self.wave_id, legs=[leg.ctx for leg in self.legs],
-                                   config=config, dir=self.dir, options=spec.options)
+                                   config=config, dir=self.dir, options=spec.options,
+                                   chair_model=spec.chair)
         self._legs_scope: anyio.CancelScope | None = None
         self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
         self._created = now_iso()

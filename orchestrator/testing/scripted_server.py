@@ -74,6 +74,8 @@ class Reply:
     drop: bool = False  # close the socket without answering
     reasoning: str | None = None  # message.reasoning_content
     headers: dict[str, str] | None = None  # extra response headers
+    no_usage: bool = False  # leave ``usage`` out of the response (a provider that omits it)
+    error_body: dict[str, Any] | None = None  # an error status sent with exactly this body
 
     @classmethod
     def coerce(cls, value: Reply | dict[str, Any] | str) -> Reply:
@@ -305,6 +307,9 @@ class _Handler(BaseHTTPRequestHandler):
         headers = dict(reply.headers or {})
         if reply.retry_after is not None:
             headers["Retry-After"] = _retry_after_header(reply.retry_after)
+        if reply.status != 200 and reply.error_body is not None:  # a provider's own shape
+            self._send_json(reply.status, reply.error_body, headers)
+            return reply.status
         if reply.status != 200:
             message, type_, code = _ERROR_DEFAULTS.get(
                 reply.status, (f"Error {reply.status}", "server_error", None))
@@ -570,10 +575,15 @@ class ScriptedServer:
         visible = reply.text + "".join(c["function"]["arguments"] for c in tool_calls)
         completion = usage_in.pop("completion_tokens",
                                   max(1, _tokens(visible)) + reasoning_tokens)
+        if "total_tokens" not in usage_in:  # hostile figures (strings, None) have no sum
+            try:
+                usage_in["total_tokens"] = prompt + completion
+            except TypeError:
+                usage_in["total_tokens"] = None
         usage = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
-            "total_tokens": usage_in.pop("total_tokens", prompt + completion),
+            "total_tokens": usage_in.pop("total_tokens"),
             "prompt_tokens_details": {"cached_tokens": cached_tokens, "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": reasoning_tokens,
                                           "audio_tokens": 0,
@@ -589,7 +599,7 @@ class ScriptedServer:
         if reply.reasoning is not None:
             message["reasoning_content"] = reply.reasoning
         finish = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
-        return {
+        doc = {
             "id": f"chatcmpl-scripted{seq:06d}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -599,6 +609,9 @@ class ScriptedServer:
                          "finish_reason": finish}],
             "usage": usage,
         }
+        if reply.no_usage:
+            del doc["usage"]
+        return doc
 
 
 def load_script(srv: ScriptedServer, path: str) -> None:
