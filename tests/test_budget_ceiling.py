@@ -97,11 +97,73 @@ def test_unknown_cost_under_a_ceiling_exits_2_with_cost_exact_false(orch, script
     assert fanout("-m", "scripted/a", "-p", "q", "--json").exit_code == 0
 
 
-def test_retry_failed_keeps_the_ceiling(priced, scripted_server):
-    first = json.loads(fanout("-m", "scripted/a,scripted/b", "-p", "q", "--max-cost", "5",
-                              "--json").stdout)
-    assert [leg["status"] for leg in first["legs"]] == ["complete", "refused"]
+def test_retry_failed_inherits_what_is_left_of_the_ceiling(orch, scripted_server, orch_home):
+    # $4 a leg at most (4,000 output tokens at $1,000/Mtok): $9 holds two launches
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1000.0)
+    scripted_server.script("a", Reply(text="a says", usage={"prompt_tokens": 20,
+                                                            "completion_tokens": 4000}))
+    scripted_server.script("b", Reply(status=500), Reply(text="b says", usage={
+        "prompt_tokens": 20, "completion_tokens": 4000}))
+    scripted_server.script("c", Reply(text="c says", usage={"prompt_tokens": 20,
+                                                            "completion_tokens": 4000}))
+    first = json.loads(fanout("-m", "scripted/a,scripted/b,scripted/c", "-p", "q",
+                              "--max-cost", "9", "--output-budget", "4000", "--json").stdout)
+    assert [leg["status"] for leg in first["legs"]] == ["complete", "error", "refused"]
+    assert first["cost_usd"] == pytest.approx(4.00002)
     retry = fanout("--retry-failed", first["wave_id"], "--json")
     doc = json.loads(retry.stdout)
-    assert doc["options"]["max_cost"] == 5.0
-    assert retry.exit_code == 0 and doc["legs"][0]["status"] == "complete"
+    # what is left: $9 - $4.00002; b fits, c does not
+    assert doc["options"]["max_cost"] == pytest.approx(9 - 4.00002)
+    assert doc["options"]["max_cost_family"]["root"] == first["wave_id"]
+    assert [leg["status"] for leg in doc["legs"]] == ["complete", "refused"]
+    assert retry.exit_code == 2
+    again = json.loads(fanout("--retry-failed", doc["wave_id"], "--json").stdout)
+    assert [leg["status"] for leg in again["legs"]] == ["refused"]  # $0.99998 left < $4
+    total = sum(r["cost_usd"] for r in ledger(orch_home))
+    assert total <= 9 and total == pytest.approx(8.00004)
+    assert scripted_server.count("c") == 0
+    # once the family spent it all, a retry is refused before anything, unless given its own
+    scripted_server.script("d", Reply(text="d", usage={"prompt_tokens": 20,  # past its claim
+                                                       "completion_tokens": 1500}))
+    spent = json.loads(fanout("-m", "scripted/d,scripted/e", "-p", "q", "--max-cost", "1.5",
+                              "--output-budget", "1000", "--json").stdout)
+    assert [leg["status"] for leg in spent["legs"]] == ["complete", "refused"]
+    none_left = fanout("--retry-failed", spent["wave_id"])
+    assert none_left.exit_code == 1 and "nothing is left for a retry" in none_left.stderr
+    own = fanout("--retry-failed", spent["wave_id"], "--max-cost", "5", "--json")
+    assert own.exit_code == 0 and json.loads(own.stdout)["options"]["max_cost"] == 5.0
+
+
+def test_the_retried_chair_reads_every_complete_answer(orch, scripted_server):
+    orch.provider()
+    scripted_server.script("a", Reply(text="ANSWER-FROM-A"))
+    scripted_server.script("b", Reply(status=500), Reply(text="ANSWER-FROM-B"))
+    scripted_server.script("judge", Reply(text="synthesis"))
+    first = json.loads(fanout("-m", "scripted/a,scripted/b", "-p", "q", "--chair",
+                              "scripted/judge", "--json").stdout)
+    assert [leg["status"] for leg in first["legs"]] == ["complete", "error"]
+    retry = json.loads(fanout("--retry-failed", first["wave_id"], "--json").stdout)
+    assert [leg["model"] for leg in retry["legs"]] == ["scripted/b"]
+    assert retry["chair"]["status"] == "complete" and retry["exit_code"] == 0
+    packet = scripted_server.requests_for("judge")[-1].body["messages"][-1]["content"]
+    assert "ANSWER-FROM-A" in packet and "ANSWER-FROM-B" in packet
+    assert "## The answers (2)" in packet
+
+
+def test_a_failed_chair_alone_can_be_retried(orch, scripted_server):
+    orch.provider()
+    scripted_server.script("a", Reply(text="ANSWER-FROM-A"))
+    scripted_server.script("b", Reply(text="ANSWER-FROM-B"))
+    scripted_server.script("judge", Reply(status=500), Reply(text="synthesis"))
+    first = json.loads(fanout("-m", "scripted/a,scripted/b", "-p", "q", "--chair",
+                              "scripted/judge", "--json").stdout)
+    assert first["chair"]["status"] == "error" and first["status"] == "partial"
+    retry = fanout("--retry-failed", first["wave_id"], "--json")
+    doc = json.loads(retry.stdout)
+    assert doc["legs"] == [] and doc["chair"]["status"] == "complete"
+    assert retry.exit_code == 0 and doc["retry_of"] == first["wave_id"]
+    assert scripted_server.count("a") == scripted_server.count("b") == 1  # not re-run
+    packet = scripted_server.requests_for("judge")[-1].body["messages"][-1]["content"]
+    assert "ANSWER-FROM-A" in packet and "ANSWER-FROM-B" in packet
+    nothing = fanout("--retry-failed", doc["wave_id"])
+    assert nothing.exit_code == 0 and "nothing to retry" in nothing.stderr

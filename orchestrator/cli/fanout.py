@@ -157,9 +157,9 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
 
     cfg = runtime.config()
     runs = runs_dir or config_mod.runs_dir()
-    retry_of = None
+    retry_of, retry_options, prior = None, {}, []
     if retry_failed:
-        from orchestrator.engine.rebuild import load_wave
+        from orchestrator.engine.retry import plan_retry
 
         given = [flag for flag, value in (("--models", models), ("--council", council),
                                           ("--prompt", prompt), ("--prompt-file", prompt_file),
@@ -168,20 +168,26 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
             raise click.UsageError(f"--retry-failed re-runs that wave's own models and "
                                    f"briefing; drop {', '.join(given)}")
 
-        old = load_wave(runs, retry_failed)
-        specs = [leg["model"] for leg in old["legs"] if leg["status"] != "complete"]
-        if not specs:
+        plan = plan_retry(runs, retry_failed, chair_model=chair,
+                          max_cost_given="max_cost" in budgets)
+        old = plan.wave
+        if plan.empty:
             click.echo(f"wave {retry_failed} has no failed legs: nothing to retry", err=True)
             sys.exit(0)
+        specs = plan.models
         briefing = (runs / retry_failed / "briefing.md").read_text(encoding="utf-8")
         prompt_source = f"{retry_failed}/briefing.md"
         retry_of = retry_failed
         tag = tag or old.get("tag")
-        chair = chair or old.get("chair_model")
+        chair = (chair or old.get("chair_model")) if plan.chair else None
         tools_mode = tools_mode or (old.get("options") or {}).get("tools")
         workspace = workspace or (old.get("options") or {}).get("workspace")
         budgets = {**{k: v for k, v in (old.get("options") or {}).items() if k in BUDGET_KEYS},
                    **budgets}  # a retry keeps the original wave's budgets unless overridden
+        if plan.ceiling is not None:  # the family's ceiling, less what it spent (retry.py)
+            budgets["max_cost"] = plan.ceiling["left"]
+            retry_options["max_cost_family"] = plan.ceiling
+        prior = plan.prior
     else:
         specs = choose_models(models, council, cfg)
         briefing = compose(read_prompt(prompt, prompt_file), read_context(context))
@@ -203,9 +209,10 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         click.echo(f"orch: {notice}", err=True)
     spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
                     timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
-                    project_dir=os.getcwd(), workspace=root, retry_of=retry_of,
+                    project_dir=os.getcwd(), workspace=root, retry_of=retry_of, prior=prior,
                     options={"plugins": not no_plugins, "tools": tools_mode or "read",
-                             "workspace": str(root) if root else None, **budgets})
+                             "workspace": str(root) if root else None, **budgets,
+                             **retry_options})
     doc = run_wave(spec, pm, cfg, LedgerSink(), quiet=quiet or as_json)
     if as_json:
         print_json(doc)

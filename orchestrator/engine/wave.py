@@ -84,6 +84,7 @@ class WaveSpec:
     wave_id: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     briefings: list[str] | None = None  # one per model, overriding ``briefing`` (council)
+    prior: list[LegRecord] = field(default_factory=list)  # answers a retry's chair also reads
 
 
 class Wave:
@@ -159,7 +160,8 @@ class Wave:
 
 
     async def _run_chair(self) -> None:
-        brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing, self.records)
+        brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing,
+                                                        [*self.spec.prior, *self.records])
         if brief is None:
             self.context.notice("no leg completed: the chair was not called")
             return
