@@ -321,6 +321,21 @@ def test_a_dead_seat_is_retried_once_then_announced(orch, scripted_server, orch_
     assert council_rows(orch_home, doc["run_id"])["scripted/charlie"]["reviewed"] == 0
 
 
+def test_an_empty_review_is_an_error_as_in_fanout(orch, scripted_server, orch_home):
+    orch.provider()
+    script_bench(scripted_server, charlie=Reply(text=""))
+    result = council("run", "-p", "Review this.", "-m", SEATS, "--chair", "scripted/delta")
+    assert result.exit_code == 2, result.output
+    assert scripted_server.count("charlie") == 2  # an error is retried once, like a crash
+    doc = json.loads(next((orch_home / "runs").glob("council-*/run.json")).read_text())
+    charlie = doc["seats"][2]
+    assert charlie["status"] == "lost"
+    rows = [r for r in spend_rows(orch_home, doc["run_id"]) if r["model"] == "scripted/charlie"]
+    assert [r["status"] for r in rows] == ["error", "error"]
+    assert all(r["reason"].startswith("empty_answer: scripted/charlie answered with neither "
+                                      "text nor a tool call") for r in rows)
+
+
 def test_fewer_than_two_reviews_is_council_quorum(orch, scripted_server, orch_home):
     orch.provider()
     dead = Reply(status=503)
