@@ -110,13 +110,14 @@ def plan(leg, asked: int | None = None) -> dict | None:
 
 @hookimpl(trylast=True)
 def wave_start(wave):
-    """Pre-flight: every leg's (and the chair's) budget and thinking refusal before any
-    spend; one refused leg stops the whole wave with every reason listed."""
+    """Pre-flight: every leg's (and the chair's, and a council's later stages') budget and
+    thinking refusal before any spend; one refused leg stops the whole wave with every
+    reason listed."""
     probes = [*wave.legs]
-    if getattr(wave, "chair_model", None) is not None:
-        probes.append(SimpleNamespace(model=wave.chair_model, options=wave.options,
-                                      config=wave.config, leg_id="chair",
-                                      plugin_config=wave.config.plugin_config))
+    later = [getattr(wave, "chair_model", None), *getattr(wave, "later_models", [])]
+    probes += [SimpleNamespace(model=model, options=wave.options, config=wave.config,
+                               plugin_config=wave.config.plugin_config)
+               for model in later if model is not None]
     reasons = []
     for leg in probes:
         try:

@@ -260,3 +260,13 @@ def test_length_with_text_completes_truncated_with_a_note(orch, scripted_server)
                                               "--output-budget", "64", "--tools", "none",
                                               "--json"]).stdout)
     assert doc["legs"][0]["truncated"] is True and doc["legs"][0]["status"] == "complete"
+
+
+def test_council_checks_every_seat_and_its_chair_in_preflight(orch, scripted_server, orch_home):
+    orch.provider("thinker", supports_reasoning=True)
+    orch.provider()
+    result = CliRunner().invoke(cli, ["council", "run", "-p", "Review this.", "-m",
+                                      "thinker/a,thinker/b", "--chair", "scripted/judge",
+                                      "--thinking", "low"])
+    assert result.exit_code == 2 and scripted_server.count() == 0, result.output
+    assert "refused before any spend: VARIANT_UNDECLARED: scripted/judge" in result.stderr

@@ -28,7 +28,7 @@ from orchestrator.council.tally import CONCURRENCE_LINE, tally
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import ABORTED, COMPLETE, REFUSED, LegRecord, now_iso
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, PreflightError
 from orchestrator.models import ResolvedModel, check_key
 from orchestrator.models import resolve as resolve_model
 from orchestrator.request import Usage
@@ -96,6 +96,7 @@ class CouncilRun:
         self.signum: int | None = None
         self._current: Wave | None = None
         self._created = now_iso()
+        self.usage_error = False  # a pre-flight refusal: exit 2, like a usage error
 
     # -- plumbing ----------------------------------------------------------------------------
     def notice(self, text: str, degrade: str | None = None) -> None:
@@ -122,7 +123,7 @@ class CouncilRun:
                         max_steps=self.max_steps, kind=kind, run_id=self.run_id,
                         wave_id=f"{self.run_id}-{name}", tag=self.tag,
                         project_dir=self.project_dir, workspace=self.workspace,
-                        options=options)
+                        options=options, later=[self.plan.chair])
         wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend,
                     observe=self.observe, server=self.server)
         self._current = wave
@@ -174,6 +175,8 @@ class CouncilRun:
             self.status = "aborted"
         except Quorum as exc:
             self.status, self.error = "quorum", f"COUNCIL_QUORUM: {exc}"
+        except PreflightError as exc:  # options a seat or the chair cannot take: none sent
+            self.status, self.error, self.usage_error = "error", str(exc), True
         except Exception as exc:  # a bug: still leave run.json saying so
             from orchestrator.runtime import log
 
@@ -323,6 +326,8 @@ class CouncilRun:
     def exit_code(self) -> int:
         if self.status == "aborted":
             return 128 + (self.signum or signal.SIGINT)
+        if self.usage_error:
+            return PreflightError.exit_code
         return {"complete": 0, "degraded": 2}.get(self.status, 1)
 
     def finish(self) -> dict[str, Any]:

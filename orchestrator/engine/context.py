@@ -66,6 +66,7 @@ class WaveContext:
     options: dict[str, Any] = field(default_factory=dict)
     chair: LegContext | None = None
     chair_model: ResolvedModel | None = None  # known from the start, for pre-flight checks
+    later_models: list[ResolvedModel] = field(default_factory=list)  # a council's chair
     status: str = "running"
     notices: list[str] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)

@@ -85,6 +85,7 @@ class WaveSpec:
     options: dict[str, Any] = field(default_factory=dict)
     briefings: list[str] | None = None  # one per model, overriding ``briefing`` (council)
     prior: list[LegRecord] = field(default_factory=list)  # answers a retry's chair also reads
+    later: list[ResolvedModel] = field(default_factory=list)  # run by later stages: pre-flight
 
 
 class Wave:
@@ -110,7 +111,7 @@ class Wave:
         self.chair: Leg | None = None
         self.context = WaveContext(wave_id=self.wave_id, legs=[leg.ctx for leg in self.legs],
                                    config=config, dir=self.dir, options=spec.options,
-                                   chair_model=spec.chair)
+                                   chair_model=spec.chair, later_models=spec.later)
         self._legs_scope: anyio.CancelScope | None = None
         self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
         self._created = now_iso()
