@@ -6,8 +6,8 @@ Run by hand: ``/work/venv/bin/python bench/bench_ceiling.py [--steps 100] [--rep
 Against the scripted server at zero latency (its own process), one leg of ``--steps``
 sequential requests (``noop`` tool calls, then an answer; its history grows every step) runs
 with a ceiling no request comes near (``max_cost`` $1,000,000, a priced provider) and without
-one; the two alternate, and the median per-request wall time of each is reported with their
-ratio. Writes bench/results/ceiling.json.
+one; the two alternate, and the median per-request wall and CPU time of each is reported with
+their ratios. Writes bench/results/ceiling.json.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from _common import (
 )
 
 
-def run_leg(cfg, pm, runs: Path, model: str, steps: int, ceiling: float | None) -> float:
+def run_leg(cfg, pm, runs: Path, model: str, steps: int, ceiling: float | None) -> dict:
     import anyio
 
     from orchestrator.cli.common import resolve_all
@@ -44,14 +44,14 @@ def run_leg(cfg, pm, runs: Path, model: str, steps: int, ceiling: float | None) 
     spec = WaveSpec(models=resolved, briefing="Benchmark briefing: call noop, then answer.",
                     runs_dir=runs, max_steps=steps + 1, options=options)
     gc.collect()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     doc = anyio.run(Wave(spec, pm=pm, config=cfg, ledger=LedgerSink()).run)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     leg = doc["legs"][0]
     if leg["status"] != "complete" or leg["requests"] != steps:
         raise RuntimeError(f"leg did not make {steps} requests: {leg['status']} "
                            f"{leg['requests']} {leg['reason']}")
-    return wall / steps * 1e3
+    return {"wall_ms": wall / steps * 1e3, "cpu_ms": cpu / steps * 1e3}
 
 
 def main() -> None:
@@ -84,14 +84,17 @@ def main() -> None:
                 for side in order:
                     samples[side].append(run_leg(cfg, pm, runs, pool.take(1)[0], args.steps,
                                                  1e6 if side == "ceiling" else None))
-    med = {side: statistics.median(xs) for side, xs in samples.items()}
-    ratio = med["ceiling"] / med["none"]
-    print(f"one leg of {args.steps} requests, median of {args.reps}: with a ceiling "
-          f"{med['ceiling']:.2f} ms/request, without {med['none']:.2f} ms/request, "
-          f"ratio {ratio:.3f}x")
+    med = {side: {k: statistics.median(x[k] for x in xs) for k in ("wall_ms", "cpu_ms")}
+           for side, xs in samples.items()}
+    ratio = {k: med["ceiling"][k] / med["none"][k] for k in ("wall_ms", "cpu_ms")}
+    print(f"one leg of {args.steps} requests, median of {args.reps} (CPU: this process only; "
+          "the server is another process)")
+    for k, label in (("wall_ms", "wall"), ("cpu_ms", "CPU")):
+        print(f"  {label}: with a ceiling {med['ceiling'][k]:.2f} ms/request, without "
+              f"{med['none'][k]:.2f}, ratio {ratio[k]:.3f}x")
     write_result("ceiling", {"machine": machine(), "steps": args.steps, "reps": args.reps,
-                             "samples_ms": samples, "median_ms": med, "ratio": ratio})
-    print(json.dumps({"ratio": round(ratio, 3)}))
+                             "samples": samples, "median": med, "ratio": ratio})
+    print(json.dumps({k: round(v, 3) for k, v in ratio.items()}))
 
 
 if __name__ == "__main__":

@@ -96,6 +96,7 @@ def _counter_available() -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=256)
 def _tokenizer_name(model: str | None) -> str | None:
     """The model name to hand litellm's counter, or None for its default (tiktoken).
     Tokenizers litellm would download from the Hugging Face hub (llama) are avoided: an

@@ -21,12 +21,13 @@ wave document's ``over_ceiling_usd`` makes the wave exit 2.
 
 from __future__ import annotations
 
+import json
 import threading
 
 from orchestrator.catalog import model_info
 from orchestrator.catalog import prices as catalog_prices
 from orchestrator.errors import Refusal
-from orchestrator.estimate import estimate_messages, estimate_text
+from orchestrator.estimate import REPLY_PRIMING, estimate_message, estimate_text
 from orchestrator.hookspecs import hookimpl
 
 NAME = "cost_ceiling"
@@ -79,12 +80,27 @@ def allowance(leg) -> float | None:
     return tokens_in * price[0] + reservation(leg) * price[1]
 
 
+def input_tokens(leg, messages: list, tools: list | None) -> int:
+    """The estimate of a request's input. A leg's conversation only grows, so the messages
+    already counted (the same objects as last time) are not counted again: the claim costs
+    the new turns, not the whole history, at every step."""
+    model = leg.model.litellm_model
+    memo = leg.state.setdefault(f"{NAME}.estimate", {"n": 0, "last": None, "tokens": 0})
+    n = memo["n"]
+    if not (0 < n <= len(messages) and messages[n - 1] is memo["last"]):
+        n, memo["tokens"] = 0, 0
+    memo["tokens"] += sum(estimate_message(m, model) for m in messages[n:])
+    memo["n"], memo["last"] = len(messages), messages[-1] if messages else None
+    tools_tokens = estimate_text(json.dumps(tools), model) if tools else 0
+    return memo["tokens"] + (REPLY_PRIMING if messages else 0) + tools_tokens
+
+
 def worst_case(leg, request) -> float | None:
     """The most ``request`` can cost: its estimated input plus its output reservation."""
     price = prices(leg)
     if price is None:
         return None
-    tokens_in = estimate_messages(request.messages, request.tools, leg.model.litellm_model)
+    tokens_in = input_tokens(leg, request.messages, request.tools)
     return tokens_in * price[0] + reservation(leg, request.params) * price[1]
 
 
@@ -183,7 +199,7 @@ def _fitted(leg, request, left: float):
     """``request`` (tool-less) with its output reservation lowered to what ``left`` dollars
     cover, or None when that is below MIN_FINAL tokens."""
     p_in, p_out = prices(leg)
-    tokens_in = estimate_messages(request.messages, None, leg.model.litellm_model)
+    tokens_in = input_tokens(leg, request.messages, None)
     affordable = int((left - tokens_in * p_in) / p_out) if p_out > 0 else reservation(
         leg, request.params)
     out = min(reservation(leg, request.params), affordable)
