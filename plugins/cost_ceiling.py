@@ -22,11 +22,12 @@ wave document's ``over_ceiling_usd`` makes the wave exit 2.
 from __future__ import annotations
 
 import json
+import math
 import threading
 
 from orchestrator.catalog import model_info
 from orchestrator.catalog import prices as catalog_prices
-from orchestrator.errors import Refusal
+from orchestrator.errors import PreflightError, Refusal
 from orchestrator.estimate import REPLY_PRIMING, estimate_message, estimate_text
 from orchestrator.hookspecs import hookimpl
 
@@ -129,11 +130,23 @@ def _claim(account: dict, leg, amount: float | None) -> None:
 @hookimpl(trylast=True)
 def wave_start(wave):
     """A ceiling from config is written into the wave's options, so wave.json says which
-    ceiling applied and the exit code can hold the wave to it."""
-    if wave.options.get("max_cost") is None:
-        value = wave.config.plugin_config(NAME).get("max_usd")
-        if value is not None:
-            wave.options["max_cost"] = float(value)
+    ceiling applied and the exit code can hold the wave to it. A ceiling that is no number
+    of dollars (nan, inf, negative, text) stops the wave: it would hold nothing."""
+    given = wave.options.get("max_cost")
+    where = "--max-cost"
+    if given is None:
+        given = wave.config.plugin_config(NAME).get("max_usd")
+        where = "plugin_config.cost_ceiling.max_usd"
+    if given is None:
+        return
+    try:
+        value = float(given)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise PreflightError(f"{where} {given!r} is not a number of dollars; give a finite "
+                             "amount >= 0, e.g. --max-cost 0.50")
+    wave.options["max_cost"] = value
 
 
 @hookimpl(trylast=True)

@@ -125,6 +125,9 @@ def wave_start(wave):
         except Refusal as refusal:
             if refusal.reason not in reasons:
                 reasons.append(refusal.reason)
+        except (TypeError, ValueError) as exc:  # a setting that is no number holds nothing
+            raise PreflightError(f"plugin_config.{NAME}: {exc}; give tokens as a whole "
+                                 "number") from None
     if reasons:
         raise PreflightError(f"refused before any spend: {'; '.join(reasons)}")
 

@@ -228,3 +228,24 @@ def test_a_raising_after_response_plugin_leaves_the_billed_usage_in_the_ledger(
         assert run.leg["status"] == "error" and row["reason"].startswith("CHECK: ")
     else:  # an isolated plugin failure: the leg goes on
         assert run.leg["status"] == "complete"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_ceiling_that_is_no_number_stops_the_wave(orch, scripted_server, value):
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
+    result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "q", "--max-cost",
+                                      value, "--tools", "none"])
+    assert result.exit_code == 2 and scripted_server.count() == 0
+    assert "is not a number of dollars" in result.stderr
+
+
+def test_a_ceiling_from_config_is_validated_and_written_into_the_options(orch, scripted_server):
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
+    orch.config(plugin_config={"cost_ceiling": {"max_usd": "lots"}})
+    result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "q", "--tools", "none"])
+    assert result.exit_code == 2 and scripted_server.count() == 0
+    assert "plugin_config.cost_ceiling.max_usd 'lots' is not a number of dollars" in \
+        result.stderr
+    orch.config(plugin_config={"cost_ceiling": {"max_usd": 3}})
+    run = orch.run_leg("m", "q")
+    assert run.doc["options"]["max_cost"] == 3.0 and run.bodies[0]["max_tokens"] == 4096

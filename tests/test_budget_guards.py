@@ -270,3 +270,11 @@ def test_council_checks_every_seat_and_its_chair_in_preflight(orch, scripted_ser
                                       "--thinking", "low"])
     assert result.exit_code == 2 and scripted_server.count() == 0, result.output
     assert "refused before any spend: VARIANT_UNDECLARED: scripted/judge" in result.stderr
+
+
+def test_an_output_budget_in_config_that_is_no_number_stops_the_wave(orch, scripted_server):
+    orch.provider()
+    orch.config(plugin_config={"output_budget": {"tokens": "lots"}})
+    result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "q", "--tools", "none"])
+    assert result.exit_code == 2 and scripted_server.count() == 0
+    assert "plugin_config.output_budget: invalid literal for int()" in result.stderr
