@@ -122,6 +122,14 @@ TABLE = [
     ("groq-per-day", 429, {}, GROQ_PER_DAY, RATE_LIMITED, 578.016),
     ("openrouter-rate", 429, {}, OPENROUTER_RATE, RATE_LIMITED, 2.0),
     ("openrouter-credits", 402, {}, OPENROUTER_CREDITS, QUOTA, None),
+    # generic gateways: a retry_after field in the body, retry-after-ms, an HTTP date
+    ("body-retry_after", 429, {}, {"error": {"message": "Too many requests", "retry_after": 7}},
+     RATE_LIMITED, 7.0),
+    ("header-ms", 429, {"retry-after-ms": "1500"}, None, RATE_LIMITED, 1.5),
+    ("header-http-date", 429, {"retry-after": "Tue, 14 Nov 2023 22:13:30 GMT"}, None,
+     RATE_LIMITED, 10.0),
+    ("words-try-again", 429, {}, {"error": {"message": "Slow down; try again in 20s"}},
+     RATE_LIMITED, 20.0),
 ]
 
 
