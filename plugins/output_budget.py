@@ -70,6 +70,9 @@ def plan(leg, asked: int | None = None) -> dict | None:
     the same check runs in pre-flight for every leg before any spend (``wave_start``).
     ``asked`` is a smaller ``max_tokens`` a variant already put on the request."""
     budget, level = output_budget(leg), thinking_level(leg)
+    sampling = getattr(leg.model, "sampling", None) or {}
+    asked = asked or sampling.get("max_completion_tokens") or sampling.get("max_tokens")
+    asked = int(asked) if asked else None
     if level == "none":
         level = None  # no thinking asked for: nothing to send, on any model
     if budget is None and level is None:
@@ -93,7 +96,7 @@ def plan(leg, asked: int | None = None) -> dict | None:
     if thinking is None:
         out["reasoning_effort"] = level
         return out
-    total = reserve if reserve is not None else ceiling
+    total = reserve if reserve is not None else (asked or ceiling)
     if total is not None:
         answer = total - thinking  # thinking comes out of the reservation, not on top
         if answer < MIN_ANSWER:
@@ -135,10 +138,12 @@ def wave_start(wave):
 @hookimpl(trylast=True)
 def before_request(leg, request):
     params = dict(request.params)
-    asked = params.pop("max_completion_tokens", None) or params.get("max_tokens")
+    asked = params.get("max_completion_tokens") or params.get("max_tokens")
     out = plan(leg, int(asked) if asked else None)
     if out is None:
         return None
+    if "max_tokens" in out:
+        params.pop("max_completion_tokens", None)  # one reservation, under one name
     if out.get("max_tokens") and out["max_tokens"] < (output_budget(leg) or 0):
         ceiling = info_of(leg).max_output_tokens
         if ceiling and ceiling < output_budget(leg):

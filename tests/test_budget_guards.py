@@ -278,3 +278,13 @@ def test_an_output_budget_in_config_that_is_no_number_stops_the_wave(orch, scrip
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "q", "--tools", "none"])
     assert result.exit_code == 2 and scripted_server.count() == 0
     assert "plugin_config.output_budget: invalid literal for int()" in result.stderr
+
+
+def test_a_variants_smaller_cap_is_kept_and_checked_in_preflight(orch, scripted_server):
+    orch.provider(supports_reasoning=True)
+    orch.config(variants={"short": {"max_tokens": 300}})
+    run = orch.run_leg("m@short", "hi", options={"thinking": "low", "output_budget": 2000})
+    body = run.bodies[0]
+    assert body["max_tokens"] == 300 and body["reasoning_effort"] == "low"
+    only_thinking = orch.run_leg("m@short", "hi", options={"thinking": "low"})
+    assert only_thinking.bodies[0]["max_tokens"] == 300  # not dropped by --thinking alone
