@@ -112,12 +112,15 @@ def _why_disabled(name: str, allow: set[str] | None, deny: dict[str, str]) -> st
 
 
 def load(config_plugins: dict | None = None, *, enabled: bool = True,
-         extra: list[tuple[str, object]] | None = None, warn=None) -> PluginManager:
+         extra: list[tuple[str, object]] | None = None, warn=None,
+         third_party: bool = True) -> PluginManager:
     """Build the plugin manager: built-ins first, then third parties, each by name order.
 
     ``warn`` receives one line per broken plugin or suspicious hook (the CLI prints it on
     stderr). ``extra`` registers in-process plugins (the testing kit uses it); an extra
     plugin replaces an installed one of the same name, so a plugin's own tests can pass it.
+    ``third_party=False`` loads only orch's own built-ins from the entry points (the testing
+    kit's isolation: a test's result must not depend on what else is installed).
     """
     pm = PluginManager()
     allow, deny = selection(config_plugins)
@@ -125,9 +128,9 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     extra_names = {name for name, _ in extra}
     if enabled:
         for ep, taken_by in _entry_points():
-            if ep.name in extra_names:
-                continue
             dist = _dist_name(ep)
+            if ep.name in extra_names or (not third_party and dist != OWN_DISTRIBUTION):
+                continue
             info = PluginInfo(name=ep.name, module=ep.value, distribution=dist,
                               version=_dist_meta(ep.dist)[1] if ep.dist else None,
                               builtin=dist == OWN_DISTRIBUTION)
@@ -144,7 +147,7 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
             try:
                 plugin = ep.load()
             except Exception as exc:  # a broken plugin never stops orch
-                _broken(info, _one_line(exc), warn)
+                _broken(info, one_line(exc), warn)
                 continue
             _register(pm, ep.name, plugin, info, warn)
     for name, plugin in extra:
@@ -159,7 +162,7 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     return pm
 
 
-def _one_line(exc: BaseException, limit: int = 300) -> str:
+def one_line(exc: BaseException, limit: int = 300) -> str:
     """The error on one line (pluggy's validation errors span several, all needed), with
     any key value scrubbed: it is printed and listed."""
     text = scrub(" ".join(f"{type(exc).__name__}: {exc}".split()))
@@ -176,17 +179,24 @@ def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, wa
     try:
         pm.register(plugin, name=name)
     except Exception as exc:  # e.g. an argument name the hookspec does not have
-        _broken(info, _one_line(exc), warn)
+        _broken(info, one_line(exc), warn)
         return
-    marked = [a for a in dir(plugin) if pm.parse_hookimpl_opts(plugin, a) is not None]
-    info.hooks = sorted(a for a in marked if a in HOOK_NAMES)
-    for attr in marked:
-        if attr not in HOOK_NAMES:
-            info.warnings.append(f"hook implementation {attr!r} matches no hook (typo?)")
-        elif pm.parse_hookimpl_opts(plugin, attr).get("hookwrapper"):
+    # attribute -> the hook pluggy files it under (``specname`` when given): a warning names
+    # the attribute, which is what the author wrote in the module.
+    marked = {}
+    for attr in dir(plugin):
+        opts = pm.parse_hookimpl_opts(plugin, attr)
+        if opts is not None:
+            marked[attr] = (opts.get("specname") or attr, opts)
+    info.hooks = sorted({hook for hook, _ in marked.values() if hook in HOOK_NAMES})
+    for attr, (hook, opts) in marked.items():
+        if hook not in HOOK_NAMES:
+            spec = "" if hook == attr else f" (specname {hook!r})"
+            info.warnings.append(f"hook implementation {attr!r}{spec} matches no hook (typo?)")
+        elif opts.get("hookwrapper"):
             info.warnings.append(f"{attr} uses hookwrapper=True, which orch does not call; "
                                  "use @hookimpl(wrapper=True)")
-    for attr in sorted(HOOK_NAMES - set(marked)):
+    for attr in sorted(HOOK_NAMES - set(marked) - set(info.hooks)):
         if callable(getattr(plugin, attr, None)):
             info.warnings.append(f"{attr} is not marked @hookimpl, so it never runs")
     for message in info.warnings:
@@ -207,7 +217,7 @@ def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:
             group.commands = before
             if warn:
                 warn(f"plugin {impl.plugin_name}: register_commands failed, its commands are "
-                     f"skipped: {_one_line(exc)}")
+                     f"skipped: {one_line(exc)}")
             continue
         for clash in sorted((set(group.commands) - set(before)) & set(reserved)):
             group.commands.pop(clash)

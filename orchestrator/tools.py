@@ -32,3 +32,62 @@ class Tool:
         if inspect.isawaitable(result):
             result = await result
         return result if isinstance(result, str) else json.dumps(result, default=str)
+
+    @classmethod
+    def from_function(cls, function: Callable[..., Any], *, name: str | None = None,
+                      description: str | None = None) -> Tool:
+        """A tool from a plain function: its name, its docstring's summary as the
+        description, and a JSON Schema inferred from the type hints and the docstring's
+        parameter descriptions (Google, reST or NumPy style). A parameter with a default, or
+        typed ``X | None``, is optional; the rest are required."""
+        schema, summary = function_schema(function)
+        return cls(name=name or function.__name__, description=description or summary,
+                   parameters=schema, function=function)
+
+
+def function_schema(function: Callable[..., Any]) -> tuple[dict[str, Any], str]:
+    """(JSON Schema of ``function``'s keyword arguments, the docstring's description).
+    Types map through pydantic (str, int, float, bool, list[...], Literal, dict, ...)."""
+    import typing
+
+    import docstring_parser
+    from pydantic import TypeAdapter
+
+    doc = docstring_parser.parse(inspect.getdoc(function) or "")
+    described = {p.arg_name: p.description for p in doc.params if p.description}
+    hints = typing.get_type_hints(function)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for pname, param in inspect.signature(function).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            raise TypeError(f"{function.__name__}: parameter {pname!r} is positional-only; "
+                            "a tool is called with keyword arguments")
+        hint = hints.get(pname, Any)
+        prop = _strip_null(TypeAdapter(hint).json_schema())
+        nullable = prop.pop("_nullable", False)
+        if pname in described:
+            prop["description"] = " ".join(described[pname].split())
+        if param.default is not param.empty:
+            if param.default is not None:
+                prop["default"] = param.default
+        elif not nullable:
+            required.append(pname)
+        properties[pname] = prop
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    summary = " ".join(filter(None, [doc.short_description, doc.long_description]))
+    return schema, " ".join(summary.split())
+
+
+def _strip_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``X | None`` becomes X, marked optional: models send an absent argument, not null."""
+    branches = schema.get("anyOf")
+    if branches and {"type": "null"} in branches:
+        rest = [b for b in branches if b != {"type": "null"}]
+        others = {k: v for k, v in schema.items() if k != "anyOf"}
+        inner = rest[0] if len(rest) == 1 else {"anyOf": rest}
+        return {**inner, **others, "_nullable": True}
+    return schema

@@ -100,7 +100,7 @@ def test_allowlist_and_denylist_from_env_and_config_choose_what_runs(
     scripted_server.script("m", *[Reply(text="ok")] * 4)
 
     def wire() -> str:
-        return orch.run_leg("m", "hi").bodies[0]["messages"][-1]["content"]
+        return orch.run_leg("m", "hi", all_installed=True).bodies[0]["messages"][-1]["content"]
 
     assert wire() == "hi [orchtest_beta] [orchtest_alpha]"  # the later-registered first
     monkeypatch.setenv("ORCH_PLUGINS", "beta")
@@ -323,3 +323,38 @@ def test_plugin_commands_never_shadow_built_ins_and_a_raising_plugin_is_skipped(
     assert warnings == [
         "plugin crashy: register_commands failed, its commands are skipped: ValueError: nope",
         "plugin greeter: command 'fanout' is built in; skipped"]
+
+
+def test_the_kit_isolates_from_installed_plugins_unless_asked(orch, scripted_server, site):
+    site.install("orch-test-ab", "1.0", {"alpha": TAGGER})
+    scripted_server.script("m", *[Reply(text="ok")] * 3)
+    alone = orch.run_leg("m", "hi")
+    assert alone.bodies[0]["messages"][-1]["content"] == "hi"  # installed, yet not loaded
+    everything = orch.run_leg("m", "hi", all_installed=True)
+    assert everything.bodies[0]["messages"][-1]["content"] == "hi [orchtest_alpha]"
+
+
+ALIASED = """
+from orchestrator.hookspecs import hookimpl
+
+before_requets = hookimpl(lambda leg, request: None)  # the attribute holds the typo
+
+
+@hookimpl(specname="leg_endd")  # a typo'd specname
+def record_end(leg):
+    pass
+
+
+@hookimpl(specname="before_request")  # fine: found under its specname
+def tag(leg, request):
+    return None
+"""
+
+
+def test_typos_name_the_attribute_pluggy_found_not_the_function(orch_home, site):
+    site.install("orch-test-alias", "1.0", {"aliased": ALIASED})
+    info = load().infos["aliased"]
+    assert info.hooks == ["before_request"]
+    assert info.warnings == [
+        "hook implementation 'before_requets' matches no hook (typo?)",
+        "hook implementation 'record_end' (specname 'leg_endd') matches no hook (typo?)"]

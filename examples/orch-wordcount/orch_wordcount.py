@@ -16,14 +16,6 @@ from orchestrator.hookspecs import hookimpl
 from orchestrator.tools import Tool
 
 NAME = "wordcount"
-PARAMETERS = {
-    "type": "object",
-    "properties": {
-        "text": {"type": "string", "description": "The text to count."},
-        "path": {"type": "string",
-                 "description": "Or: a file in the workspace, relative to its root."},
-    },
-}
 
 
 def count(text: str) -> dict[str, int]:
@@ -40,6 +32,12 @@ def _inside(root: Path, path: str) -> Path:
 
 def word_count_tool(workspace: Path | None) -> Tool:
     def word_count(text: str | None = None, path: str | None = None) -> dict[str, int] | str:
+        """Count the words, lines and characters of a text or a workspace file, exactly.
+
+        Args:
+            text: The text to count.
+            path: Or: a file in the workspace, relative to its root.
+        """
         if (text is None) == (path is None):
             return "error: pass exactly one of `text` or `path`"
         if path is not None:
@@ -51,9 +49,7 @@ def word_count_tool(workspace: Path | None) -> Tool:
                 return f"error: cannot read {path}: {exc}"
         return count(text)
 
-    return Tool(name="word_count", parameters=PARAMETERS, function=word_count,
-                description="Count the words, lines and characters of a text or a "
-                            "workspace file, exactly.")
+    return Tool.from_function(word_count)  # the schema comes from the hints and docstring
 
 
 @hookimpl

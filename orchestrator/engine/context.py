@@ -74,3 +74,7 @@ class WaveContext:
     def notice(self, text: str) -> None:
         if text not in self.notices:
             self.notices.append(text)
+
+    def plugin_config(self, plugin: str) -> dict[str, Any]:
+        """``plugin_config.<plugin>`` from this wave's config (``{}`` when absent)."""
+        return self.config.plugin_config(plugin)

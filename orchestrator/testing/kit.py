@@ -46,6 +46,23 @@ class WaveRun:
         return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def named_plugin(plugin: object) -> tuple[str, object]:
+    """``(name, plugin)`` for a plugin given bare: its ``NAME``, else the name of the installed
+    entry point that points at it, else its module name without an ``orch_`` prefix."""
+    if isinstance(plugin, tuple):
+        return plugin
+    name = getattr(plugin, "NAME", None)
+    if isinstance(name, str) and name:
+        return name, plugin
+    module = getattr(plugin, "__name__", type(plugin).__module__)
+    from importlib import metadata
+
+    for ep in metadata.entry_points(group="orch"):
+        if ep.value == module:
+            return ep.name, plugin
+    return module.rsplit(".", 1)[-1].removeprefix("orch_"), plugin
+
+
 @dataclass
 class OrchKit:
     home: Path
@@ -82,11 +99,16 @@ class OrchKit:
         runtime.config.cache_clear()
 
     def run_wave(self, models: list[str] | str, prompt: str = "Say hello.", *,
-                 plugins: list[tuple[str, object]] | None = None, builtins: bool = True,
-                 chair: str | None = None, **spec: Any) -> WaveRun:
+                 plugins: list[object] | None = None, builtins: bool = True,
+                 all_installed: bool = False, chair: str | None = None,
+                 **spec: Any) -> WaveRun:
         """Run one wave in this process. ``models`` are model names on the scripted provider
-        (``"m1"``) or full names (``"other/m1"``); ``plugins`` registers in-process plugins
-        as ``(name, module_or_object)`` for this run only."""
+        (``"m1"``) or full names (``"other/m1"``).
+
+        Isolated by default: orch's built-ins and the ``plugins`` passed here (modules, or
+        ``(name, plugin)`` pairs) load, no other installed plugin, so a test's result does not
+        depend on its neighbours. ``all_installed=True`` loads every installed plugin too;
+        ``builtins=False`` loads none but ``plugins``."""
         import anyio
 
         from orchestrator import runtime
@@ -100,7 +122,8 @@ class OrchKit:
         names = [models] if isinstance(models, str) else list(models)
         names = [n if "/" in n else f"{self.provider_name}/{n}" for n in names]
         cfg = runtime.config()
-        pm = load(cfg.section("plugins"), enabled=builtins, extra=plugins or [])
+        pm = load(cfg.section("plugins"), enabled=builtins, third_party=all_installed,
+                  extra=[named_plugin(p) for p in plugins or []])
         resolved = resolve_all(names, cfg, pm)
         chair_model = resolve_all([chair if "/" in chair else f"{self.provider_name}/{chair}"],
                                   cfg, pm)[0] if chair else None

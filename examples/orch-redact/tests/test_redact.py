@@ -32,7 +32,7 @@ def test_keys_emails_and_env_secrets_never_reach_the_server(orch, scripted_serve
     scripted_server.script("m", Reply(text="noted"))
     prompt = (f"Deploy with {KEY} and {GITHUB}; the DB password is hunter2-but-longer. "
               "Mail ana.lopez+ops@example.co.uk if it fails. abc stays.")
-    run = orch.run_leg("m", prompt, plugins=[("redact", orch_redact)])
+    run = orch.run_leg("m", prompt, plugins=[orch_redact])
     sent = run.bodies[0]["messages"][-1]["content"]
     assert sent == ("Deploy with [redacted key] and [redacted key]; the DB password is "
                     "[redacted $BILLING_DB_PASSWORD]. Mail [redacted email] if it fails. "
@@ -53,7 +53,7 @@ def test_tool_results_are_redacted_before_the_next_request(orch, scripted_server
     scripted_server.script("m", Reply(tool_calls=[{"name": "whois", "arguments": {}}]),
                            Reply(text="Bob owns it."))
     run = orch.run_leg("m", "Who owns billing?",
-                       plugins=[("redact", orch_redact), ("directory", Directory())])
+                       plugins=[orch_redact, ("directory", Directory())])
     assert len(run.bodies) == 2
     tool_message = run.bodies[1]["messages"][-1]
     assert tool_message["role"] == "tool"
@@ -71,14 +71,14 @@ def test_runs_after_other_plugins_so_their_additions_are_redacted_too(orch, scri
             return request.evolve(messages=[*request.messages, extra])
 
     scripted_server.script("m", Reply(text="ok"))
-    run = orch.run_leg("m", "hi", plugins=[("redact", orch_redact), ("signature", Signature())])
+    run = orch.run_leg("m", "hi", plugins=[orch_redact, ("signature", Signature())])
     assert run.bodies[0]["messages"][-1]["content"] == "Reply to me at [redacted email]"
 
 
 def test_a_clean_request_is_sent_untouched_and_nothing_is_recorded(orch, scripted_server):
     scripted_server.script("m", Reply(text="ok"))
     prompt = "Is user@host a valid address in a task-list? sk-short is not a key."
-    run = orch.run_leg("m", prompt, plugins=[("redact", orch_redact)])
+    run = orch.run_leg("m", prompt, plugins=[orch_redact])
     assert run.bodies[0]["messages"][-1]["content"] == prompt
     assert "redactions" not in run.leg
 
@@ -87,14 +87,18 @@ def test_settings_switch_rules_off_and_add_patterns(orch, scripted_server):
     orch.config(plugin_config={"redact": {"emails": False,
                                           "patterns": {"ticket": r"TCK-[0-9]{6}"}}})
     scripted_server.script("m", Reply(text="ok"))
-    run = orch.run_leg("m", "See TCK-123456, ask a@b.io", plugins=[("redact", orch_redact)])
+    run = orch.run_leg("m", "See TCK-123456, ask a@b.io", plugins=[orch_redact])
     assert run.bodies[0]["messages"][-1]["content"] == "See [redacted ticket], ask a@b.io"
     assert run.leg["redactions"] == {"ticket": 1}
 
 
-def test_installed_entry_point_loads_it_as_a_third_party_plugin():
-    from orchestrator.plugins import load
+def test_installed_entry_point_loads_it_as_a_third_party_plugin(orch_home):
 
-    info = load().infos["redact"]
-    assert (info.status, info.source, info.builtin) == ("loaded", "orch-redact", False)
-    assert info.hooks == ["before_request"] and info.version == "0.1.0"
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    done = CliRunner().invoke(cli, ["plugins", "--json"])
+    info = {p["name"]: p for p in json.loads(done.stdout)["plugins"]}["redact"]
+    assert (info["status"], info["source"], info["builtin"]) == ("loaded", "orch-redact", False)
+    assert info["hooks"] == ["before_request"] and info["version"] == "0.1.0"
