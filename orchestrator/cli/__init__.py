@@ -23,6 +23,10 @@ COMMANDS = {
     "model": "orchestrator.cli.model_cmds:model",
     "server": "orchestrator.cli.server_cmds:server",
     "local": "orchestrator.cli.server_cmds:local",
+    "doctor": "orchestrator.cli.doctor:doctor",
+    "runs": "orchestrator.cli.runs:runs",
+    "models": "orchestrator.cli.models_cmd:models",
+    "completion": "orchestrator.cli.completion:completion",
 }
 
 
@@ -89,6 +93,10 @@ SUMMARIES = {
     "model": "Per-model settings: capability tier (model set-tier|tiers).",
     "server": "The shared local model server (server start|stop|status).",
     "local": "GGUF models the local server serves as local/NAME (local add|list|remove).",
+    "doctor": "Check the set-up: keys, endpoints, names, variants, local model, plugins.",
+    "runs": "List past waves and councils; show, tail or clean them up (runs show|tail|gc).",
+    "models": "Every model you can address, with window, ceiling, prices and abilities.",
+    "completion": "Print the shell completion script (completion bash|zsh|fish).",
 }
 
 
