@@ -7,7 +7,7 @@ import json
 import socket
 
 from click.testing import CliRunner
-from test_local import local_home  # noqa: F401 - the fake local server fixture
+from test_local import local_home as fake_local_server  # noqa: F401 - its fixture
 
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
