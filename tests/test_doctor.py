@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
 from click.testing import CliRunner
-from test_local import local_home as fake_local_server  # noqa: F401 - its fixture
 
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
@@ -144,6 +144,24 @@ def test_sections_of_the_wrong_type_are_rows_and_the_rest_still_runs(orch_home):
     failed = {r["check"] for r in json.loads(result.stdout)["checks"] if r["status"] == "fail"}
     assert failed == {f"config {s}" for s in ("providers", "aliases", "councils", "plugins",
                                               "plugin_config", "variants", "local")}
+
+
+@pytest.fixture
+def local_home(orch_home, tmp_path):
+    """The built-in alias on a small stand-in file, served by test_local's fake server."""
+    import os
+    import signal
+
+    from test_local import FAKE_SERVER, fake_gguf, supervisors, write_config
+
+    from orchestrator.local import manager
+
+    write_config(orch_home, models={"gemma3-270m": fake_gguf(tmp_path / "tiny.gguf")},
+                 server_command=["{python}", "-c", FAKE_SERVER, "{port}", "gemma3-270m"])
+    yield orch_home
+    manager.stop()
+    for pid in supervisors(orch_home):
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_deep_generates_one_token_on_the_managed_server(local_home):
