@@ -27,6 +27,11 @@ def status(wave_id, runs_dir, as_json):
     if as_json:
         print_json(doc)
         return
+    echo_wave(doc)
+
+
+def echo_wave(doc: dict) -> None:
+    """A wave's status and one line per leg (``orch status`` and ``orch runs show``)."""
     rebuilt = " (rebuilt from the legs' files)" if doc.get("rebuilt") else ""
     click.echo(f"Wave {doc['wave_id']}: {doc['status']}{rebuilt}")
     for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:

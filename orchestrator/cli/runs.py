@@ -1,0 +1,196 @@
+"""``orch runs``: past waves and councils — list, show, follow a live one, clean up old ones."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import click
+
+from orchestrator import config as config_mod
+from orchestrator.cli.common import print_json
+from orchestrator.errors import OrchError
+
+STATUSES = ("running", "complete", "partial", "error", "aborted", "interrupted", "unreadable")
+
+
+def runs_dir_option(command):
+    return click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
+                        help="Where the runs are (default ORCH_HOME/runs).")(command)
+
+
+def _moment(option: str, text: str):
+    from orchestrator.ledger import parse_since
+
+    try:
+        return parse_since(text)
+    except OrchError as exc:
+        raise OrchError(str(exc).replace("--since", option)) from None
+
+
+def _statuses(values: tuple[str, ...]) -> set[str]:
+    wanted = {s.strip() for v in values for s in v.split(",") if s.strip()}
+    unknown = wanted - set(STATUSES)
+    if unknown:
+        raise click.BadParameter(f"{', '.join(sorted(unknown))}; choose from "
+                                 f"{', '.join(STATUSES)}", param_hint="--status")
+    return wanted
+
+
+@click.group(invoke_without_command=True)
+@click.option("--since", help="Only runs started since: 30m, 24h, 7d, 2w or an ISO date.")
+@click.option("--status", "status", multiple=True,
+              help="Only runs with this status (repeat, or a,b): " + ", ".join(STATUSES))
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@runs_dir_option
+@click.pass_context
+def runs(ctx, since, status, as_json, runs_dir):
+    """List waves and councils, newest first: id, kind, status, legs, cost, age and tag.
+
+    \b
+    Examples:
+      orch runs --since 7d --status error,partial
+      orch runs show 20261130-101500-ab12
+      orch runs tail 20261130-101500-ab12      # follow a live run; its exit code at the end
+      orch runs gc --older-than 30d --dry-run  # the ledger keeps its rows
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from orchestrator import runs as runs_mod
+
+    wanted = _statuses(status)
+    after = _moment("--since", since) if since else None
+    found = [e for e in runs_mod.entries(runs_dir or config_mod.runs_dir())
+             if (not wanted or e.status in wanted) and (after is None or e.created >= after)]
+    found.sort(key=lambda e: e.created, reverse=True)
+    if as_json:
+        print_json({"runs": [e.to_dict() for e in found]})
+        return
+    if not found:
+        click.echo("no runs" + (" match" if wanted or after else " yet (orch fanout starts one)"))
+        return
+    head = ("ID", "KIND", "STATUS", "LEGS", "COST", "AGE", "TAG")
+    cells = [(e.id, e.kind, e.status, str(e.legs),
+              "?" if e.cost_usd is None else f"${e.cost_usd:.4f}", runs_mod.age(e.created),
+              e.tag or "-") for e in found]
+    widths = [max(len(r[i]) for r in [head, *cells]) for i in range(len(head))]
+    for row in [head, *cells]:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+@runs.command()
+@click.argument("run_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the run's document as JSON.")
+@runs_dir_option
+def show(run_id, as_json, runs_dir):
+    """Show one run (what `orch status` shows, for waves and councils alike)."""
+    from orchestrator import runs as runs_mod
+    from orchestrator.cli.status import echo_wave
+
+    base = runs_dir or config_mod.runs_dir()
+    entry = runs_mod.find(base, run_id)
+    doc = runs_mod.document(base, entry)
+    if as_json:
+        print_json(doc)
+    elif entry.kind == "wave":
+        echo_wave(doc)
+    else:
+        _echo_run(entry, doc)
+
+
+def _echo_run(entry, doc: dict) -> None:
+    cost = doc.get("cost_usd")
+    click.echo(f"{entry.kind.capitalize()} {entry.id}: {doc.get('status')} "
+               f"(exit {doc.get('exit_code')}, {'?' if cost is None else f'${cost:.4f}'})")
+    for seat in doc.get("seats") or []:
+        reason = f" — {seat['reason']}" if seat.get("reason") else ""
+        click.echo(f"  seat {seat.get('label') or '-'}  {seat.get('model')}  "
+                   f"{seat.get('status')}{reason}")
+    verdict = doc.get("verdict")
+    if verdict:
+        click.echo(f"  verdict: {str(verdict).splitlines()[0][:200]}")
+    click.echo(f"  files: {entry.dirs[0]}")
+
+
+@runs.command()
+@click.argument("run_id", metavar="ID")
+@click.option("--interval", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
+              help="Seconds between reads of the run's files.")
+@runs_dir_option
+def tail(run_id, interval, runs_dir):
+    """Follow a live run from its files until it ends, then exit with the run's own exit
+    code. A rich table on a terminal, one line per change otherwise."""
+    from orchestrator import runs as runs_mod
+
+    base = runs_dir or config_mod.runs_dir()
+    entry = runs_mod.find(base, run_id)
+    if entry.kind == "wave":
+        code = _follow_wave(base, entry.id, interval)
+    else:
+        code = _follow_run(base, entry, interval)
+    sys.exit(code if isinstance(code, int) else 1)
+
+
+def _follow_wave(base: Path, wave_id: str, interval: float) -> int:
+    from orchestrator import runs as runs_mod
+    from orchestrator.engine.rebuild import load_wave
+    from orchestrator.engine.record import LegRecord
+    from orchestrator.progress import LiveProgress, PlainProgress
+
+    progress = LiveProgress() if sys.stdout.isatty() else PlainProgress(stream=sys.stdout)
+    with progress:
+        while True:
+            doc = load_wave(base, wave_id)
+            finished = doc["status"] != "running"
+            legs = ([*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]
+                    if finished else runs_mod.live_legs(base, wave_id))
+            for leg in legs:
+                progress(SimpleNamespace(record=LegRecord.from_dict(leg)))
+            if finished:
+                break
+            time.sleep(interval)
+    click.echo(f"wave {wave_id}: {doc['status']} (exit {doc['exit_code']})")
+    return doc["exit_code"]
+
+
+def _follow_run(base: Path, entry, interval: float) -> int:
+    from orchestrator import runs as runs_mod
+
+    said = None
+    while True:
+        doc = runs_mod.document(base, entry)
+        stages = doc.get("stages") or {}
+        line = f"{entry.kind} {entry.id}: {doc.get('status')}" + (
+            f" ({', '.join(f'{k} {v}' for k, v in stages.items())})"
+            if isinstance(stages, dict) and stages else "")
+        if line != said:
+            click.echo(line)
+            said = line
+        if doc.get("status") not in ("running", "pending", None):
+            return doc.get("exit_code", 1)
+        time.sleep(interval)
+
+
+@runs.command()
+@click.option("--older-than", required=True, help="Remove runs started before this: 30d, 2w...")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was (or would be) removed.")
+@runs_dir_option
+def gc(older_than, dry_run, as_json, runs_dir):
+    """Remove the folders of finished runs older than --older-than. The ledger keeps every
+    row, so `orch spend` still counts them; running runs are never touched."""
+    from orchestrator import runs as runs_mod
+
+    cutoff = _moment("--older-than", older_than)
+    old = runs_mod.collect(runs_dir or config_mod.runs_dir(), cutoff)
+    freed = 0 if dry_run else sum(runs_mod.remove(e) for e in old)
+    if as_json:
+        print_json({"dry_run": dry_run, "removed": [e.id for e in old], "bytes_freed": freed})
+        return
+    verb = "would remove" if dry_run else "removed"
+    for entry in old:
+        click.echo(f"{verb} {entry.kind} {entry.id} ({runs_mod.age(entry.created)} old)")
+    tail_note = "" if dry_run else f", {freed / 1e6:.1f} MB freed"
+    click.echo(f"{verb} {len(old)} run(s){tail_note}; the ledger keeps their rows")

@@ -1,0 +1,149 @@
+"""Past runs, read from their folders: waves (``<id>/wave.json`` and ``<id>-N/`` legs) and
+councils (``council-<id>/run.json``). Listing, one run's document, following a live one,
+and removing old folders (the ledger keeps its rows: spend history outlives the files)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import OrchError
+from orchestrator.store import read_json
+
+LEG_DIR = re.compile(r"^(?P<wave>.+)-(?P<n>\d+)$")
+FINAL = ("complete", "partial", "error", "aborted", "interrupted")
+
+
+@dataclass
+class RunEntry:
+    """One run as ``orch runs`` lists it."""
+
+    id: str
+    kind: str  # wave | council | bench
+    status: str
+    legs: int
+    cost_usd: float | None
+    created_at: str | None
+    tag: str | None
+    exit_code: int | None
+    dirs: list[Path]
+
+    @property
+    def created(self) -> datetime | None:
+        try:
+            moment = datetime.fromisoformat(self.created_at) if self.created_at else None
+        except ValueError:
+            moment = None
+        if moment is None:  # no stamp: the folder's age
+            moment = datetime.fromtimestamp(self.dirs[0].stat().st_mtime, UTC)
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "status": self.status, "legs": self.legs,
+                "cost_usd": self.cost_usd, "created_at": self.created.isoformat(),
+                "tag": self.tag, "exit_code": self.exit_code,
+                "dirs": [str(d) for d in self.dirs]}
+
+
+def _wave_ids(runs_dir: Path) -> dict[str, list[Path]]:
+    """wave id -> its folders (the wave's own and each leg's)."""
+    waves: dict[str, list[Path]] = {}
+    for entry in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
+        if not entry.is_dir() or entry.name.startswith(("council-", "bench-", ".")):
+            continue
+        if (entry / "wave.json").exists():
+            waves.setdefault(entry.name, []).insert(0, entry)
+        elif (entry / "metadata.json").exists() and (m := LEG_DIR.match(entry.name)):
+            waves.setdefault(m["wave"], []).append(entry)
+    return waves
+
+
+def entries(runs_dir: Path) -> Iterator[RunEntry]:
+    """Every run under ``runs_dir``; an unreadable one is listed ``unreadable``."""
+    from orchestrator.engine.rebuild import load_wave
+
+    for wave_id, dirs in _wave_ids(runs_dir).items():
+        try:
+            doc = load_wave(runs_dir, wave_id)
+        except (OrchError, OSError, ValueError, KeyError, TypeError):
+            yield RunEntry(wave_id, "wave", "unreadable", 0, None, None, None, None, dirs)
+            continue
+        legs = doc.get("legs") or []
+        yield RunEntry(wave_id, "wave", doc.get("status", "?"), len(legs), doc.get("cost_usd"),
+                       doc.get("created_at") or _leg_start(legs), doc.get("tag"),
+                       doc.get("exit_code"), dirs)
+    for path in sorted(runs_dir.glob("*-*/run.json")) if runs_dir.is_dir() else []:
+        kind = path.parent.name.split("-", 1)[0]
+        run_id = path.parent.name.split("-", 1)[1]
+        try:
+            doc = read_json(path)
+        except (OSError, ValueError):
+            yield RunEntry(run_id, kind, "unreadable", 0, None, None, None, None, [path.parent])
+            continue
+        yield RunEntry(doc.get("run_id", run_id), doc.get("kind", kind), doc.get("status", "?"),
+                       len(doc.get("seats") or doc.get("legs") or []), doc.get("cost_usd"),
+                       doc.get("created_at"), doc.get("tag"), doc.get("exit_code"),
+                       [path.parent])
+
+
+def _leg_start(legs: list[dict]) -> str | None:
+    starts = sorted(s for s in (leg.get("started_at") for leg in legs) if s)
+    return starts[0] if starts else None
+
+
+def find(runs_dir: Path, run_id: str) -> RunEntry:
+    for entry in entries(runs_dir):
+        if run_id in (entry.id, f"{entry.kind}-{entry.id}"):
+            return entry
+    raise OrchError(f"no run {run_id!r} under {runs_dir}; `orch runs` lists them "
+                    "(or pass --runs-dir)")
+
+
+def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
+    """What ``orch status`` shows for a wave; ``run.json`` for a council or bench."""
+    if entry.kind == "wave":
+        from orchestrator.engine.rebuild import load_wave
+
+        return load_wave(runs_dir, entry.id)
+    return read_json(entry.dirs[0] / "run.json")
+
+
+def live_legs(runs_dir: Path, wave_id: str) -> list[dict[str, Any]]:
+    """Each leg's metadata.json as it is now (progress is written while a leg runs)."""
+    legs = []
+    for path in sorted(runs_dir.glob(f"{wave_id}-*/metadata.json")):
+        if LEG_DIR.match(path.parent.name)["wave"] != wave_id:
+            continue
+        try:
+            legs.append(read_json(path))
+        except (OSError, ValueError):
+            continue  # caught mid-rename: the next poll reads it
+    return legs
+
+
+def age(moment: datetime, now: datetime | None = None) -> str:
+    seconds = max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def collect(runs_dir: Path, older_than: datetime) -> list[RunEntry]:
+    """Finished runs created before ``older_than``: what ``runs gc`` removes."""
+    return [e for e in entries(runs_dir)
+            if e.created < older_than and e.status not in ("running", "pending")]
+
+
+def remove(entry: RunEntry) -> int:
+    """Delete a run's folders; the bytes freed."""
+    freed = 0
+    for folder in entry.dirs:
+        freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        shutil.rmtree(folder)
+    return freed

@@ -1,0 +1,150 @@
+"""`orch runs`: list, show, tail (a live wave in a subprocess) and gc, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from click.testing import CliRunner
+from test_council_run import run_council, script_bench
+
+from orchestrator.cli import cli
+from orchestrator.testing.scripted_server import Reply
+
+
+def runs(*args: str):
+    return CliRunner().invoke(cli, ["runs", *args])
+
+
+def listed(*args: str) -> dict[str, dict]:
+    result = runs("--json", *args)
+    assert result.exit_code == 0, result.output
+    return {r["id"]: r for r in json.loads(result.stdout)["runs"]}
+
+
+@pytest.fixture
+def three_runs(orch, scripted_server):
+    """A complete wave (tagged), a partial one and a council."""
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
+    scripted_server.script("ok", Reply(text="fine", usage={"prompt_tokens": 1000,
+                                                            "completion_tokens": 0}))
+    scripted_server.script("bad", Reply(status=400, error_message="no such thing"))
+    good = orch.run_wave(["ok"], tag="nightly").doc["wave_id"]
+    mixed = orch.run_wave(["ok", "bad"]).doc["wave_id"]
+    script_bench(scripted_server)
+    result, doc = run_council()
+    assert doc is not None, result.output
+    return good, mixed, doc["run_id"]
+
+
+def test_the_list_names_kind_status_legs_cost_and_tag(three_runs):
+    good, mixed, council = three_runs
+    found = listed()
+    assert found[good] | {"created_at": None, "dirs": None} == {
+        "id": good, "kind": "wave", "status": "complete", "legs": 1, "cost_usd": 0.001,
+        "created_at": None, "tag": "nightly", "exit_code": 0, "dirs": None}
+    assert (found[mixed]["status"], found[mixed]["legs"], found[mixed]["exit_code"]) == (
+        "partial", 2, 2)
+    assert found[council]["kind"] == "council" and found[council]["legs"] == 3
+    assert set(found) == {good, mixed, council}
+    assert set(listed("--status", "partial")) == {mixed}
+    assert set(listed("--status", "complete,partial")) >= {good, mixed}
+    assert set(listed("--since", "1h")) == set(found)
+    future = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+    assert listed("--since", future) == {}
+    human = runs().stdout.splitlines()
+    assert human[0].split() == ["ID", "KIND", "STATUS", "LEGS", "COST", "AGE", "TAG"]
+    assert any(line.startswith(good) and line.endswith("nightly") for line in human)
+
+
+def test_bad_filters_are_one_line_errors(orch_home):
+    bad_status = runs("--status", "finished")
+    assert bad_status.exit_code == 2 and "choose from running, complete" in bad_status.output
+    bad_since = runs("--since", "last tuesday")
+    assert bad_since.exit_code == 1
+    assert bad_since.output.startswith("orch: error: cannot read --since 'last tuesday'")
+    assert runs().stdout == "no runs yet (orch fanout starts one)\n"
+
+
+def test_show_is_status_for_waves_and_run_json_for_councils(three_runs):
+    good, mixed, council = three_runs
+    shown = runs("show", mixed)
+    status = CliRunner().invoke(cli, ["status", mixed])
+    assert shown.exit_code == 0 and shown.stdout == status.stdout
+    assert json.loads(runs("show", mixed, "--json").stdout)["status"] == "partial"
+    council_doc = json.loads(runs("show", council, "--json").stdout)
+    assert council_doc["run_id"] == council and council_doc["kind"] == "council"
+    human = runs("show", f"council-{council}").stdout
+    assert human.startswith(f"Council {council}: ") and "seat " in human
+    missing = runs("show", "nope")
+    assert missing.exit_code == 1 and "no run 'nope'" in missing.output
+
+
+def age_run(runs_dir, wave_id: str, days: int) -> None:
+    path = runs_dir / wave_id / "wave.json"
+    doc = json.loads(path.read_text())
+    doc["created_at"] = (datetime.now(UTC) - timedelta(days=days)).isoformat()
+    path.write_text(json.dumps(doc))
+
+
+def test_gc_removes_old_folders_and_the_ledger_keeps_its_rows(three_runs, orch_home):
+    good, mixed, council = three_runs
+    runs_dir = orch_home / "runs"
+    age_run(runs_dir, good, 40)
+    con = sqlite3.connect(orch_home / "ledger.db")
+    before = con.execute("select count(*) from spend where wave_id = ?", (good,)).fetchone()[0]
+    assert before == 1
+    dry = runs("gc", "--older-than", "30d", "--dry-run", "--json")
+    assert json.loads(dry.stdout) == {"dry_run": True, "removed": [good], "bytes_freed": 0}
+    assert (runs_dir / good).exists() and (runs_dir / f"{good}-1").exists()
+    done = runs("gc", "--older-than", "30d")
+    assert done.exit_code == 0 and f"removed wave {good} (40d old)" in done.stdout
+    assert not (runs_dir / good).exists() and not (runs_dir / f"{good}-1").exists()
+    assert (runs_dir / mixed).exists()
+    after = con.execute("select count(*) from spend where wave_id = ?", (good,)).fetchone()[0]
+    assert after == before
+    assert set(listed()) == {mixed, council}
+    bad = runs("gc", "--older-than", "soon")
+    assert bad.exit_code == 1 and "--older-than 'soon'" in bad.output
+    assert runs("gc").exit_code == 2  # --older-than is required
+
+
+def test_tail_follows_a_live_wave_in_another_process_and_exits_with_its_code(
+        orch, scripted_server, orch_home):
+    orch.provider()
+    scripted_server.script("slow", Reply(text="done", latency=2.0))
+    scripted_server.script("bad", Reply(status=400, error_message="refused"))
+    env = dict(os.environ, ORCH_HOME=str(orch_home))
+    wave = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "fanout", "-m", "scripted/slow,scripted/bad",
+         "-p", "hi", "-q"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    runs_dir = orch_home / "runs"
+    deadline = time.monotonic() + 60
+    while not list(runs_dir.glob("*/wave.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (wave_json,) = runs_dir.glob("*/wave.json")
+    wave_id = wave_json.parent.name
+    tailed = subprocess.run([sys.executable, "-m", "orchestrator", "runs", "tail", wave_id,
+                             "--interval", "0.1"], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert wave.wait(timeout=60) == 2, wave.stderr.read()
+    assert tailed.returncode == 2, tailed.stderr
+    lines = tailed.stdout.splitlines()
+    assert f"orch: {wave_id}-1 scripted/slow running" in lines  # seen while it ran
+    assert any(line.startswith(f"orch: {wave_id}-1 scripted/slow complete") for line in lines)
+    assert any(line.startswith(f"orch: {wave_id}-2 scripted/bad error") for line in lines)
+    assert lines[-1] == f"wave {wave_id}: partial (exit 2)"
+
+
+def test_tail_of_a_finished_run_returns_at_once_with_its_code(three_runs):
+    good, mixed, council = three_runs
+    assert runs("tail", good).exit_code == 0
+    assert runs("tail", mixed).exit_code == 2
+    followed = runs("tail", council)
+    assert followed.exit_code == json.loads(runs("show", council, "--json").stdout)["exit_code"]
