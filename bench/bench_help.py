@@ -1,4 +1,5 @@
-"""`orch --help` wall time against `python -c pass`, median of N runs (target < 0.3 s).
+"""`orch --help` wall time against `python -c pass`, median of N runs (target < 0.3 s), and a
+shell completion (TAB after `orch fanout --models `, target < 0.2 s).
 
 Run by hand: ``/work/venv/bin/python bench/bench_help.py [--runs 10]``. Both commands run
 from the same virtual environment, with a throw-away ORCH_HOME, so the ratio is start-up
@@ -25,6 +26,7 @@ import time
 from _common import machine, write_result
 
 TARGET_S = 0.3
+COMPLETE_TARGET_S = 0.2
 
 
 def wall(argv: list[str], env: dict[str, str]) -> float:
@@ -47,9 +49,12 @@ def main() -> None:
                      "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"})
         cached = {**base, "PYTHONPYCACHEPREFIX": os.path.join(tmp, "pyc")}
         no_pyc = {**base, "PYTHONDONTWRITEBYTECODE": "1"}
+        tab = {**cached, "_ORCH_COMPLETE": "bash_complete",
+               "COMP_WORDS": "orch fanout --models ", "COMP_CWORD": "3"}
         commands = {"python -c pass": ([sys.executable, "-c", "pass"], cached),
                     "orch --help": ([orch, "--help"], cached),
-                    "orch --help, no .pyc": ([orch, "--help"], no_pyc)}
+                    "orch --help, no .pyc": ([orch, "--help"], no_pyc),
+                    "TAB: fanout --models": ([orch], tab)}
         for argv, env in commands.values():  # warm the page cache, write the .pyc files
             wall(argv, env)
         samples: dict[str, list[float]] = {name: [] for name in commands}
@@ -66,6 +71,10 @@ def main() -> None:
     verdict = "meets" if help_s < TARGET_S else "MISSES"
     print(f"orch --help = {help_s / base:.1f}x python -c pass; "
           f"{verdict} the {TARGET_S} s target ({args.runs} runs)")
+    tab_s = statistics.median(samples["TAB: fanout --models"])
+    verdict = "meets" if tab_s < COMPLETE_TARGET_S else "MISSES"
+    print(f"completion = {tab_s / base:.1f}x python -c pass; "
+          f"{verdict} the {COMPLETE_TARGET_S} s target")
     write_result("help", {
         "runs": args.runs, "machine": machine(),
         "median_s": {name: statistics.median(xs) for name, xs in samples.items()},
@@ -73,6 +82,8 @@ def main() -> None:
         "no_pyc_ratio": statistics.median(samples["orch --help, no .pyc"]) / base,
         "target_s": TARGET_S,
         "meets_target": help_s < TARGET_S,
+        "completion_ratio": tab_s / base, "completion_target_s": COMPLETE_TARGET_S,
+        "completion_meets_target": tab_s < COMPLETE_TARGET_S,
     })
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -43,7 +44,10 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        command = getattr(importlib.import_module(module), attr)
+        from orchestrator import completion
+
+        return completion.install(command) if completion.completing() else command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help without importing every command module: keep `orch --help` fast.
@@ -116,9 +120,18 @@ def cli() -> None:
     """
 
 
+def _command_word() -> str | None:
+    """The subcommand named on the command line (or on the one being TAB-completed)."""
+    if "_ORCH_COMPLETE" in os.environ:
+        words = os.environ.get("COMP_WORDS", "").split()
+        cword = os.environ.get("COMP_CWORD", "0")
+        return words[1] if cword.isdigit() and int(cword) > 1 and len(words) > 1 else None
+    return sys.argv[1] if len(sys.argv) > 1 else None
+
+
 def _register_plugin_commands() -> None:
     """Let plugins add subcommands; a broken plugin is reported once and skipped."""
-    if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+    if _command_word() in COMMANDS:
         return  # a built-in command runs: plugin commands can't be what was asked for
     from orchestrator.plugins import add_commands, stderr_warn
     from orchestrator.runtime import plugin_manager
@@ -130,6 +143,7 @@ def main() -> None:
     try:
         _register_plugin_commands()
     except OrchError as exc:
-        click.echo(f"orch: error: {exc}", err=True)
-        sys.exit(1)
+        if "_ORCH_COMPLETE" not in os.environ:  # a TAB must not print errors into the shell
+            click.echo(f"orch: error: {exc}", err=True)
+            sys.exit(1)
     cli(prog_name="orch")

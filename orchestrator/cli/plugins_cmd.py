@@ -8,11 +8,12 @@ from orchestrator.cli.common import print_json
 
 
 @click.command()
+@click.argument("plugin_name", metavar="[NAME]", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-def plugins(as_json: bool) -> None:
+def plugins(plugin_name: str | None, as_json: bool) -> None:
     """List plugins: name, version, source (built-in or its distribution), the hooks it
     implements, and its status — loaded, broken (with the one-line error) or disabled
-    (with the setting that disabled it).
+    (with the setting that disabled it). With NAME, only that plugin.
 
     \b
     Choose plugins with ORCH_PLUGINS=a,b (only these), ORCH_DISABLE_PLUGINS=a,b, or
@@ -24,6 +25,12 @@ def plugins(as_json: bool) -> None:
     section = runtime.config().section("plugins")
     pm = load(section)  # no stderr warnings: this listing is where they are shown
     infos = sorted(pm.infos.values(), key=lambda i: (not i.builtin, i.name))
+    if plugin_name is not None:
+        infos = [i for i in infos if i.name == plugin_name]
+        if not infos:
+            from orchestrator.errors import OrchError
+
+            raise OrchError(f"no plugin {plugin_name!r} is installed; `orch plugins` lists them")
     allow, deny = selection(section)
     unknown = sorted(({*(allow or ()), *deny}) - {i.name for i in infos})
     if as_json:
