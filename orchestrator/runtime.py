@@ -49,6 +49,19 @@ def _scrub_event(logger, method, event: dict) -> dict:
         v, str | int | float | bool | None | list | dict) else str(v) for k, v in event.items()})
 
 
+def quiet() -> None:
+    """``-q``: from here on only errors reach stderr (warnings such as ``rate_limit_hold``
+    are dropped), unless LOG_LEVEL asks for more. Undone by ``configure_logging.cache_clear()``
+    and the next ``log()``."""
+    if os.environ.get("LOG_LEVEL"):
+        return
+    import structlog
+
+    configure_logging()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    logging.getLogger().setLevel(logging.ERROR)
+
+
 def log():
     import structlog
 

@@ -176,6 +176,8 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
     from orchestrator.council.run import CouncilRun
     from orchestrator.progress import make_progress
 
+    if quiet:
+        runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
     cfg = runtime.config()
     text = read_prompt(prompt, prompt_file)
     specs = choose_models(models, council_name, cfg)

@@ -155,6 +155,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import WaveSpec
 
+    if quiet:
+        runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
     cfg = runtime.config()
     runs = runs_dir or config_mod.runs_dir()
     retry_of, retry_options, prior = None, {}, []

@@ -41,6 +41,7 @@ def orch_home(tmp_path, monkeypatch):
     yield home
     runtime.config.cache_clear()
     runtime.plugin_manager.cache_clear()
+    runtime.configure_logging.cache_clear()  # a -q run's quiet ends with its test
 
 
 @pytest.fixture

@@ -1,0 +1,52 @@
+"""`-q` silences everything on stderr but errors: the rate gate's rate_limit_hold warning
+included (it used to leak). Real processes, real 429s from the scripted server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator.testing.scripted_server import Reply
+
+
+def fanout(home, *args: str, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "ORCH_HOME": str(home), **env}
+    full.pop("LOG_LEVEL", None) if "LOG_LEVEL" not in env else None
+    return subprocess.run([sys.executable, "-m", "orchestrator", "fanout", "-m", "scripted/m",
+                           "-p", "hi", *args], env=full, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture
+def held(orch, scripted_server):
+    orch.provider()
+    scripted_server.script("m", Reply(status=429, retry_after=0.1), Reply(text="ok"))
+    return orch.home
+
+
+def test_without_q_the_hold_is_said(held, scripted_server):
+    done = fanout(held)
+    assert done.returncode == 0, done.stderr
+    assert "rate_limit_hold" in done.stderr
+
+
+def test_q_leaves_stderr_empty_when_nothing_failed(held, scripted_server):
+    done = fanout(held, "-q")
+    assert done.returncode == 0 and "ok" in done.stdout
+    assert scripted_server.count("m") == 2  # the hold really happened
+    assert done.stderr == ""
+
+
+def test_q_still_shows_errors(orch, scripted_server):
+    orch.provider()
+    done = fanout(orch.home, "-q", "--timeout", "-1")
+    assert done.returncode == 1
+    assert done.stderr.startswith("orch: error:")
+
+
+def test_an_explicit_log_level_wins_over_q(held, scripted_server):
+    done = fanout(held, "-q", LOG_LEVEL="warning")
+    assert "rate_limit_hold" in done.stderr
