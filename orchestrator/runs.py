@@ -110,7 +110,11 @@ def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
         from orchestrator.engine.rebuild import load_wave
 
         return load_wave(runs_dir, entry.id)
-    return read_json(entry.dirs[0] / "run.json")
+    try:
+        return read_json(entry.dirs[0] / "run.json")
+    except (OSError, ValueError) as exc:
+        raise OrchError(f"{entry.dirs[0] / 'run.json'} cannot be read ({exc}); the run's "
+                        "other files are in that folder") from None
 
 
 def live_legs(runs_dir: Path, wave_id: str) -> list[dict[str, Any]]:

@@ -40,9 +40,12 @@ class Tool:
         description, and a JSON Schema inferred from the type hints and the docstring's
         parameter descriptions (Google, reST or NumPy style). A parameter with a default, or
         typed ``X | None``, is optional; the rest are required."""
+        name = name or getattr(function, "__name__", None)
+        if not name or name == "<lambda>":
+            raise TypeError("Tool.from_function: this callable has no usable name; pass name=")
         schema, summary = function_schema(function)
-        return cls(name=name or function.__name__, description=description or summary,
-                   parameters=schema, function=function)
+        return cls(name=name, description=description or summary, parameters=schema,
+                   function=function)
 
 
 def function_schema(function: Callable[..., Any]) -> tuple[dict[str, Any], str]:
@@ -55,7 +58,10 @@ def function_schema(function: Callable[..., Any]) -> tuple[dict[str, Any], str]:
 
     doc = docstring_parser.parse(inspect.getdoc(function) or "")
     described = {p.arg_name: p.description for p in doc.params if p.description}
-    hints = typing.get_type_hints(function)
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:  # a forward reference that does not resolve: take the hints as written
+        hints = getattr(function, "__annotations__", {})
     properties: dict[str, Any] = {}
     required: list[str] = []
     for pname, param in inspect.signature(function).parameters.items():

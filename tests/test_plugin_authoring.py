@@ -70,7 +70,9 @@ def test_rest_style_docstrings_and_overrides_work_too():
 
 
 def test_a_function_without_hints_or_docstring_still_makes_a_tool():
-    tool = Tool.from_function(lambda text, n=1: text * n)
+    with pytest.raises(TypeError, match="pass name="):
+        Tool.from_function(lambda text, n=1: text * n)
+    tool = Tool.from_function(lambda text, n=1: text * n, name="repeat")
     assert tool.parameters == {"type": "object", "properties": {"text": {}, "n": {"default": 1}},
                                "required": ["text"]}
     assert tool.description == ""

@@ -148,3 +148,13 @@ def test_tail_of_a_finished_run_returns_at_once_with_its_code(three_runs):
     assert runs("tail", mixed).exit_code == 2
     followed = runs("tail", council)
     assert followed.exit_code == json.loads(runs("show", council, "--json").stdout)["exit_code"]
+
+
+def test_an_unreadable_council_is_listed_and_show_says_so_in_one_line(orch_home):
+    broken = orch_home / "runs" / "council-deadbeef"
+    broken.mkdir(parents=True)
+    (broken / "run.json").write_text("{half")
+    assert listed()["deadbeef"]["status"] == "unreadable"
+    shown = runs("show", "deadbeef")
+    assert shown.exit_code == 1 and shown.output.startswith("orch: error: ")
+    assert "cannot be read" in shown.output and "Traceback" not in shown.output
