@@ -176,3 +176,46 @@ def test_a_local_model_whose_file_changed_fails_its_digest(local_home, tmp_path)
     (tmp_path / "tiny.gguf").write_bytes(b"GGUF swapped")
     row = rows(doctor("--json"))[("local", "local/gemma3-270m")]
     assert row["status"] == "fail" and "fails its sha256 check" in row["detail"]
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    import sys
+
+    from test_plugins_loading import Site
+
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.syspath_prepend(str(path))
+    s = Site(path)
+    yield s
+    for name in s.modules:
+        sys.modules.pop(name, None)
+
+
+def test_a_broken_plugin_fails_and_a_typo_hook_warns(orch_home, site):
+    site.install("orch-test-bad", "1.0", {"bad": "import requests_oauthlib_missing\n",
+                                          "typo": TYPO_PLUGIN})
+    result = doctor("--json")
+    assert result.exit_code == 1
+    got = rows(result)
+    bad = got[("plugins", "bad")]
+    assert bad["status"] == "fail"
+    assert bad["detail"] == ("ModuleNotFoundError: No module named "
+                             "'requests_oauthlib_missing'")
+    assert bad["fix"] == "fix or uninstall orch-test-bad, or ORCH_DISABLE_PLUGINS=bad"
+    typo = [r for r in json.loads(result.stdout)["checks"]
+            if r["check"] == "typo" and r["status"] == "warn"]
+    assert [r["detail"] for r in typo] == [
+        "hook implementation 'before_requets' matches no hook (typo?)"]
+    assert CliRunner(env={"ORCH_DISABLE_PLUGINS": "bad"}).invoke(
+        cli, ["doctor", "--json"]).exit_code == 0
+
+
+TYPO_PLUGIN = """
+from orchestrator.hookspecs import hookimpl
+
+@hookimpl
+def before_requets(leg, request):
+    return None
+"""
