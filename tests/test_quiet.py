@@ -50,3 +50,24 @@ def test_q_still_shows_errors(orch, scripted_server):
 def test_an_explicit_log_level_wins_over_q(held, scripted_server):
     done = fanout(held, "-q", LOG_LEVEL="warning")
     assert "rate_limit_hold" in done.stderr
+
+
+def test_council_run_q_is_quiet_too(orch, scripted_server):
+    from test_council_run import SEATS, script_bench, seat
+
+    orch.provider()
+    first = seat("alpha")
+
+    def alpha(body, n):  # one 429 before the first review: the gate holds, then it goes on
+        return Reply(status=429, retry_after=0.1) if n == 1 else first(body, n)
+
+    script_bench(scripted_server, alpha=alpha)
+    full = {**os.environ, "ORCH_HOME": str(orch.home)}
+    full.pop("LOG_LEVEL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "council", "run", "-p", "Review the query "
+         "layer.", "-m", SEATS, "--chair", "scripted/delta", "-q"], env=full,
+        capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert any(r.status == 429 for r in scripted_server.requests)
+    assert done.stderr == ""
