@@ -75,6 +75,9 @@ def environment() -> tuple[list[Check], config_mod.Config | None]:
     if not home.exists():
         rows.append(Check("environment", "ORCH_HOME", WARN, f"{home} does not exist yet",
                           "it is created on the first run; or set ORCH_HOME"))
+    elif not home.is_dir():
+        rows.append(Check("environment", "ORCH_HOME", FAIL, f"{home} is not a directory",
+                          "point ORCH_HOME at a directory (or move that file away)"))
     elif not os.access(home, os.W_OK | os.X_OK):
         rows.append(Check("environment", "ORCH_HOME", FAIL, f"{home} is not writable",
                           f"chmod u+w {home}, or point ORCH_HOME elsewhere"))

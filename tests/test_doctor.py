@@ -219,3 +219,18 @@ from orchestrator.hookspecs import hookimpl
 def before_requets(leg, request):
     return None
 """
+
+
+def test_orch_home_that_is_a_file_fails_and_the_other_checks_still_run(tmp_path, monkeypatch):
+    from orchestrator import runtime
+
+    afile = tmp_path / "home"
+    afile.write_text("not a directory")
+    monkeypatch.setenv("ORCH_HOME", str(afile))
+    runtime.config.cache_clear()
+    result = doctor("--json")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    got = rows(result)
+    assert got[("environment", "ORCH_HOME")]["detail"].endswith("is not a directory")
+    assert got[("local", "check")]["detail"].startswith("could not run: NotADirectoryError")
+    assert got[("plugins", "workspace")]["status"] == "ok"

@@ -29,9 +29,11 @@ def doctor(as_json: bool, deep: bool) -> None:
 
     rows, cfg = checks.environment()
     if cfg is not None:
-        provider_rows, listed = checks.providers(cfg)
-        plugin_rows, pm = checks.plugins(cfg)
-        rows += provider_rows + checks.names(cfg, pm, listed) + local_rows(cfg, deep)
+        provider_rows, listed = _guarded("providers", lambda: checks.providers(cfg), ([], {}))
+        plugin_rows, pm = _guarded("plugins", lambda: checks.plugins(cfg), ([], None))
+        rows += provider_rows
+        rows += _guarded("names", lambda: checks.names(cfg, pm, listed), [])
+        rows += _guarded("local", lambda: local_rows(cfg, deep), [])
         rows += plugin_rows
     counts = {s: sum(1 for r in rows if r.status == s) for s in ("ok", "warn", "fail")}
     if as_json:
@@ -50,6 +52,20 @@ def doctor(as_json: bool, deep: bool) -> None:
         click.echo(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail")
     if counts["fail"]:
         raise SystemExit(1)
+
+
+def _guarded(section: str, check, empty):
+    """A check that cannot run is a ``fail`` row of its own; the other checks still run."""
+    try:
+        return check()
+    except Exception as exc:
+        from orchestrator.doctor import FAIL, Check
+
+        row = Check(section, "check", FAIL, f"could not run: {type(exc).__name__}: {exc}",
+                    "fix what it names, then run orch doctor again")
+        if isinstance(empty, tuple):
+            return ([row], *empty[1:])
+        return [row]
 
 
 def _clean(doc: dict, scrub) -> dict:
