@@ -144,6 +144,11 @@ def describe(name: str, source: str, target: str | None, cfg, pm,
         cost_source = "litellm"
     else:
         prices, cost_source = (None, None), "unknown"
+    window = info.context_window
+    if window is None and model.provider == "local":
+        from orchestrator.local.settings import LocalSettings
+
+        window = LocalSettings.from_config(cfg).n_ctx  # what the managed server loads
     decide = getattr(pm.get_plugin("tiers"), "decide", None) if pm else None
     try:
         tier = decide(model, cfg)[0] if decide else None
@@ -151,7 +156,7 @@ def describe(name: str, source: str, target: str | None, cfg, pm,
         tier = None
     return row | {
         "resolves_to": model.name, "provider": model.provider, "tier": tier,
-        "context_window": info.context_window, "max_output_tokens": info.max_output_tokens,
+        "context_window": window, "max_output_tokens": info.max_output_tokens,
         "input_cost_per_mtok": prices[0], "output_cost_per_mtok": prices[1],
         "cost_source": cost_source, "tools": info.supports_tools,
         "reasoning": info.supports_reasoning,
