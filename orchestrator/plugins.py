@@ -226,4 +226,8 @@ def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:
 
 
 def stderr_warn(line: str) -> None:
+    import logging
+
+    if logging.getLogger().level > logging.WARNING:
+        return  # -q (or LOG_LEVEL=error): only errors reach stderr
     print(f"orch: warning: {line}", file=sys.stderr)

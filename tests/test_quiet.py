@@ -71,3 +71,16 @@ def test_council_run_q_is_quiet_too(orch, scripted_server):
     assert done.returncode == 0, done.stderr
     assert any(r.status == 429 for r in scripted_server.requests)
     assert done.stderr == ""
+
+
+def test_q_silences_a_broken_plugins_warning_too(held, scripted_server, tmp_path):
+    from test_plugins_loading import Site
+
+    site = Site(tmp_path / "site")
+    site.path.mkdir()
+    site.install("orch-test-broken", "1.0", {"broken": "import no_such_module_here\n"})
+    loud = fanout(held, PYTHONPATH=str(site.path))
+    assert "orch: warning: plugin broken skipped: ModuleNotFoundError" in loud.stderr
+    scripted_server.script("m", Reply(text="ok"))
+    quiet = fanout(held, "-q", PYTHONPATH=str(site.path))
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -42,6 +42,10 @@ def orch_home(tmp_path, monkeypatch):
     runtime.config.cache_clear()
     runtime.plugin_manager.cache_clear()
     runtime.configure_logging.cache_clear()  # a -q run's quiet ends with its test
+    import logging
+
+    level = os.environ.get("LOG_LEVEL", "warning").upper()
+    logging.getLogger().setLevel(getattr(logging, level, logging.WARNING))
 
 
 @pytest.fixture
