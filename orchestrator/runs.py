@@ -63,8 +63,9 @@ def _wave_ids(runs_dir: Path) -> dict[str, list[Path]]:
     return waves
 
 
-def entries(runs_dir: Path) -> Iterator[RunEntry]:
-    """Every run under ``runs_dir``; an unreadable one is listed ``unreadable``."""
+def entries(runs_dir: Path, bench_dir: Path | None = None) -> Iterator[RunEntry]:
+    """Every run under ``runs_dir`` (and each bench result file in ``bench_dir``); an
+    unreadable one is listed ``unreadable``."""
     from orchestrator.engine.rebuild import load_wave
 
     for wave_id, dirs in _wave_ids(runs_dir).items():
@@ -89,6 +90,26 @@ def entries(runs_dir: Path) -> Iterator[RunEntry]:
                        len(doc.get("seats") or doc.get("legs") or []), doc.get("cost_usd"),
                        doc.get("created_at"), doc.get("tag"), doc.get("exit_code"),
                        [path.parent])
+    yield from _benches(bench_dir)
+
+
+def _benches(bench_dir: Path | None) -> Iterator[RunEntry]:
+    """``orch bench`` results: one JSON file each, written when the bench finished (its
+    model trials are also waves in the runs folder, kind ``bench``)."""
+    for path in sorted(bench_dir.glob("bench-*.json")) if bench_dir and bench_dir.is_dir() else []:
+        try:
+            doc = read_json(path)
+            trials = list(doc.get("trials") or [])
+        except (OSError, ValueError, TypeError):
+            yield RunEntry(path.stem, "bench", "unreadable", 0, None, None, None, None, [path])
+            continue
+        costs = [t.get("cost_usd") for t in trials if isinstance(t, dict)]
+        known = [c for c in costs if isinstance(c, int | float)]
+        excluded = bool(doc.get("exclusions"))  # as `orch bench` exits: 2 with exclusions
+        yield RunEntry(doc.get("bench_id", path.stem), "bench",
+                       "partial" if excluded else "complete", len(trials),
+                       round(sum(known), 8) if known or not costs else None,
+                       doc.get("started"), None, 2 if excluded else 0, [path])
 
 
 def _leg_start(legs: list[dict]) -> str | None:
@@ -96,8 +117,8 @@ def _leg_start(legs: list[dict]) -> str | None:
     return starts[0] if starts else None
 
 
-def find(runs_dir: Path, run_id: str) -> RunEntry:
-    for entry in entries(runs_dir):
+def find(runs_dir: Path, run_id: str, bench_dir: Path | None = None) -> RunEntry:
+    for entry in entries(runs_dir, bench_dir):
         if run_id in (entry.id, f"{entry.kind}-{entry.id}"):
             return entry
     raise OrchError(f"no run {run_id!r} under {runs_dir}; `orch runs` lists them "
@@ -110,11 +131,12 @@ def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
         from orchestrator.engine.rebuild import load_wave
 
         return load_wave(runs_dir, entry.id)
+    path = entry.dirs[0] if entry.dirs[0].is_file() else entry.dirs[0] / "run.json"
     try:
-        return read_json(entry.dirs[0] / "run.json")
+        return read_json(path)
     except (OSError, ValueError) as exc:
-        raise OrchError(f"{entry.dirs[0] / 'run.json'} cannot be read ({exc}); the run's "
-                        "other files are in that folder") from None
+        raise OrchError(f"{path} cannot be read ({exc}); the run's other files are "
+                        "beside it") from None
 
 
 def live_legs(runs_dir: Path, wave_id: str) -> list[dict[str, Any]]:
@@ -138,9 +160,10 @@ def age(moment: datetime, now: datetime | None = None) -> str:
     return f"{seconds}s"
 
 
-def collect(runs_dir: Path, older_than: datetime) -> list[RunEntry]:
+def collect(runs_dir: Path, older_than: datetime,
+            bench_dir: Path | None = None) -> list[RunEntry]:
     """Finished runs created before ``older_than``: what ``runs gc`` removes."""
-    return [e for e in entries(runs_dir)
+    return [e for e in entries(runs_dir, bench_dir)
             if e.created < older_than and e.status not in ("running", "pending")]
 
 
@@ -148,6 +171,10 @@ def remove(entry: RunEntry) -> int:
     """Delete a run's folders; the bytes freed."""
     freed = 0
     for folder in entry.dirs:
+        if folder.is_file():  # a bench's result file
+            freed += folder.stat().st_size
+            folder.unlink()
+            continue
         freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         shutil.rmtree(folder)
     return freed

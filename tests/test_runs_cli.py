@@ -158,3 +158,41 @@ def test_an_unreadable_council_is_listed_and_show_says_so_in_one_line(orch_home)
     shown = runs("show", "deadbeef")
     assert shown.exit_code == 1 and shown.output.startswith("orch: error: ")
     assert "cannot be read" in shown.output and "Traceback" not in shown.output
+
+
+def test_a_bench_is_listed_shown_and_collected(orch, scripted_server, tmp_path, monkeypatch):
+    from test_bench_e2e import (  # a real bake-off's set-up
+        AGENT,
+        TASKS,
+        answer,
+        write_cases,
+        write_config,
+    )
+
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+    scripted_server.script("right", answer(set(TASKS)))
+    scripted_server.script("half", answer({"t1", "t2", "t3", "t4"}))
+    scripted_server.script("never", answer(set()))
+    scripted_server.script("slow", Reply(hang=True))
+    write_cases(tmp_path / "cases")
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    monkeypatch.chdir(tmp_path)
+    config = write_config(tmp_path, agent)
+    ran = CliRunner().invoke(cli, ["bench", "--config", str(config), "--yes", "--timeout", "2",
+                                   "--json"])
+    assert list((orch.home / "bench").glob("bench-*.json")), ran.output[-1500:]
+    (saved,) = (orch.home / "bench").glob("bench-*.json")  # the result file it wrote
+    doc = json.loads(saved.read_text())
+    bench_id = doc["bench_id"]
+    assert ran.exit_code == 2  # trials were excluded, as in test_bench_e2e
+    entry = listed("--status", "partial,complete")[bench_id]
+    assert entry["kind"] == "bench" and entry["legs"] == len(doc["trials"])
+    assert entry["exit_code"] == ran.exit_code
+    shown = runs("show", bench_id)
+    assert shown.stdout.startswith(f"Bench {bench_id}: ") and "trials: " in shown.stdout
+    assert runs("tail", bench_id).exit_code == ran.exit_code
+    path = orch.home / "bench" / f"{bench_id}.json"
+    assert runs("gc", "--older-than", "2099-01-01", "--dry-run").exit_code == 0 and path.exists()
+    runs("gc", "--older-than", "2099-01-01")
+    assert not path.exists()

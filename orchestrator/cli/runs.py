@@ -21,6 +21,10 @@ def runs_dir_option(command):
                         help="Where the runs are (default ORCH_HOME/runs).")(command)
 
 
+def _bench_dir() -> Path:
+    return config_mod.home() / "bench"  # where `orch bench` saves its results
+
+
 def _moment(option: str, text: str):
     from orchestrator.ledger import parse_since
 
@@ -62,7 +66,7 @@ def runs(ctx, since, status, as_json, runs_dir):
 
     wanted = _statuses(status)
     after = _moment("--since", since) if since else None
-    found = [e for e in runs_mod.entries(runs_dir or config_mod.runs_dir())
+    found = [e for e in runs_mod.entries(runs_dir or config_mod.runs_dir(), _bench_dir())
              if (not wanted or e.status in wanted) and (after is None or e.created >= after)]
     found.sort(key=lambda e: e.created, reverse=True)
     if as_json:
@@ -90,7 +94,7 @@ def show(run_id, as_json, runs_dir):
     from orchestrator.cli.status import echo_wave
 
     base = runs_dir or config_mod.runs_dir()
-    entry = runs_mod.find(base, run_id)
+    entry = runs_mod.find(base, run_id, _bench_dir())
     doc = runs_mod.document(base, entry)
     if as_json:
         print_json(doc)
@@ -101,9 +105,12 @@ def show(run_id, as_json, runs_dir):
 
 
 def _echo_run(entry, doc: dict) -> None:
-    cost = doc.get("cost_usd")
-    click.echo(f"{entry.kind.capitalize()} {entry.id}: {doc.get('status')} "
-               f"(exit {doc.get('exit_code')}, {'?' if cost is None else f'${cost:.4f}'})")
+    cost = doc.get("cost_usd", entry.cost_usd)
+    click.echo(f"{entry.kind.capitalize()} {entry.id}: {doc.get('status', entry.status)} "
+               f"(exit {doc.get('exit_code', entry.exit_code)}, "
+               f"{'?' if cost is None else f'${cost:.4f}'})")
+    if doc.get("trials") is not None:
+        click.echo(f"  trials: {len(doc['trials'])} (orch bench report {entry.dirs[0]})")
     for seat in doc.get("seats") or []:
         reason = f" — {seat['reason']}" if seat.get("reason") else ""
         click.echo(f"  seat {seat.get('label') or '-'}  {seat.get('model')}  "
@@ -125,7 +132,7 @@ def tail(run_id, interval, runs_dir):
     from orchestrator import runs as runs_mod
 
     base = runs_dir or config_mod.runs_dir()
-    entry = runs_mod.find(base, run_id)
+    entry = runs_mod.find(base, run_id, _bench_dir())
     if entry.kind == "wave":
         code = _follow_wave(base, entry.id, interval)
     else:
@@ -162,14 +169,15 @@ def _follow_run(base: Path, entry, interval: float) -> int:
     while True:
         doc = runs_mod.document(base, entry)
         stages = doc.get("stages") or {}
-        line = f"{entry.kind} {entry.id}: {doc.get('status')}" + (
+        status = doc.get("status", entry.status)
+        line = f"{entry.kind} {entry.id}: {status}" + (
             f" ({', '.join(f'{k} {v}' for k, v in stages.items())})"
             if isinstance(stages, dict) and stages else "")
         if line != said:
             click.echo(line)
             said = line
-        if doc.get("status") not in ("running", "pending", None):
-            return doc.get("exit_code", 1)
+        if status not in ("running", "pending", None):
+            return doc.get("exit_code", entry.exit_code)
         time.sleep(interval)
 
 
@@ -184,7 +192,7 @@ def gc(older_than, dry_run, as_json, runs_dir):
     from orchestrator import runs as runs_mod
 
     cutoff = _moment("--older-than", older_than)
-    old = runs_mod.collect(runs_dir or config_mod.runs_dir(), cutoff)
+    old = runs_mod.collect(runs_dir or config_mod.runs_dir(), cutoff, _bench_dir())
     freed = 0 if dry_run else sum(runs_mod.remove(e) for e in old)
     if as_json:
         print_json({"dry_run": dry_run, "removed": [e.id for e in old], "bytes_freed": freed})
