@@ -8,6 +8,7 @@ import socket
 
 import pytest
 from click.testing import CliRunner
+from test_plugins_loading import site  # noqa: F401 - its fixture: test plugins on sys.path
 
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
@@ -178,22 +179,7 @@ def test_a_local_model_whose_file_changed_fails_its_digest(local_home, tmp_path)
     assert row["status"] == "fail" and "fails its sha256 check" in row["detail"]
 
 
-@pytest.fixture
-def site(tmp_path, monkeypatch):
-    import sys
-
-    from test_plugins_loading import Site
-
-    path = tmp_path / "site"
-    path.mkdir()
-    monkeypatch.syspath_prepend(str(path))
-    s = Site(path)
-    yield s
-    for name in s.modules:
-        sys.modules.pop(name, None)
-
-
-def test_a_broken_plugin_fails_and_a_typo_hook_warns(orch_home, site):
+def test_a_broken_plugin_fails_and_a_typo_hook_warns(orch_home, site):  # noqa: F811
     site.install("orch-test-bad", "1.0", {"bad": "import requests_oauthlib_missing\n",
                                           "typo": TYPO_PLUGIN})
     result = doctor("--json")

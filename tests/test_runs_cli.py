@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
+from test_bench_e2e import bench_setup  # noqa: F401 - its fixture
 from test_council_run import run_council, script_bench
 
 from orchestrator.cli import cli
@@ -160,25 +161,8 @@ def test_an_unreadable_council_is_listed_and_show_says_so_in_one_line(orch_home)
     assert "cannot be read" in shown.output and "Traceback" not in shown.output
 
 
-def test_a_bench_is_listed_shown_and_collected(orch, scripted_server, tmp_path, monkeypatch):
-    from test_bench_e2e import (  # a real bake-off's set-up
-        AGENT,
-        TASKS,
-        answer,
-        write_cases,
-        write_config,
-    )
-
-    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
-    scripted_server.script("right", answer(set(TASKS)))
-    scripted_server.script("half", answer({"t1", "t2", "t3", "t4"}))
-    scripted_server.script("never", answer(set()))
-    scripted_server.script("slow", Reply(hang=True))
-    write_cases(tmp_path / "cases")
-    agent = tmp_path / "agent.py"
-    agent.write_text(AGENT)
-    monkeypatch.chdir(tmp_path)
-    config = write_config(tmp_path, agent)
+def test_a_bench_is_listed_shown_and_collected(bench_setup, orch):  # noqa: F811
+    config = bench_setup  # a real bake-off's set-up (test_bench_e2e)
     ran = CliRunner().invoke(cli, ["bench", "--config", str(config), "--yes", "--timeout", "2",
                                    "--json"])
     assert list((orch.home / "bench").glob("bench-*.json")), ran.output[-1500:]
