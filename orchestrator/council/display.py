@@ -40,7 +40,8 @@ def print_run(doc: dict[str, Any], tally: dict[str, Any] | None,
         block = "conformed" if s["conformed"] else "non-conforming"
         cut = " · CUT" if s["cut"] else ""
         plural = "" if s["raised"] == 1 else "s"
-        click.echo(f"  {s['model']} ({s['label']}): {s['raised']} finding{plural}, "
+        label = f" ({s['label']})" if s.get("label") else ""  # none before the bundle exists
+        click.echo(f"  {s['model']}{label}: {s['raised']} finding{plural}, "
                    f"{s['confirmed']} confirmed · {cred} · {block}{cut}")
     if synthesis:
         click.echo("")

@@ -54,8 +54,11 @@ def git_diff(rev_range: str, cwd: Path | None = None) -> str:
         raise OrchError(f"git diff {rev_range} took more than 60 s; pass a narrower "
                         "range") from None
     if proc.returncode != 0:
-        why = (proc.stderr.strip().splitlines() or ["git failed"])[0]
-        raise OrchError(f"git diff {rev_range} failed: {why}; run it here to check the range")
+        if "not a git repository" in proc.stderr.lower():
+            raise OrchError("--diff needs a git work tree, and this directory is not in one: "
+                            "run orch inside the repository, or pass --context FILE instead")
+        raise OrchError(f"git diff {rev_range} failed: {_git_reason(proc.stderr)}; run it "
+                        "here to check the range")
     if not proc.stdout.strip():
         raise OrchError(f"git diff {rev_range} is empty: there is nothing to review; check "
                         "the range (e.g. main..HEAD)")
@@ -63,6 +66,17 @@ def git_diff(rev_range: str, cwd: Path | None = None) -> str:
         raise OrchError(f"git diff {rev_range} is more than {MAX_CONTEXT_BYTES:,} bytes; "
                         "review a narrower range")
     return proc.stdout
+
+
+def _git_reason(stderr: str) -> str:
+    """git's own words without its `fatal:`/`error:`/`warning:` prefixes or usage dump."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for prefix in ("fatal:", "error:"):
+        for ln in lines:
+            if ln.startswith(prefix):
+                return ln[len(prefix):].strip()
+    first = lines[0] if lines else "git failed"
+    return first.removeprefix("warning:").strip()
 
 
 def assemble(prompt: str, diff: str | None, paths: tuple[str, ...] | list[str],
