@@ -59,8 +59,9 @@ def model_info(model: ResolvedModel, declared: dict | None = None) -> ModelInfo:
         context_window=declared.get("context_window") or base.context_window,
         max_output_tokens=(declared.get("max_output_tokens") or model.max_output_tokens
                            or base.max_output_tokens),
-        supports_tools=declared.get("supports_tools",
-                                    learned.get("supports_tools", base.supports_tools)),
+        supports_tools=declared.get("supports_tools", learned.get(
+            "supports_tools",
+            base.supports_tools if model.supports_tools is None else model.supports_tools)),
         supports_reasoning=declared.get("supports_reasoning", base.supports_reasoning),
         input_cost_per_token=base.input_cost_per_token,
         output_cost_per_token=base.output_cost_per_token,

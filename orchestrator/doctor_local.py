@@ -23,10 +23,16 @@ def local_rows(cfg: Config, deep: bool = False) -> list[Check]:
         settings = LocalSettings.from_config(cfg)
     except OrchError as exc:
         return [Check(SECTION, "settings", FAIL, str(exc), "fix the `local` section")]
-    extra = installed("llama_cpp")
+    from orchestrator.local import build
+
+    extra = installed(MODEL_PACKAGE)
     rows.append(Check(SECTION, "extra", OK if extra else WARN,
-                      "llama-cpp-python is installed" if extra else "not installed",
+                      "the local extra is installed" if extra else "not installed",
                       None if extra else EXTRA_HINT))
+    stamp = build.built()
+    rows.append(Check(SECTION, "build", OK if stamp else WARN,
+                      f"llama-server {build.SDIST_VERSION} built: {build.binary()}" if stamp
+                      else "llama-server is not built", None if stamp else build.BUILD_HINT))
     for model in catalogue(settings.models).values():
         name = f"local/{model.alias}"
         if not model.path.is_file():
@@ -43,7 +49,7 @@ def local_rows(cfg: Config, deep: bool = False) -> list[Check]:
     if settings.server_command:
         path = "local.server_command: " + " ".join(settings.server_command[:3])
     else:
-        path = "llama.cpp's server (python -m orchestrator.local.llama_server)"
+        path = "llama.cpp's llama-server (orch local build)"
     from orchestrator.local import manager
 
     running = manager.status().get("status", "stopped")

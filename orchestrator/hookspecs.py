@@ -30,6 +30,12 @@ def resolve_model(spec, config):
     First non-None answer wins. May not do I/O."""
 
 
+@hookspec(firstresult=True)
+def default_models(config):
+    """The models a wave runs when the user chose none and ``defaults.models`` is unset:
+    ``{"models": [...], "notice": "one line said on stderr"}``, or None to pass."""
+
+
 @hookspec
 def register_tools(leg):
     """Return a list of :class:`orchestrator.tools.Tool` this plugin offers to ``leg``.

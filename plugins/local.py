@@ -7,8 +7,15 @@
   at resolve time because only now is a server really needed and its port known: the leg's
   frozen ResolvedModel is swapped for a copy with ``api_base`` set (``dataclasses.replace``).
 - ``leg_start`` does the same for a leg that did not exist at wave start (the chair).
+- ``wave_start`` asks for as many parallel slots as the wave has local legs (up to
+  ``local.max_slots``): llama-server decodes them together.
 - ``before_request`` caps the completion at ``local.max_tokens`` when nothing else set a
-  limit: a base model otherwise writes until its context is full.
+  limit (a base model otherwise writes until its context is full), sends the ``orch-plain``
+  stop string, and never sends ``tools``: the embedded model has no native tool calling
+  (``supports_tools=False`` in the catalog, so the text tool protocol applies); tools still
+  in the request at this last step are withheld and the leg records ``tools_withheld``.
+- ``default_models``: the local model is the default when nothing else is set up. This
+  plugin alone makes that choice; disabled, fanout asks the user to choose.
 - While the wave runs a lease keeps the server from stopping for idleness.
 """
 
@@ -18,6 +25,7 @@ from dataclasses import replace
 
 from orchestrator.errors import OrchError
 from orchestrator.hookspecs import hookimpl
+from orchestrator.local.llama_server import PLAIN, PLAIN_STOP
 
 PROVIDER = "local"
 
@@ -48,17 +56,27 @@ def resolve_model(spec, config):
         raise OrchError(f"no local model {name!r} (known: {', '.join(sorted(models))}); add a "
                         f"GGUF with `orch local add PATH --alias {name}`")
     return ResolvedModel(name=spec, provider=PROVIDER, litellm_model=f"openai/{name}",
-                         input_cost_per_mtok=0.0, output_cost_per_mtok=0.0, declared=True)
+                         input_cost_per_mtok=0.0, output_cost_per_mtok=0.0, declared=True,
+                         supports_tools=False)
 
 
-async def _ensure(config, need: set[str]):
+@hookimpl(trylast=True)
+def default_models(config):
+    from orchestrator.local.default import NOTICE, default_models
+
+    models = default_models(config)
+    return {"models": models, "notice": NOTICE} if models else None
+
+
+async def _ensure(config, need: set[str], slots: int = 1):
     import anyio
 
     from orchestrator.local.manager import ensure
 
     settings = _settings(config)
     try:
-        state, started = await anyio.to_thread.run_sync(lambda: ensure(settings, need))
+        state, started = await anyio.to_thread.run_sync(
+            lambda: ensure(settings, need, slots=slots))
     except OrchError:
         raise
     except Exception as exc:  # never let a broken start pass as "no change" (isolated)
@@ -67,9 +85,14 @@ async def _ensure(config, need: set[str]):
 
 
 def _point(leg, settings, state) -> None:
+    from orchestrator.local.model import catalogue
+
+    model = catalogue(settings.models).get(_alias(leg.model))
+    plain = model is not None and model.chat_format == PLAIN
     leg.model = replace(leg.model, api_base=state["url"])
-    leg.state[PROVIDER] = {"max_tokens": settings.max_tokens}
-    leg.set("local_server", {"url": state["url"], "pid": state["server_pid"]})
+    leg.state[PROVIDER] = {"max_tokens": settings.max_tokens, "plain": plain}
+    leg.set("local_server", {"url": state["url"], "pid": state["server_pid"],
+                             "path": state.get("path"), "slots": state.get("slots")})
 
 
 @hookimpl(trylast=True)
@@ -79,9 +102,12 @@ async def wave_start(wave):
         return None
     from orchestrator.local.manager import Lease
 
-    settings, state, started = await _ensure(wave.config, {_alias(leg.model) for leg in legs})
+    settings, state, started = await _ensure(wave.config, {_alias(leg.model) for leg in legs},
+                                             slots=len(legs))
     for leg in legs:
         _point(leg, settings, state)
+    for text in state.get("notices") or []:
+        wave.notice(text)
     wave.state[PROVIDER] = Lease(settings.idle_s)
     if started:
         wave.notice(f"started the local model server (pid {state['server_pid']}, "
@@ -104,12 +130,21 @@ async def leg_start(leg):
 
 @hookimpl(trylast=True)
 def before_request(leg, request):
-    cap = (leg.state.get(PROVIDER) or {}).get("max_tokens")
-    if not cap or not _alias(leg.model):
+    mine = leg.state.get(PROVIDER)
+    if mine is None or not _alias(leg.model):
         return None
-    if "max_tokens" in request.params or "max_completion_tokens" in request.params:
-        return None
-    return request.evolve(params={**request.params, "max_tokens": cap})
+    params = dict(request.params)
+    cap = mine.get("max_tokens")
+    if cap and "max_tokens" not in params and "max_completion_tokens" not in params:
+        params["max_tokens"] = cap
+    if mine.get("plain") and "stop" not in params:
+        params["stop"] = list(PLAIN_STOP)
+    changes = {"params": params} if params != request.params else {}
+    if request.tools:  # no native tool calling: never on the wire
+        changes["tools"] = None
+        leg.set("tools_withheld", sorted(t.get("function", {}).get("name", "?")
+                                         for t in request.tools))
+    return request.evolve(**changes) if changes else None
 
 
 @hookimpl(trylast=True)

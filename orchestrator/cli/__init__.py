@@ -96,7 +96,7 @@ SUMMARIES = {
     "plugins": "List plugins: where each came from, its hooks, whether it loaded.",
     "model": "Per-model settings: capability tier (model set-tier|tiers).",
     "server": "The shared local model server (server start|stop|status).",
-    "local": "GGUF models the local server serves as local/NAME (local add|list|remove).",
+    "local": "The local server's binary and GGUF models (local build|add|list|remove).",
     "doctor": "Check the set-up: keys, endpoints, names, variants, local model, plugins.",
     "runs": "List past waves and councils; show, tail or clean them up (runs show|tail|gc).",
     "models": "Every model you can address, with window, ceiling, prices and abilities.",

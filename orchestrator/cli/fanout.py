@@ -82,7 +82,7 @@ def require_budget_plugins(budgets: dict, pm, no_plugins: bool) -> None:
                                f"({why}); {fix}, or drop {flag}")
 
 
-def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
+def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list[str]:
     if models and council:
         raise click.UsageError("pass either --models or --council, not both")
     if council:
@@ -96,14 +96,23 @@ def choose_models(models: str | None, council: str | None, cfg) -> list[str]:
     default = cfg.defaults.get("models")
     if default:
         return list(default)
-    from orchestrator.local.default import NOTICE, default_models
+    from orchestrator import runtime
 
-    local = default_models(cfg)  # nothing configured and no key: the embedded local model
-    if local:
-        click.echo(NOTICE, err=True)
-        return local
-    raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "
-                    "`defaults.models` in config.json)")
+    pm = pm or runtime.plugin_manager()
+    chosen = pm.hook.default_models(config=cfg)
+    if chosen:  # a plugin's default (the local plugin: the embedded model on a bare machine)
+        click.echo(chosen["notice"], err=True)
+        return list(chosen["models"])
+    if pm.hook.default_models.get_hookimpls():  # a default exists, just not here (keys set)
+        raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "
+                        "`defaults.models` in config.json)")
+    raise NoModels("no models: pass --models, add a provider, or enable the local plugin")
+
+
+class NoModels(OrchError):
+    """Nothing to run: a usage problem (exit 2), said in one line."""
+
+    exit_code = 2
 
 
 @click.command()
@@ -191,7 +200,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
             retry_options["max_cost_family"] = plan.ceiling
         prior = plan.prior
     else:
-        specs = choose_models(models, council, cfg)
+        specs = choose_models(models, council, cfg,
+                              runtime.plugin_manager(enabled=not no_plugins))
         briefing = compose(read_prompt(prompt, prompt_file), read_context(context))
         prompt_source = prompt_source_name(prompt, prompt_file)
     if len(specs) > max_legs:

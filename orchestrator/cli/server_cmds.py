@@ -1,5 +1,6 @@
-"""``orch server start|stop|status`` and ``orch local add|list|remove``: the one local model
-server every orch process shares, and the GGUF files it serves."""
+"""``orch server start|stop|status`` and ``orch local build|add|list|remove``: the one local
+model server every orch process shares, the llama-server binary it runs, and the GGUF files it
+serves."""
 
 from __future__ import annotations
 
@@ -44,9 +45,12 @@ def start(as_json):
     if as_json:
         print_json({**state, "started": started, "start_s": round(elapsed, 3)})
         return
+    for text in state.get("notices") or []:
+        click.echo(f"Notice: {text}", err=True)
     verb = f"started in {elapsed:.1f} s" if started else "already running"
     click.echo(f"local server {verb}: {state['url']} · pid {state['server_pid']} · "
-               f"models: {', '.join(state['models'])}")
+               f"models: {', '.join(state['models'])} · {state.get('slots')} slots · "
+               f"{state.get('path')} path")
 
 
 @server.command()
@@ -85,7 +89,10 @@ def status(as_json):
         click.echo(f"  error: {doc['error']}")
     click.echo(f"  url: {doc.get('url')}  pid: {doc.get('server_pid')}  "
                f"supervisor: {doc.get('pid')}")
-    click.echo(f"  models: {', '.join(doc.get('served') or doc.get('models') or [])}")
+    click.echo(f"  models: {', '.join(doc.get('served') or doc.get('models') or [])}  "
+               f"slots: {doc.get('slots')} × {doc.get('n_ctx_per_slot')} tokens of context")
+    click.echo(f"  path: {doc.get('path')}" + (f" ({doc['path_reason']})"
+                                               if doc.get("path_reason") else ""))
     idle = doc.get("idle_s") or 0
     click.echo(f"  started: {doc.get('started_at')}  restarts: {doc.get('restarts', 0)}  "
                f"idle stop: {f'{idle / 60:g} min' if idle else 'off'}  "
@@ -100,10 +107,33 @@ def local() -> None:
 
     \b
     Examples:
+      orch local build           # compile the server once (about 10 min on 2 cores)
       orch local add ~/models/qwen2.5-0.5b-q4.gguf --alias qwen0.5b
       orch fanout -m local/gemma3-270m,local/qwen0.5b -p "..."
       orch local list
     """
+
+
+@local.command()
+@click.option("--force", is_flag=True, help="Build again even if a build is cached.")
+@click.option("--jobs", "-j", type=click.IntRange(1, 256), help="Compile jobs (default: cores).")
+@click.option("--json", "as_json", is_flag=True, help="Print the build's stamp as JSON.")
+def build(force, jobs, as_json):
+    """Compile llama.cpp's llama-server once (portable: GGML_NATIVE=OFF) from the pinned
+    llama-cpp-python sdist and cache it in the data directory. About 10 minutes on 2 cores;
+    later runs find it cached at once."""
+    from orchestrator.local.build import build as build_server
+
+    def say(text: str) -> None:
+        click.echo(text, err=True)
+
+    stamp = build_server(force=force, jobs=jobs, say=say)
+    if as_json:
+        print_json(stamp)
+        return
+    how = ("already built" if stamp["cached"]
+           else f"built in {stamp['seconds'] / 60:.1f} min")
+    click.echo(f"llama-server {stamp['version']} {how}: {stamp['binary']}")
 
 
 @local.command()

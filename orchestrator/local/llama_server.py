@@ -1,45 +1,57 @@
-"""llama.cpp's OpenAI-compatible server with one addition: the ``orch-plain`` chat format.
+"""How orch runs llama.cpp's own HTTP server (``llama-server``): its command line, the
+``orch-plain`` prompt format for base models, and the portable path.
 
-``python -m orchestrator.local.llama_server --config_file FILE`` is ``python -m
-llama_cpp.server`` plus this format. The built-in Gemma 3 270M is a *base* model: it has no
-chat template and, wrapped in one, it loops on turn markers. Given the conversation as plain
-text it does what a base model does well — it continues the text — and it stops at the first
-blank line, so an answer is one paragraph, not a page of repetition. System messages are left
-out (as Gemma's own template does): a base model would continue *their* style, not the
-briefing.
+``llama-server`` decodes its ``--parallel`` slots together (continuous batching), so N legs
+on the one server share each forward pass instead of queueing. Each slot gets ``n_ctx`` tokens
+of context (``-c`` is ``n_ctx × slots``).
+
+``orch-plain``: the built-in Gemma 3 270M is a *base* model: wrapped in a chat template it
+loops on turn markers; given the conversation as plain text it continues it. The template
+below joins the non-system messages with blank lines, and the ``local`` plugin sends
+``stop: ["\\n\\n"]`` with every request to such a model, so an answer is one paragraph.
+
+The portable path: llama.cpp repacks weights into "extra buffer types" (AMX tiles, AVX-512
+layouts) when the CPU advertises them. Some VMs advertise AMX and fault on it (SIGILL). The
+portable path turns repacking off (``--no-repack``; ``LLAMA_ARG_REPACK=false`` in the
+environment says the same to any server, the stand-in of the tests too).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 PLAIN = "orch-plain"
+PLAIN_STOP = ["\n\n"]
+PLAIN_TEMPLATE = (
+    "{%- set ns = namespace(first=true) -%}"
+    "{%- for message in messages -%}"
+    "{%- if message.role != 'system' and message.content is string"
+    " and message.content | trim -%}"
+    "{%- if not ns.first -%}{{ '\\n\\n' }}{%- endif -%}"
+    "{{ message.content | trim }}"
+    "{%- set ns.first = false -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+)
+FAST, PORTABLE = "fast", "portable"
+PORTABLE_FLAGS = ["--no-repack"]
+PORTABLE_ENV = {"LLAMA_ARG_REPACK": "false"}
 
 
-def format_plain(messages: list[dict[str, Any]], **kwargs: Any):
-    """The conversation's text in order (system messages left out), separated by blank
-    lines; the model continues it."""
-    from llama_cpp.llama_chat_format import ChatFormatterResponse
-
-    parts = []
-    for message in messages:
-        if message.get("role") == "system":
-            continue
-        content = message.get("content")
-        if isinstance(content, list):  # OpenAI content parts: keep the text ones
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        if isinstance(content, str) and content.strip():
-            parts.append(content.strip())
-    return ChatFormatterResponse(prompt="\n\n".join(parts), stop=["\n\n"])
-
-
-def main() -> None:
-    from llama_cpp.llama_chat_format import register_chat_format
-    from llama_cpp.server.__main__ import main as serve
-
-    register_chat_format(PLAIN)(format_plain)
-    serve()
-
-
-if __name__ == "__main__":
-    main()
+def argv(binary: Path, *, model: Path, alias: str, port: int, host: str, slots: int,
+         n_ctx: int, threads: int, chat_format: str | None, template_file: Path,
+         path: str) -> list[str]:
+    """The ``llama-server`` command for one model with ``slots`` parallel slots."""
+    args = [str(binary), "--model", str(model), "--alias", alias, "--host", host,
+            "--port", str(port), "--parallel", str(slots), "--cont-batching",
+            "--ctx-size", str(n_ctx * slots), "--threads", str(threads),
+            "--threads-batch", str(threads), "--no-webui", "--log-timestamps"]
+    if chat_format == PLAIN:
+        args += ["--jinja", "--chat-template-file", str(template_file)]
+    elif chat_format:
+        args += ["--chat-template", chat_format]
+    else:
+        args += ["--jinja"]
+    if path == PORTABLE:
+        args += PORTABLE_FLAGS
+    return args

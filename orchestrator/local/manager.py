@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchError
+from orchestrator.local import build
+from orchestrator.local import llama_server as llama
 from orchestrator.local import state as st
-from orchestrator.local.model import EXTRA_HINT, LocalModel, catalogue, installed, prepare
+from orchestrator.local.model import LocalModel, catalogue, prepare
 from orchestrator.local.settings import HOST, LocalSettings
 from orchestrator.secrets import _SECRET_NAME, secret_values
 
@@ -37,24 +39,33 @@ class _PortTaken(Exception):
     """The server could not bind its port (someone took it between our check and its bind)."""
 
 
-def ensure(settings: LocalSettings, need: Collection[str] = (), *,
+def ensure(settings: LocalSettings, need: Collection[str] = (), *, slots: int = 1,
            retry_failed: bool = False) -> tuple[dict[str, Any], bool]:
     """The running server's state (starting it first if needed) and whether this call started
-    it. ``need``: aliases that must be served. ``retry_failed``: start again even if the
-    server failed within the restart window (``orch server start``)."""
+    it. ``need``: the alias the wave uses (one server holds one model). ``slots``: how many
+    legs will decode at once; the server gets min(slots, ``local.max_slots``), and a running
+    one with fewer is restarted for more when no slot is busy. ``retry_failed``: start again
+    even if the server failed within the restart window (``orch server start``). Notices for
+    the user (a moved model file) come back in the state's ``notices``."""
+    alias = _one_alias(settings, need)
+    want = max(1, min(slots, settings.max_slots))
     with st.server_lock(settings.start_timeout_s + 30):
         st.touch_last_used()
         state = st.read_state()
         if state is not None and st.is_supervisor(state.get("pid")):
             state = _wait_ready(state["pid"], settings.start_timeout_s)
             _check_served(state, need)
-            return state, False
+            if (state.get("slots") or want) >= want or not _idle(state):
+                return state, False
+            _stop_locked(state, 15.0)
+            state = None
         if state is not None:
             _clear_stale(state, retry_failed)
-        state = _launch(settings)
+        notices: list[str] = []
+        state = _launch(settings, alias, want, notices)
         _check_served(state, need)
         st.touch_last_used()
-        return state, True
+        return {**state, "notices": notices}, True
 
 
 def status() -> dict[str, Any]:
@@ -83,15 +94,39 @@ def stop(timeout_s: float = 15.0) -> dict[str, Any] | None:
         state = st.read_state()
         if state is None:
             return None
-        pid = state.get("pid")
-        if st.is_supervisor(pid):
-            os.kill(pid, signal.SIGTERM)
-            if not _wait_gone(pid, timeout_s):
-                os.kill(pid, signal.SIGKILL)
-                _wait_gone(pid, 5)
-        _kill_orphan(state)
-        st.clear_state()
+        _stop_locked(state, timeout_s)
         return state
+
+
+def _stop_locked(state: dict[str, Any], timeout_s: float) -> None:
+    pid = state.get("pid")
+    if st.is_supervisor(pid):
+        os.kill(pid, signal.SIGTERM)
+        if not _wait_gone(pid, timeout_s):
+            os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid, 5)
+    _kill_orphan(state)
+    st.clear_state()
+
+
+def _one_alias(settings: LocalSettings, need: Collection[str]) -> str:
+    if len(set(need)) > 1:
+        raise OrchError(f"one local server holds one model, and this wave uses "
+                        f"{', '.join(f'local/{a}' for a in sorted(set(need)))}; run them in "
+                        "separate waves (variants of one model share it: local/NAME@hot)")
+    return next(iter(need), None) or settings.default_alias
+
+
+def _idle(state: dict[str, Any]) -> bool:
+    """No slot of the running server is generating (llama-server's ``GET /slots``); a server
+    that cannot say counts as busy, so nobody's request is cut off."""
+    try:
+        with st.NO_PROXY.open(f"http://{state['host']}:{state['port']}/slots",
+                              timeout=2.0) as resp:
+            slots = json.load(resp)
+    except (OSError, ValueError):
+        return False
+    return isinstance(slots, list) and not any(s.get("is_processing") for s in slots)
 
 
 class Lease:
@@ -115,15 +150,17 @@ class Lease:
 
 
 # -- starting ------------------------------------------------------------------------------
-def _launch(settings: LocalSettings) -> dict[str, Any]:
-    if settings.server_command is None and not installed("llama_cpp"):
-        raise OrchError(EXTRA_HINT)
+def _launch(settings: LocalSettings, alias: str, slots: int,
+            notices: list[str]) -> dict[str, Any]:
     models = catalogue(settings.models)
-    for model in models.values():
-        prepare(model)
+    if alias not in models:
+        raise OrchError(f"no local model {alias!r} (known: {', '.join(sorted(models))})")
+    model = models[alias]
+    path = prepare(model, notices)
+    binary = None if settings.server_command else build.require()
     for _attempt in range(PORT_ATTEMPTS):
         port = _pick_port(settings)
-        pid = _spawn(settings, models, port)
+        pid = _spawn(settings, model, path, port, slots, binary)
         try:
             return _wait_ready(pid, settings.start_timeout_s)
         except _PortTaken:
@@ -166,14 +203,19 @@ def port_in_use(port: int) -> bool:
     return False
 
 
-def server_argv(settings: LocalSettings, port: int, config_file: Path) -> list[str]:
-    """llama.cpp's OpenAI-compatible server (with orch's plain-text format for base models),
-    or ``local.server_command`` with {python}, {host}, {port} and {config_file} filled in."""
+def server_argv(settings: LocalSettings, model: LocalModel, path: Path, port: int,
+                slots: int, binary: Path | None, cpu_path: str) -> list[str]:
+    """``llama-server`` for ``model`` with ``slots`` parallel slots, or
+    ``local.server_command`` with {python}, {host}, {port}, {model}, {alias}, {slots} and
+    {n_ctx} (context per slot) filled in."""
     if settings.server_command is None:
-        return [sys.executable, "-m", "orchestrator.local.llama_server",
-                "--config_file", str(config_file)]
+        return llama.argv(binary, model=path, alias=model.alias, port=port, host=HOST,
+                          slots=slots, n_ctx=settings.n_ctx, threads=settings.n_threads,
+                          chat_format=model.chat_format, template_file=_template_file(),
+                          path=cpu_path)
     values = {"{python}": sys.executable, "{host}": HOST, "{port}": str(port),
-              "{config_file}": str(config_file)}
+              "{model}": str(path), "{alias}": model.alias, "{slots}": str(slots),
+              "{n_ctx}": str(settings.n_ctx)}
     argv = []
     for arg in settings.server_command:
         for key, value in values.items():
@@ -182,33 +224,38 @@ def server_argv(settings: LocalSettings, port: int, config_file: Path) -> list[s
     return argv
 
 
-def server_config(settings: LocalSettings, models: dict[str, LocalModel],
-                  port: int) -> dict[str, Any]:
-    """llama_cpp.server's --config_file: one server, every model by alias (the first loads
-    at start; another alias swaps it in on first use). ``logits_all`` off: with Gemma's 262k
-    vocabulary it would hold n_ctx x vocab floats (2 GB at n_ctx 2048)."""
-    entries = []
-    for alias, model in models.items():
-        entry = {"model": str(model.path), "model_alias": alias, "n_ctx": settings.n_ctx,
-                 "n_threads": settings.n_threads, "n_threads_batch": settings.n_threads,
-                 "logits_all": False, "verbose": False}
-        if model.chat_format:
-            entry["chat_format"] = model.chat_format
-        entries.append(entry)
-    return {"host": HOST, "port": port, "interrupt_requests": False, "models": entries}
+def _template_file() -> Path:
+    template = st.local_dir() / "orch-plain.jinja"
+    if not template.is_file() or template.read_text(encoding="utf-8") != llama.PLAIN_TEMPLATE:
+        template.write_text(llama.PLAIN_TEMPLATE, encoding="utf-8")
+    return template
 
 
-def _spawn(settings: LocalSettings, models: dict[str, LocalModel], port: int) -> int:
+def recorded_path() -> tuple[str, str | None]:
+    """The CPU path later starts take: ``portable`` once a start died of SIGILL."""
+    doc = st.read_state(st.path_file()) or {}
+    if doc.get("path") == llama.PORTABLE:
+        return llama.PORTABLE, doc.get("reason")
+    return llama.FAST, None
+
+
+def _spawn(settings: LocalSettings, model: LocalModel, path: Path, port: int, slots: int,
+           binary: Path | None) -> int:
     """Launch the supervisor in its own session (a Ctrl-C in this terminal must not stop a
     server other invocations share), with no secrets in its environment."""
     directory = st.local_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    config_file = directory / "llama-server.json"
-    config_file.write_text(json.dumps(server_config(settings, models, port), indent=2))
+    cpu_path, reason = recorded_path()
     launch = directory / "launch.json"
     launch.write_text(json.dumps({
-        "argv": server_argv(settings, port, config_file), "host": HOST, "port": port,
-        "models": list(models), "idle_s": settings.idle_s, "max_restarts": MAX_RESTARTS,
+        "argv": server_argv(settings, model, path, port, slots, binary, llama.FAST),
+        "portable_argv": server_argv(settings, model, path, port, slots, binary,
+                                     llama.PORTABLE),
+        "portable_env": llama.PORTABLE_ENV, "path": cpu_path, "path_reason": reason,
+        "path_file": str(st.path_file()), "warmup_model": model.alias,
+        "start_timeout_s": settings.start_timeout_s, "slots": slots,
+        "n_ctx_per_slot": settings.n_ctx, "host": HOST, "port": port,
+        "models": [model.alias], "idle_s": settings.idle_s, "max_restarts": MAX_RESTARTS,
         "window_s": WINDOW_S, "state": str(st.state_path()), "lock": str(st.lock_path()),
         "last_used": str(st.last_used_path()), "log": str(st.log_path()),
     }, indent=2))
@@ -254,11 +301,11 @@ def _wait_ready(pid: int, timeout_s: float) -> dict[str, Any]:
 
 
 def _check_served(state: dict[str, Any], need: Collection[str]) -> None:
-    missing = sorted(set(need) - set(state.get("served") or state["models"]))
+    missing = sorted(set(need) - set(state["models"]))  # what orch started it with
     if missing:
-        raise OrchError(f"the running local server does not serve {', '.join(missing)} (it was "
-                        "started before that model was added); run `orch server stop`: the "
-                        "next use starts it with every configured model")
+        raise OrchError(f"the running local server serves local/{state['models'][0]}, not "
+                        f"local/{missing[0]} (one model per server); run `orch server stop` "
+                        "when its waves are done: the next use starts it with this model")
 
 
 def _clear_stale(state: dict[str, Any], retry_failed: bool) -> None:

@@ -12,8 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.config import home
 from orchestrator.errors import OrchError
+from orchestrator.local.data import migrate, models_dir
 from orchestrator.local.llama_server import PLAIN
 
 BUILTIN_ALIAS = "gemma3-270m"
@@ -40,10 +40,6 @@ class LocalModel:
     def to_dict(self) -> dict:
         return {"alias": self.alias, "model": f"local/{self.alias}", "path": str(self.path),
                 "sha256": self.sha256, "builtin": self.builtin, "chat_format": self.chat_format}
-
-
-def models_dir() -> Path:
-    return home() / "local" / "models"
 
 
 def catalogue(user_models: dict[str, dict] | None) -> dict[str, LocalModel]:
@@ -87,8 +83,11 @@ def is_gguf(path: Path) -> bool:
         return fh.read(4) == b"GGUF"
 
 
-def prepare(model: LocalModel) -> Path:
-    """The model's file, assembled if it is the built-in and missing, and verified."""
+def prepare(model: LocalModel, notices: list[str] | None = None) -> Path:
+    """The model's file, assembled if it is the built-in and missing, and verified. The
+    built-in is first moved from where older orch kept it (said in ``notices``)."""
+    if model.builtin and (moved := migrate(model.path.name)) and notices is not None:
+        notices.append(moved)
     if not model.path.is_file():
         if not model.builtin:
             raise OrchError(f"local model {model.alias}: {model.path} is missing; put the file "

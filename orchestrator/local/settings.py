@@ -2,7 +2,7 @@
 
 Every value has a default, so a fresh machine needs no ``local`` section at all::
 
-    "local": {"n_ctx": 2048, "n_threads": 2, "idle_minutes": 15, "port": 0,
+    "local": {"n_ctx": 2048, "max_slots": 4, "n_threads": 2, "idle_minutes": 15, "port": 0,
               "max_tokens": 512, "models": {"qwen": {"path": "...", "sha256": "..."}}}
 """
 
@@ -21,7 +21,9 @@ HOST = "127.0.0.1"  # the server never listens beyond this machine
 
 @dataclass(frozen=True)
 class LocalSettings:
-    n_ctx: int = 2048
+    n_ctx: int = 2048  # per slot
+    max_slots: int = 4  # a wave of N local legs gets min(N, max_slots) parallel slots
+    default_alias: str = "gemma3-270m"
     n_threads: int = 2
     idle_s: float = 15 * 60.0  # 0: never stop for idleness
     port: int = 0  # 0: pick a free port
@@ -39,7 +41,7 @@ class LocalSettings:
         if command is not None and (not isinstance(command, list) or not command
                                     or not all(isinstance(a, str) for a in command)):
             raise OrchError(f"`{SECTION}.server_command` in {cfg.path} must be a list of "
-                            "strings, e.g. [\"{python}\", \"-m\", \"llama_cpp.server\", ...]")
+                            "strings, e.g. [\"/opt/llama-server\", \"--port\", \"{port}\", ...]")
         models = raw.get("models") or {}
         if not isinstance(models, dict) or not all(
                 isinstance(v, dict) and isinstance(v.get("path"), str) for v in models.values()):
@@ -47,6 +49,7 @@ class LocalSettings:
                             "{\"path\": ..., \"sha256\": ...}; add models with `orch local add`")
         return cls(
             n_ctx=_number(raw, "n_ctx", 2048, int, 128, cfg),
+            max_slots=_number(raw, "max_slots", 4, int, 1, cfg, top=64),
             n_threads=_number(raw, "n_threads", default_threads(), int, 1, cfg),
             idle_s=_number(raw, "idle_minutes", 15, float, 0, cfg) * 60.0,
             port=_number(raw, "port", 0, int, 0, cfg, top=65535),

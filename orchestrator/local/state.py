@@ -5,6 +5,7 @@
 ``server.lock``  flock'd while a process checks, starts or stops the server
 ``last-used``    its mtime is when an orch process last used the server (idle stop)
 ``server.log``   the supervisor's and the server's output
+``path.json``    ``{"path": "portable", "reason": ...}`` after a start died of SIGILL
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def local_dir() -> Path:
 
 def state_path() -> Path:
     return local_dir() / "server.json"
+
+
+def path_file() -> Path:
+    """The CPU path the server starts on, once a start died of SIGILL (see supervisor)."""
+    return local_dir() / "path.json"
 
 
 def lock_path() -> Path:
@@ -143,7 +149,7 @@ def is_supervisor(pid: int | None) -> bool:
     return argv is None or SUPERVISOR_MODULE in argv
 
 
-_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def probe(host: str, port: int, timeout: float = 2.0) -> tuple[str, list[str] | None]:
@@ -152,7 +158,7 @@ def probe(host: str, port: int, timeout: float = 2.0) -> tuple[str, list[str] | 
     ``("down", None)`` when nothing answers."""
     url = f"http://{host}:{port}/v1/models"
     try:
-        with _NO_PROXY.open(url, timeout=timeout) as resp:
+        with NO_PROXY.open(url, timeout=timeout) as resp:
             data = json.load(resp)
         return "ok", [m.get("id") for m in data.get("data") or [] if isinstance(m, dict)]
     except TimeoutError:

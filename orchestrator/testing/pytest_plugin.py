@@ -30,6 +30,7 @@ def orch_home(tmp_path, monkeypatch):
     home = tmp_path / "orch-home"
     home.mkdir()
     monkeypatch.setenv("ORCH_HOME", str(home))
+    monkeypatch.setenv("ORCH_DATA_HOME", str(tmp_path / "orch-data"))  # models, binaries
     monkeypatch.delenv("ORCH_RUNS_DIR", raising=False)
     monkeypatch.delenv("ORCH_LEDGER_URL", raising=False)
     monkeypatch.delenv("ORCH_PLUGINS", raising=False)
