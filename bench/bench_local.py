@@ -1,23 +1,24 @@
-"""The local model server: start time, tokens/s with 1 and 4 concurrent legs, memory of one
-shared server against one server per leg.
+"""The local model server, old and new side by side in one run: llama.cpp's Python server
+(``llama_cpp.server``, what orch ran before: one request at a time) against llama.cpp's own
+``llama-server`` with parallel slots (what ``orch local build`` builds and orch runs now).
 
-Run by hand: ``/work/venv/bin/python bench/bench_local.py [--tokens 96] [--reps 3]``
-(needs the local extra). Everything happens in a temporary ORCH_HOME; writes
-bench/results/local.json.
+Run by hand (needs the local extra, ``orch local build``, and for the old server the
+``bench-legacy`` extra)::
 
-- start (warm: the GGUF already assembled and in the page cache): ``manager.ensure`` from
-  nothing to a server answering ``/v1/models`` — sha256 check, supervisor, llama.cpp load —
-  against the bare server process started by hand with the same config file (the baseline).
-- tokens/s: a wave through the real engine (Wave, one shared Server, hooks, ledger) of 1 and
-  of 4 legs on the one server, against the same requests sent straight to the server with
-  urllib (the baseline). To make every request generate exactly ``--tokens`` tokens the
-  built-in alias is served with the ``chatml`` chat format here (a stop string the base model
-  never writes); orch's default ``orch-plain`` format stops at the first blank line.
-- memory: peak RSS (VmHWM) and PSS of the one shared server after the 4-leg wave, against
-  four servers, one per leg, each answering one request at the same time. PSS splits the
-  pages processes share (the mmap'd GGUF) between them, so it is the honest total.
-- threads: decode tokens/s of one request with n_threads 1 and 2 (the default is half the
-  cores: llama.cpp's threads spin while waiting for each other, so oversubscribing hurts).
+    python bench/bench_local.py [--tokens 64] [--reps 3] [--threads N]
+
+Writes bench/results/local.json. Every request is the same raw-text completion of
+``--tokens`` tokens (end-of-text banned through ``logit_bias``, so both servers generate
+exactly that many), sent with urllib straight to the server:
+
+- start, cold and warm: process start → the first 1-token completion answers. Cold: the GGUF
+  and the server's binary evicted from the page cache first (``posix_fadvise DONTNEED``).
+- tokens/s of 1 request; total tokens/s and wall time of 4 concurrent requests; wall time of
+  the same 4 one after another.
+- memory: PSS and peak RSS of one server (4 slots for the new one) after the 4 concurrent
+  requests, against four servers (one slot each) answering one request each at the same time.
+- the engine: a 4-leg wave through orch (managed server, hooks, ledger) against 4 one-leg
+  waves one after another, on the new server.
 """
 
 from __future__ import annotations
@@ -36,114 +37,77 @@ from pathlib import Path
 
 from _common import machine, offline, write_result
 
-BRIEF = "Write a long story about a lighthouse keeper and the sea."
+PROMPT = "Once upon a time, in a lighthouse on a rocky island, there lived"
+BANNED = {"1": -100, "106": -100}  # Gemma's <eos> and <end_of_turn>
+ALIAS = "gemma3-270m"
 
 
-def setup_home(tokens: int, threads: int) -> Path:
-    home = Path(tempfile.mkdtemp(prefix="orch-bench-local-"))
-    os.environ["ORCH_HOME"] = str(home)
-    os.environ["ORCH_PLUGINS"] = "local"  # the engine sends exactly what the baseline sends
-    for key in [k for k in os.environ if k.endswith("_API_KEY")]:
-        del os.environ[key]
-    from orchestrator.local.model import BUILTIN_FILE, BUILTIN_SHA256, assemble_builtin
+def model_path() -> Path:
+    from orchestrator.local.data import models_dir
+    from orchestrator.local.model import BUILTIN_FILE, BUILTIN_SHA256, assemble_builtin, sha256_file
 
-    target = home / "local" / "models" / BUILTIN_FILE
-    t0 = time.perf_counter()
-    assemble_builtin(target)
-    assemble_s = time.perf_counter() - t0
-    write_config(home, tokens, threads, target, BUILTIN_SHA256)
-    print(f"assembled the model in {assemble_s:.2f} s")
-    return home
+    path = models_dir() / BUILTIN_FILE
+    if not path.is_file():
+        assemble_builtin(path)
+    assert sha256_file(path) == BUILTIN_SHA256
+    return path
 
 
-def write_config(home: Path, tokens: int, threads: int, target: Path, sha: str) -> None:
-    from orchestrator import runtime
+def free_port() -> int:
+    from orchestrator.local.manager import free_port as pick
 
-    (home / "config.json").write_text(json.dumps({"local": {
-        "idle_minutes": 0, "max_tokens": tokens, "n_threads": threads,
-        "models": {"gemma3-270m": {"path": str(target), "sha256": sha,
-                                   "chat_format": "chatml"}}}}))
-    runtime.config.cache_clear()
+    return pick()
 
 
-def settings():
-    from orchestrator.local.settings import LocalSettings
-    from orchestrator.runtime import config
+def old_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list[str]:
+    cfg = home / f"old-{port}.json"
+    cfg.write_text(json.dumps({"host": "127.0.0.1", "port": port, "models": [{
+        "model": str(model), "model_alias": ALIAS, "n_ctx": 2048, "n_threads": threads,
+        "n_threads_batch": threads, "logits_all": False, "verbose": False}]}))
+    return [sys.executable, "-m", "llama_cpp.server", "--config_file", str(cfg)]
 
-    return LocalSettings.from_config(config())
+
+def new_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list[str]:
+    from orchestrator.local import build
+    from orchestrator.local import llama_server as llama
+
+    return llama.argv(build.require(), model=model, alias=ALIAS, port=port, host="127.0.0.1",
+                      slots=slots, n_ctx=2048, threads=threads, chat_format=None,
+                      template_file=home / "unused.jinja", path=llama.FAST)
 
 
-def ask(url: str, tokens: int) -> int:
-    body = json.dumps({"model": "gemma3-270m", "max_tokens": tokens,
-                       "messages": [{"role": "user", "content": BRIEF}]}).encode()
-    req = urllib.request.Request(f"{url}/chat/completions", data=body,
+def complete(port: int, tokens: int, timeout: float = 600) -> int:
+    body = json.dumps({"model": ALIAS, "prompt": PROMPT, "max_tokens": tokens,
+                       "temperature": 0.8, "logit_bias": BANNED}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=600) as resp:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(req, timeout=timeout) as resp:
         return json.load(resp)["usage"]["completion_tokens"]
 
 
-def direct(url: str, n: int, tokens: int) -> float:
-    """n concurrent requests straight to the server: output tokens per wall second."""
-    counts: list[int] = []
-    threads = [threading.Thread(target=lambda: counts.append(ask(url, tokens)))
-               for _ in range(n)]
+def evict(*paths: Path) -> None:
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def start(argv: list[str], port: int) -> tuple[subprocess.Popen, float]:
+    """Start a server; seconds until its first 1-token completion answers."""
     t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return sum(counts) / (time.perf_counter() - t0)
-
-
-def engine(n: int) -> float:
-    """A wave of n legs through orch's engine: output tokens per wall second."""
-    import anyio
-
-    from orchestrator import runtime
-    from orchestrator.cli.common import resolve_all
-    from orchestrator.engine.ledger_sink import LedgerSink
-    from orchestrator.engine.wave import Wave, WaveSpec
-    from orchestrator.plugins import load
-
-    cfg = runtime.config()
-    pm = load(cfg.section("plugins"))
-    spec = WaveSpec(models=resolve_all(["local/gemma3-270m"] * n, cfg, pm), briefing=BRIEF,
-                    runs_dir=Path(os.environ["ORCH_HOME"]) / "runs", timeout_s=1200)
-    wave = Wave(spec, pm=pm, config=cfg, ledger=LedgerSink())
-    t0 = time.perf_counter()
-    doc = anyio.run(wave.run)
-    wall = time.perf_counter() - t0
-    assert doc["status"] == "complete", [leg["reason"] for leg in doc["legs"]]
-    return doc["usage"]["output_tokens"] / wall
-
-
-def memory(pid: int) -> dict:
-    """Peak RSS and current PSS of a process, in MB."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    hwm = int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1])
-    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    pss = int(next(line for line in rollup.splitlines() if line.startswith("Pss:")).split()[1])
-    return {"peak_rss_mb": round(hwm / 1024, 1), "pss_mb": round(pss / 1024, 1)}
-
-
-def bare_server(config_file: Path, port: int) -> subprocess.Popen:
-    cfg = json.loads(config_file.read_text())
-    cfg["port"] = port
-    own = config_file.with_name(f"bare-{port}.json")
-    own.write_text(json.dumps(cfg))
-    return subprocess.Popen([sys.executable, "-m", "orchestrator.local.llama_server",
-                             "--config_file", str(own)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-
-
-def wait_up(port: int, timeout: float = 300) -> None:
-    from orchestrator.local.state import probe
-
-    deadline = time.monotonic() + timeout
-    while probe("127.0.0.1", port, 1.0)[0] != "ok":
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"bare server on {port} did not come up")
-        time.sleep(0.02)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while True:
+        try:
+            complete(port, 1, timeout=5)
+            return proc, time.perf_counter() - t0
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}: {argv}") from None
+            time.sleep(0.05)
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -155,119 +119,159 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def bench_start(reps: int) -> dict:
-    from orchestrator.local import manager
-    from orchestrator.local.state import local_dir
+def concurrently(ports: list[int], tokens: int) -> tuple[int, float]:
+    counts: list[int] = []
+    threads = [threading.Thread(target=lambda p=p: counts.append(complete(p, tokens)))
+               for p in ports]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(counts), time.perf_counter() - t0
 
-    managed, bare = [], []
-    for _ in range(reps):  # alternate, so background load hits both alike
-        t0 = time.perf_counter()
-        state, started = manager.ensure(settings())
-        managed.append(time.perf_counter() - t0)
-        assert started
-        manager.stop()
-        port = manager.free_port()
-        t0 = time.perf_counter()
-        proc = bare_server(local_dir() / "llama-server.json", port)
-        wait_up(port)
-        bare.append(time.perf_counter() - t0)
+
+def memory(pid: int) -> dict:
+    status = Path(f"/proc/{pid}/status").read_text()
+    hwm = int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM")).split()[1])
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    pss = int(next(ln for ln in rollup.splitlines() if ln.startswith("Pss:")).split()[1])
+    return {"peak_rss_mb": round(hwm / 1024, 1), "pss_mb": round(pss / 1024, 1)}
+
+
+def bench_server(kind: str, make_argv, model: Path, binary: Path, threads: int, tokens: int,
+                 reps: int, home: Path) -> dict:
+    out: dict = {}
+    cold, warm = [], []
+    for _ in range(reps):
+        evict(model, binary)
+        port = free_port()
+        proc, seconds = start(make_argv(model, port, threads, 4, home), port)
+        cold.append(seconds)
         stop(proc)
-    return {"managed_s": round(statistics.median(managed), 3),
-            "bare_s": round(statistics.median(bare), 3),
-            "ratio": round(statistics.median(managed) / statistics.median(bare), 2),
-            "runs_managed": [round(x, 3) for x in managed],
-            "runs_bare": [round(x, 3) for x in bare]}
-
-
-def bench_throughput(tokens: int, reps: int) -> tuple[dict, dict]:
-    from orchestrator.local import manager
-    from orchestrator.local.state import read_state
-
-    state, _ = manager.ensure(settings())
-    url = state["url"]
-    ask(url, 8)  # warm-up: first request pays the prompt cache
-    out = {}
-    for n in (1, 4):
-        eng, raw = [], []
-        for _ in range(reps):
-            eng.append(engine(n))
-            raw.append(direct(url, n, tokens))
-        out[f"{n}_legs"] = {"engine_tok_s": round(statistics.median(eng), 1),
-                            "direct_tok_s": round(statistics.median(raw), 1),
-                            "ratio": round(statistics.median(eng) / statistics.median(raw), 3)}
-        print(f"{n} legs: {out[f'{n}_legs']}")
-    shared = memory(read_state()["server_pid"])
-    manager.stop()
-    return out, shared
-
-
-def bench_per_leg_servers(tokens: int) -> dict:
-    from orchestrator.local import manager
-    from orchestrator.local.state import local_dir
-
-    ports = [manager.free_port() for _ in range(4)]
-    procs = [bare_server(local_dir() / "llama-server.json", p) for p in ports]
+        port = free_port()
+        proc, seconds = start(make_argv(model, port, threads, 4, home), port)
+        warm.append(seconds)
+        stop(proc)
+    out["start_cold_s"] = round(statistics.median(cold), 2)
+    out["start_warm_s"] = round(statistics.median(warm), 2)
+    port = free_port()
+    proc, _ = start(make_argv(model, port, threads, 4, home), port)
     try:
-        for port in ports:
-            wait_up(port)
-        threads = [threading.Thread(target=ask, args=(f"http://127.0.0.1:{p}/v1", tokens))
-                   for p in ports]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        complete(port, 8)
+        one, four, seq = [], [], []
+        for _ in range(reps):
+            n, wall = concurrently([port], tokens)
+            one.append(n / wall)
+            n, wall = concurrently([port] * 4, tokens)
+            four.append((n / wall, wall))
+            t0 = time.perf_counter()
+            for _ in range(4):
+                complete(port, tokens)
+            seq.append(time.perf_counter() - t0)
+        out["tok_s_1"] = round(statistics.median(one), 1)
+        out["tok_s_4_total"] = round(statistics.median(r for r, _ in four), 1)
+        out["ratio_4_vs_1"] = round(out["tok_s_4_total"] / out["tok_s_1"], 2)
+        out["wall_4_concurrent_s"] = round(statistics.median(w for _, w in four), 2)
+        out["wall_4_sequential_s"] = round(statistics.median(seq), 2)
+        out["wall_ratio"] = round(out["wall_4_concurrent_s"] / out["wall_4_sequential_s"], 2)
+        out["memory_one_server"] = memory(proc.pid)
+    finally:
+        stop(proc)
+    ports = [free_port() for _ in range(4)]
+    procs = []
+    try:
+        for p in ports:
+            procs.append(start(make_argv(model, p, threads, 1, home), p)[0])
+        concurrently(ports, tokens)
         each = [memory(p.pid) for p in procs]
     finally:
         for p in procs:
             stop(p)
-    return {"servers": 4, "peak_rss_mb_sum": round(sum(m["peak_rss_mb"] for m in each), 1),
-            "pss_mb_sum": round(sum(m["pss_mb"] for m in each), 1), "each": each}
-
-
-def bench_threads(home: Path, tokens: int) -> dict:
-    from orchestrator.local import manager
-    from orchestrator.local.model import BUILTIN_FILE, BUILTIN_SHA256
-
-    out = {}
-    for n in (1, 2):
-        write_config(home, tokens, n, home / "local" / "models" / BUILTIN_FILE, BUILTIN_SHA256)
-        state, _ = manager.ensure(settings())
-        ask(state["url"], 8)
-        out[f"n_threads_{n}_tok_s"] = round(direct(state["url"], 1, tokens), 1)
-        manager.stop()
+    out["memory_four_servers"] = {
+        "pss_mb_sum": round(sum(m["pss_mb"] for m in each), 1),
+        "peak_rss_mb_sum": round(sum(m["peak_rss_mb"] for m in each), 1)}
+    out["pss_saved_ratio"] = round(out["memory_four_servers"]["pss_mb_sum"]
+                                   / out["memory_one_server"]["pss_mb"], 2)
+    print(f"{kind}: {out}", flush=True)
     return out
+
+
+def bench_engine(tokens: int, threads: int, reps: int) -> dict:
+    """A 4-leg wave through orch against 4 one-leg waves in a row, on the managed server."""
+    import anyio
+
+    from orchestrator import runtime
+    from orchestrator.cli.common import resolve_all
+    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.engine.wave import Wave, WaveSpec
+    from orchestrator.local import manager
+    from orchestrator.local.settings import LocalSettings
+
+    home = Path(tempfile.mkdtemp(prefix="orch-bench-local-"))
+    os.environ["ORCH_HOME"] = str(home)
+    os.environ["ORCH_PLUGINS"] = "local"
+    (home / "config.json").write_text(json.dumps({"local": {
+        "idle_minutes": 0, "max_tokens": tokens, "n_threads": threads, "max_slots": 4}}))
+    runtime.config.cache_clear()
+    cfg = runtime.config()
+    pm = runtime.plugin_manager()
+
+    def wave(n: int) -> float:
+        spec = WaveSpec(models=resolve_all([f"local/{ALIAS}"] * n, cfg, pm),
+                        briefing=PROMPT, runs_dir=home / "runs", timeout_s=1200)
+        t0 = time.perf_counter()
+        doc = anyio.run(Wave(spec, pm=pm, config=cfg, ledger=LedgerSink()).run)
+        assert doc["status"] == "complete", [leg["reason"] for leg in doc["legs"]]
+        return time.perf_counter() - t0
+
+    manager.ensure(LocalSettings.from_config(cfg), slots=4)
+    wave(1)  # warm-up
+    four, seq = [], []
+    for _ in range(reps):
+        four.append(wave(4))
+        seq.append(sum(wave(1) for _ in range(4)))
+    manager.stop()
+    return {"wave_4_legs_s": round(statistics.median(four), 2),
+            "four_1_leg_waves_s": round(statistics.median(seq), 2),
+            "ratio": round(statistics.median(four) / statistics.median(seq), 2),
+            "note": "orch-plain stops at the first blank line: answers vary in length"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tokens", type=int, default=96, help="output tokens per request")
+    parser.add_argument("--tokens", type=int, default=64, help="output tokens per request")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None,
-                        help="n_threads for the main figures (default: orch's default)")
+                        help="llama.cpp threads (default: orch's, half the cores)")
+    parser.add_argument("--skip-old", action="store_true", help="no llama_cpp.server run")
     args = parser.parse_args()
     offline()
+    from orchestrator.local import build
     from orchestrator.local.settings import default_threads
     from orchestrator.runtime import litellm
 
     litellm()
     threads = args.threads or default_threads()
-    home = setup_home(args.tokens, threads)
+    model = model_path()
+    home = Path(tempfile.mkdtemp(prefix="orch-bench-servers-"))
     load_before = os.getloadavg()
-    start = bench_start(args.reps)
-    print(f"start: {start}")
-    throughput, shared = bench_throughput(args.tokens, args.reps)
-    per_leg = bench_per_leg_servers(args.tokens)
-    mem = {"shared_1_server": shared, "one_per_leg_4_servers": per_leg,
-           "pss_ratio": round(per_leg["pss_mb_sum"] / shared["pss_mb"], 2),
-           "peak_rss_ratio": round(per_leg["peak_rss_mb_sum"] / shared["peak_rss_mb"], 2)}
-    print(f"memory: {mem}")
-    thread_figures = bench_threads(home, args.tokens)
-    print(f"threads: {thread_figures}")
+    new = bench_server("new (llama-server)", new_argv, model, build.require(), threads,
+                       args.tokens, args.reps, home)
+    old = None
+    if not args.skip_old:
+        import llama_cpp
+
+        lib = next(Path(llama_cpp.__file__).parent.glob("lib/libllama*"))
+        old = bench_server("old (llama_cpp.server)", old_argv, model, lib, threads,
+                           args.tokens, args.reps, home)
+    engine = bench_engine(args.tokens, threads, args.reps)
+    print(f"engine: {engine}")
     write_result("local", {
         "machine": machine(), "load_average_before": load_before,
         "load_average_after": os.getloadavg(), "tokens_per_request": args.tokens,
-        "n_threads": threads, "start": start, "throughput": throughput, "memory": mem,
-        "threads": thread_figures})
+        "n_threads": threads, "new": new, "old": old, "engine": engine,
+        "build": build.built()})
 
 
 if __name__ == "__main__":
