@@ -48,8 +48,8 @@ def argv(binary: Path, *, model: Path, alias: str, port: int, host: str, slots: 
             "--threads-batch", str(threads), "--no-webui", "--log-timestamps"]
     if chat_format == PLAIN:
         args += ["--jinja", "--chat-template-file", str(template_file)]
-    elif chat_format:
-        args += ["--chat-template", chat_format]
+    elif chat_format:  # one of llama.cpp's named templates (chatml, llama3, ...)
+        args += ["--no-jinja", "--chat-template", chat_format]
     else:
         args += ["--jinja"]
     if path == PORTABLE:
