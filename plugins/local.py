@@ -11,7 +11,7 @@
   ``local.max_slots``): llama-server decodes them together.
 - ``before_request`` caps the completion at ``local.max_tokens`` when nothing else set a
   limit (a base model otherwise writes until its context is full), sends the ``orch-plain``
-  stop string, and never sends ``tools``: the embedded model has no native tool calling
+  stop string and leaves system messages out for such a model, and never sends ``tools``: the embedded model has no native tool calling
   (``supports_tools=False`` in the catalog, so the text tool protocol applies); tools still
   in the request at this last step are withheld and the leg records ``tools_withheld``.
 - ``default_models``: the local model is the default when nothing else is set up. This
@@ -137,9 +137,16 @@ def before_request(leg, request):
     cap = mine.get("max_tokens")
     if cap and "max_tokens" not in params and "max_completion_tokens" not in params:
         params["max_tokens"] = cap
-    if mine.get("plain") and "stop" not in params:
-        params["stop"] = list(PLAIN_STOP)
-    changes = {"params": params} if params != request.params else {}
+    changes = {}
+    if mine.get("plain"):
+        params.setdefault("stop", list(PLAIN_STOP))
+        # A base model continues text: system messages are left out (llama.cpp would fold
+        # them into the first user message, since the plain template has no system role).
+        kept = [m for m in request.messages if m.get("role") != "system"]
+        if len(kept) != len(request.messages):
+            changes["messages"] = kept
+    if params != request.params:
+        changes["params"] = params
     if request.tools:  # no native tool calling: never on the wire
         changes["tools"] = None
         leg.set("tools_withheld", sorted(t.get("function", {}).get("name", "?")

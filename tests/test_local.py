@@ -50,6 +50,7 @@ def echo(body, n):
     seen = {k: body.get(k) for k in ("model", "temperature", "top_p", "max_tokens", "stop",
                                      "tools")}
     seen["argv"] = sys.argv[4:]
+    seen["roles"] = [m.get("role") for m in body.get("messages") or []]
     slow = "slow" in json.dumps(body.get("messages"))
     return Reply(text=json.dumps(seen), latency=3.0 if slow else 0.0,
                  usage={"prompt_tokens": 7, "completion_tokens": 5})
@@ -165,7 +166,10 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
     # the two legs got two parallel slots of 2048 tokens each
     assert json.loads(hot["answer"]) == {"model": "gemma3-270m", "temperature": 1.0,
                                          "top_p": 0.95, "max_tokens": 512, "stop": ["\n\n"],
-                                         "tools": None, "argv": ["2", "2048"]}
+                                         "tools": None, "argv": ["2", "2048"],
+                                         "roles": ["user"]}
+    # the minimal tier wrote a system prompt; a base model is not sent it
+    assert hot["tier"] == "minimal" and hot["tier_source"] == "name"
     assert hot["variant"] == "hot" and hot["sampling"] == {"temperature": 1.0, "top_p": 0.95}
     assert state["slots"] == 2 and state["n_ctx_per_slot"] == 2048 and state["path"] == "fast"
     for leg in doc["legs"]:
@@ -205,7 +209,8 @@ def test_an_added_model_is_served_after_a_restart_and_the_chair_too(local_home, 
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert [json.loads(leg["answer"])["model"] for leg in doc["legs"]] == ["tiny2", "tiny2"]
-    assert json.loads(doc["legs"][0]["answer"])["stop"] is None  # not an orch-plain model
+    seen = json.loads(doc["legs"][0]["answer"])
+    assert seen["stop"] is None  # not an orch-plain model
     assert doc["chair"]["status"] == "complete"
     assert json.loads(doc["chair"]["answer"])["model"] == "tiny2"
     assert doc["chair"]["local_server"] == doc["legs"][0]["local_server"]
