@@ -49,7 +49,8 @@ def start(as_json):
         click.echo(f"Notice: {text}", err=True)
     verb = f"started in {elapsed:.1f} s" if started else "already running"
     click.echo(f"local server {verb}: {state['url']} · pid {state['server_pid']} · "
-               f"models: {', '.join(state['models'])} · {state.get('slots')} slots · "
+               f"models: {', '.join(state['models'])} · {state.get('slots')} "
+               f"slot{'' if state.get('slots') == 1 else 's'} · "
                f"{state.get('path')} path")
 
 
