@@ -363,7 +363,7 @@ def test_fewer_than_two_reviews_is_council_quorum(orch, scripted_server, orch_ho
     (["-m", SEATS, "--chair", "scripted/delta", "--context", "/no/such/file"],
      "does not exist"),
     (["-m", SEATS, "--chair", "scripted/delta", "--diff", "no-such-rev..HEAD"],
-     "git diff no-such-rev..HEAD failed"),
+     "--diff needs a git work tree"),
 ])
 def test_preflight_refuses_before_any_request(orch, scripted_server, monkeypatch, tmp_path,
                                               args, message):
