@@ -31,6 +31,7 @@ from orchestrator.bakeoff.tasks import (
     remove_folder,
     slug,
     snapshot,
+    start_key,
 )
 from orchestrator.engine.wave import Wave, WaveSpec
 from orchestrator.hookspecs import hookimpl
@@ -106,8 +107,8 @@ class Runner:
         self.model_limit = anyio.CapacityLimiter(self.plan.jobs)
         self.command_limits = {c.name: anyio.CapacityLimiter(c.jobs)
                                for c in self.plan.contestants if c.kind == "command"}
-        self.templates: dict[str, Snapshot | BaseException] = {}  # task id -> start state
-        self.template_locks = {t.id: anyio.Lock() for t in self.plan.tasks}
+        self.templates: dict[Any, Snapshot | BaseException] = {}  # start-state key -> state
+        await self.prepare_all()
         # model trials take the limiter in slot order (task → contestant → trial) although
         # each contestant's trials are the legs of its own wave
         model_slots = [s.n for s in slots if s.contestant.kind == "model"]
@@ -210,17 +211,28 @@ class Runner:
                 "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "steps": 0,
                 "secs": 0.0, "cost_usd": None, "cost_source": "unknown", "leg_id": None}
 
+    async def prepare_all(self) -> None:
+        """Every distinct start state (files + repository), made in parallel worker threads
+        before the first launch, so trials launch together instead of behind git. Tasks
+        with the same files share one (a suite's tasks often start from the same code
+        base). A failure is kept, so every trial of those tasks is excluded with the same
+        reason."""
+        async def make(key: Any, task: Task) -> None:
+            try:
+                self.templates[key] = await anyio.to_thread.run_sync(_prepare, task)
+            except Exception as exc:
+                self.templates[key] = exc
+
+        distinct: dict[Any, Task] = {}
+        for task in self.plan.tasks:
+            distinct.setdefault(start_key(task), task)
+        async with anyio.create_task_group() as tg:
+            for key, task in distinct.items():
+                tg.start_soon(make, key, task)
+
     async def template(self, task: Task) -> Snapshot:
-        """The task's start state (files + repository), made once and held in memory; each
-        trial writes a fresh copy. A failure is kept, so every trial of that task is
-        excluded with the same reason."""
-        async with self.template_locks[task.id]:
-            if task.id not in self.templates:
-                try:
-                    self.templates[task.id] = await anyio.to_thread.run_sync(_prepare, task)
-                except Exception as exc:
-                    self.templates[task.id] = exc
-        made = self.templates[task.id]
+        """The task's start state, held in memory; each trial writes a fresh copy."""
+        made = self.templates[start_key(task)]
         if isinstance(made, BaseException):
             raise made
         return made

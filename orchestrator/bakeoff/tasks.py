@@ -158,6 +158,11 @@ def make_folder(task: Task, parent: Path | None = None) -> Path:
     return root
 
 
+def start_key(task: Task) -> tuple[bool, tuple[tuple[str, str], ...]]:
+    """What a task's start state depends on: tasks with equal keys start identically."""
+    return task.git_init, tuple(sorted(task.files.items()))
+
+
 Snapshot = list[tuple[str, bytes | None, int]]  # (relative path, content or None = dir, mode)
 
 
@@ -185,8 +190,12 @@ def materialize(state: Snapshot, prefix: str) -> Path:
             os.mkdir(root / rel, mode | 0o700)
         else:
             fd = os.open(root / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode | 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
+            try:
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
     return root
 
 
