@@ -172,12 +172,15 @@ def page(doc: dict[str, Any]) -> str:
 
 
 def write(doc: dict[str, Any], folder: Path) -> tuple[Path, Path]:
-    """report.md and report.html in ``folder``."""
+    """report.md and report.html in ``folder``, scrubbed of key values."""
+    from orchestrator.store import write_text_atomic
+
     folder.mkdir(parents=True, exist_ok=True)
     md, page_path = folder / "report.md", folder / "report.html"
     text = markdown(doc)
     if charts.available() is False:
         text += f"\n{NO_CHARTS}\n"
-    md.write_text(text, encoding="utf-8")
-    page_path.write_text(page(doc), encoding="utf-8")
+    # through the scrubbing writer: a results file (or a reason in it) may hold model text
+    write_text_atomic(md, text)
+    write_text_atomic(page_path, page(doc))
     return md, page_path
