@@ -26,6 +26,9 @@ EXPECT_KINDS = ("contains", "regex", "equals", "json_schema", "python")
 VERIFY_TIMEOUT_S = 60.0
 SUITES_DIR = Path(__file__).parent / "suites"
 ANSWER_ENV = "ORCH_BENCH_ANSWER"
+# what `git gc` leaves that a one-commit start state does not need (reflogs of that one
+# commit, the commit graph, dumb-server info): fewer files to write and remove per trial
+_GIT_EXTRAS = ("COMMIT_EDITMSG", "info", "logs", "objects/info", "refs/tags")
 _GIT_ENV = {"GIT_AUTHOR_NAME": "orch bench", "GIT_AUTHOR_EMAIL": "bench@orch.invalid",
             "GIT_COMMITTER_NAME": "orch bench", "GIT_COMMITTER_EMAIL": "bench@orch.invalid",
             "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -142,7 +145,7 @@ def load_tasks(folder: Path) -> list[Task]:
 
 def make_folder(task: Task, parent: Path | None = None) -> Path:
     """A fresh temporary folder with the task's files, committed to a new git repository
-    (packed: a handful of files to copy per trial, not one per object)."""
+    (packed and lean: a dozen entries to copy per trial, not one per object)."""
     root = Path(tempfile.mkdtemp(prefix=f"orch-bench-{slug(task.id)}-", dir=parent))
     try:
         write_files(root, task.files)
@@ -152,6 +155,12 @@ def make_folder(task: Task, parent: Path | None = None) -> Path:
                          ["gc", "-q", "--prune=now"]):
                 subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
                                env={**os.environ, **_GIT_ENV}, timeout=60)
+            for extra in _GIT_EXTRAS:
+                path = root / ".git" / extra
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.exists():
+                    path.unlink()
     except BaseException:
         remove_folder(root)
         raise
