@@ -187,8 +187,9 @@ def _is_locked(exc: sa_exc.OperationalError) -> bool:
 class Ledger:
     """Append spend rows and roll them up. Opening creates the table if it is missing."""
 
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, *, replay: bool = True):
         raw = url or default_url()
+        self.url = raw
         self.location = _redact(raw)  # safe to print: the password, if any, is masked
         try:
             parsed = sa.make_url(raw)
@@ -207,6 +208,12 @@ class Ledger:
             ) from None
         except sa_exc.SQLAlchemyError as exc:
             raise OrchError(f"cannot open spend ledger {self.location}: {_brief(exc)}") from None
+        # Rows a command before could not write wait in the outbox: this open takes them.
+        self.replayed = 0
+        if replay:
+            from orchestrator import outbox
+
+            self.replayed = outbox.replay(self)
 
     def __repr__(self) -> str:
         return f"Ledger({self.location!r})"
@@ -232,8 +239,11 @@ class Ledger:
         """Record one call. Unknown fields or missing required ones are a caller bug: ValueError."""
         self.append_many([row])
 
-    def append_many(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Record several calls in one transaction (all or none)."""
+    def append_many(self, rows: Iterable[dict[str, Any]], *,
+                    deadline: float | None = None) -> None:
+        """Record several calls in one transaction (all or none). ``deadline`` (a
+        ``time.monotonic()``) bounds the whole call, lock waits and retries included: a
+        SQLite ledger's busy timeout shrinks to what is left of it."""
         prepared = [_scrubbed(_prepare(r)) for r in rows]
         if not prepared:
             return
@@ -241,12 +251,47 @@ class Ledger:
             for attempt in range(WRITE_ATTEMPTS):
                 try:
                     with self.engine.begin() as conn:
+                        self._bound(conn, deadline)
                         conn.execute(sa.insert(TABLE), prepared)
                     return
                 except sa_exc.OperationalError as exc:
-                    if not _is_locked(exc) or attempt == WRITE_ATTEMPTS - 1:
+                    last = attempt == WRITE_ATTEMPTS - 1 or (
+                        deadline is not None and time.monotonic() >= deadline)
+                    if not _is_locked(exc) or last:
                         raise
                     time.sleep(0.05 * 2**attempt + random.uniform(0, 0.05))
+
+    def _bound(self, conn, deadline: float | None) -> None:
+        if self.engine.dialect.name != "sqlite":
+            return
+        left = BUSY_TIMEOUT_MS if deadline is None else \
+            max(0, min(BUSY_TIMEOUT_MS, int((deadline - time.monotonic()) * 1000)))
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {left}")
+
+    def take_outbox(self, rows: list[dict[str, Any]]) -> set[int]:
+        """Insert journaled rows the ledger does not hold yet; the indexes of the rows now in
+        it (inserted, or found already there). A row that cannot be inserted is left out
+        and stays in the journal."""
+        deadline = time.monotonic() + 2.0  # a replay never holds a command up for long
+        keys = {(r.get("wave_id"), r.get("leg_id")) for r in rows}
+        with self._reporting("read"), self.engine.connect() as conn:
+            query = sa.select(TABLE.c.wave_id, TABLE.c.leg_id).where(
+                TABLE.c.wave_id.in_({k[0] for k in keys if k[0]}))
+            present = {tuple(r) for r in conn.execute(query)}
+        taken = {n for n, r in enumerate(rows) if (r.get("wave_id"), r.get("leg_id")) in present}
+        todo = [n for n in range(len(rows)) if n not in taken]
+        try:
+            self.append_many([rows[n] for n in todo], deadline=deadline)
+            return taken | set(todo)
+        except (OrchError, ValueError, TypeError):
+            pass
+        for n in todo:  # one bad row must not keep the others out
+            try:
+                self.append_many([rows[n]], deadline=deadline)
+                taken.add(n)
+            except (OrchError, ValueError, TypeError):
+                continue
+        return taken
 
     # -- reading
 

@@ -109,24 +109,34 @@ class BackgroundWriter:
 
 class JsonlFile:
     """An append-only JSONL file kept open by its one writer (a leg's conversation.jsonl):
-    one open per leg rather than per line. Each line is flushed whole as it is appended, so
-    a killed process leaves every line it wrote, complete."""
+    one open per leg rather than per line. Each line goes out whole in one write, so a killed
+    process leaves every line it wrote, complete; a write that fails (a full disk) is cut
+    back off, so the file never ends in half a line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = None
+        self._fd: int | None = None
 
     def append(self, record: Any) -> None:
-        if self._fh is None:
-            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._fh.write(json.dumps(scrub_doc(record), default=str) + "\n")
-        self._fh.flush()
+        line = (json.dumps(scrub_doc(record), default=str) + "\n").encode("utf-8")
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        size = os.fstat(self._fd).st_size
+        try:
+            written = os.write(self._fd, line)
+            if written != len(line):
+                raise OSError(28, "No space left on device (short write)", str(self.path))
+        except BaseException:
+            try:
+                os.ftruncate(self._fd, size)
+            except OSError:
+                pass
+            raise
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
 
 def read_json(path: Path) -> Any:

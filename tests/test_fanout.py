@@ -214,8 +214,8 @@ def test_a_hanging_leg_times_out_alone_and_a_dropped_one_is_named(orch, scripted
     assert drop["status"] == "error" and drop["reason"].startswith("connection")
 
 
-def test_a_ledger_that_cannot_be_written_never_fails_the_run(orch, scripted_server, orch_home,
-                                                              monkeypatch):
+def test_a_ledger_that_cannot_be_written_never_fails_the_run_nor_loses_a_row(
+        orch, scripted_server, orch_home, monkeypatch):
     orch.provider()
     blocker = orch_home / "not-a-dir"
     blocker.write_text("a file where a directory should be")
@@ -223,10 +223,40 @@ def test_a_ledger_that_cannot_be_written_never_fails_the_run(orch, scripted_serv
     result = fanout("-m", "scripted/a,scripted/b", "-p", "x", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
+    assert doc["status"] == "complete" and doc["ledger_errors"] == []
+    # beside the ledger is a file, so the rows went to the fallback outbox, fsync'd
+    fallback = orch_home.parent / "outbox-fallback"
+    lines = [json.loads(x) for f in fallback.glob("ledger-outbox-*.jsonl")
+             for x in f.read_text().splitlines()]
+    assert sorted(x["row"]["leg_id"] for x in lines) == sorted(
+        leg["leg_id"] for leg in doc["legs"])
+    assert all(leg["ledger_outbox"].startswith(str(fallback)) for leg in doc["legs"])
+    assert any("wait in the outbox" in n for n in doc["notices"])
+    # once the ledger can be opened, the next command replays the rows, exactly once
+    blocker.unlink()
+    blocker.mkdir()
+    spend = CliRunner().invoke(cli, ["spend"])
+    assert "replayed 2 rows" in spend.output and "2 legs" in spend.output, spend.output
+    again = CliRunner().invoke(cli, ["spend"])
+    assert "replayed" not in again.output and "2 legs" in again.output
+    assert not list(fallback.glob("ledger-outbox-*.jsonl"))
+
+
+def test_a_row_no_ledger_and_no_outbox_takes_is_said_and_exits_2(
+        orch, scripted_server, orch_home, monkeypatch):
+    orch.provider()
+    blocker = orch_home / "not-a-dir"
+    blocker.write_text("a file where a directory should be")
+    monkeypatch.setenv("ORCH_LEDGER_URL", f"sqlite:///{blocker}/ledger.db")
+    monkeypatch.setenv("ORCH_OUTBOX_DIR", str(blocker / "outbox"))
+    result = fanout("-m", "scripted/a,scripted/b", "-p", "x", "--json")
+    doc = json.loads(result.stdout)
     assert doc["status"] == "complete" and len(doc["ledger_errors"]) == 2
+    assert result.exit_code == 2 and doc["exit_code"] == 2  # the record is incomplete
     assert result.stderr.count("spend ledger could not record") == 1
+    assert all(e.split(": ", 1)[1].startswith("ledger: ") for e in doc["artifact_errors"])
     wave = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
-    assert len(wave["ledger_errors"]) == 2
+    assert len(wave["ledger_errors"]) == 2 and wave["exit_code"] == 2
 
 
 def test_non_utf8_stdin_is_read_leniently(orch, scripted_server):

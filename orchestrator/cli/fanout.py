@@ -179,14 +179,25 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
             raise click.UsageError(f"--retry-failed re-runs that wave's own models and "
                                    f"briefing; drop {', '.join(given)}")
 
+        from orchestrator.engine.rebuild import resolve_wave_id
+
+        retry_failed = resolve_wave_id(runs, retry_failed)  # a unique prefix names the id
         plan = plan_retry(runs, retry_failed, chair_model=chair,
                           max_cost_given="max_cost" in budgets)
         old = plan.wave
+        if old["status"] == "running":
+            raise OrchError(f"wave {retry_failed} is still running (pid {old.get('pid')}); "
+                            "wait for it to end, or stop it, before retrying its legs")
+        # Each leg as its own files say: a leg that completed is never sent (or paid) again.
         if plan.empty:
             click.echo(f"wave {retry_failed} has no failed legs: nothing to retry", err=True)
             sys.exit(0)
         specs = plan.models
-        briefing = (runs / retry_failed / "briefing.md").read_text(encoding="utf-8")
+        try:
+            briefing = (runs / retry_failed / "briefing.md").read_text(encoding="utf-8")
+        except OSError as exc:
+            raise OrchError(f"cannot read the briefing of wave {retry_failed} "
+                            f"({exc.strerror or exc}); run the wave anew") from None
         prompt_source = f"{retry_failed}/briefing.md"
         retry_of = retry_failed
         tag = tag or old.get("tag")

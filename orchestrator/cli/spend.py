@@ -38,6 +38,9 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
             click.echo(f"no spend recorded {when} in {missing} (no ledger there yet)")
         return
     ledger = Ledger()
+    if ledger.replayed:  # rows an earlier command could not write in time (the outbox)
+        click.echo(f"replayed {_count(ledger.replayed, 'row')} from the ledger outbox",
+                   err=as_json)
     data = ledger.rollup(since=since, group_by=group_by)
     if as_json:
         click.echo(json.dumps(data, indent=2))
@@ -69,8 +72,11 @@ def _missing_sqlite_file() -> str | None:
     """The path of a SQLite ledger that does not exist yet, else None."""
     import sqlalchemy as sa
 
+    from orchestrator import outbox
     from orchestrator.ledger import default_url
 
+    if outbox.pending(default_url()):
+        return None  # rows wait to be replayed: the ledger is created to take them
     try:
         url = sa.make_url(default_url())
     except Exception:

@@ -1,26 +1,40 @@
-"""Appending ledger rows from a running wave: off the event loop, and never fatal.
+"""Appending ledger rows from a running wave: off the event loop, bounded, and never lost.
 
-A failed append is said once on stderr and kept in ``errors`` (the wave records it in
-``wave.json``); the run itself goes on.
+The ledger gets ``BUDGET_S`` seconds in total per wave (lock waits, retries, slow disks),
+not per row: past that, or when a write fails, the rows go to the outbox journal
+(:mod:`orchestrator.outbox`), fsync'd, and the next command that opens the ledger replays
+them. Only when no outbox location takes a row either is it an error: said once on stderr,
+kept in ``errors`` (``wave.json``'s ``ledger_errors``) and raised to the leg, which records it.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import anyio
 
 from orchestrator.secrets import scrub
 
+BUDGET_S = 30.0  # the ledger's total wait per wave before rows go to the outbox
+
+
+class LedgerLost(Exception):  # noqa: N818 - what happened to the row, not a crash
+    """Neither the ledger nor any outbox took a row."""
+
 
 class LedgerSink:
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, budget_s: float | None = None) -> None:
         self.url = url
         self.errors: list[str] = []
+        self.outboxed: dict[str, str] = {}  # leg_id -> the outbox that holds its row
+        self.budget_s = BUDGET_S if budget_s is None else budget_s
+        self._spent = 0.0
         self._ledger = None
         self._lock = anyio.Lock()
         self._pending: list[dict[str, Any]] = []
+        self._outcome: dict[int, BaseException | str | None] = {}
 
     def _open(self):
         if self._ledger is None:
@@ -29,26 +43,68 @@ class LedgerSink:
             self._ledger = Ledger(self.url)
         return self._ledger
 
-    async def append(self, row: dict[str, Any]) -> None:
-        """Return once ``row`` is written or its failure recorded. Rows that arrive while a
-        write is under way share the next transaction: 64 legs ending together cost a few
-        thread round trips, not 64 queued one behind the other."""
+    async def append(self, row: dict[str, Any]) -> str | None:
+        """Return once ``row`` is in the ledger (None) or in an outbox (that outbox's path);
+        raise :class:`LedgerLost` when neither took it. Rows that arrive while a write is
+        under way share the next transaction: 64 legs ending together cost a few thread round
+        trips, not 64 queued one behind the other."""
         self._pending.append(row)
         async with self._lock:
             rows, self._pending = self._pending, []
             if rows:  # else the previous holder wrote this row in its batch
-                await self._write(rows)
+                await anyio.to_thread.run_sync(self._write, rows)
+        outcome = self._outcome.pop(id(row), None)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
-    async def _write(self, rows: list[dict[str, Any]]) -> None:
+    # -- in a worker thread ----------------------------------------------------------------
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        start = time.monotonic()
         try:
-            await anyio.to_thread.run_sync(lambda: self._open().append_many(rows))
-        except Exception as exc:
-            if len(rows) > 1:  # one bad row must not cost the others theirs
+            self._try(rows, start + max(0.0, self.budget_s - self._spent))
+        finally:
+            self._spent += time.monotonic() - start
+
+    def _try(self, rows: list[dict[str, Any]], deadline: float) -> None:
+        from sqlalchemy import exc as sa_exc
+
+        from orchestrator.errors import OrchError
+
+        try:
+            self._open().append_many(rows, deadline=deadline)
+            for row in rows:
+                self._outcome[id(row)] = None
+            return
+        except (OrchError, sa_exc.SQLAlchemyError, OSError) as exc:
+            error = exc  # the ledger is unreachable, locked or full: every row waits
+        except Exception as exc:  # a row the ledger refuses: find it, write the others
+            if len(rows) > 1:
                 for row in rows:
-                    await self._write([row])
+                    self._try([row], deadline)
                 return
-            error = scrub(f"{type(exc).__name__}: {exc}".splitlines()[0])
+            error = exc
+        for row in rows:
+            self._to_outbox(row, error)
+
+    def _to_outbox(self, row: dict[str, Any], error: BaseException) -> None:
+        from orchestrator import outbox
+        from orchestrator.ledger import default_url
+
+        why = _brief(error)
+        try:
+            path = outbox.append(self.url or default_url(), row)
+        except OSError as exc:
+            lost = scrub(f"ledger: {why}; outbox: {_brief(exc)}")
             if not self.errors:
-                print(f"orch: warning: the spend ledger could not record a row: {error}",
+                print(f"orch: warning: the spend ledger could not record a row: {lost}",
                       file=sys.stderr)
-            self.errors.append(f"{rows[0].get('leg_id')}: {error}")
+            self.errors.append(f"{row.get('leg_id')}: {lost}")
+            self._outcome[id(row)] = LedgerLost(lost)
+            return
+        self.outboxed[str(row.get("leg_id"))] = str(path)
+        self._outcome[id(row)] = scrub(f"{path} ({why})")
+
+
+def _brief(exc: BaseException) -> str:
+    return scrub(f"{type(exc).__name__}: {exc}".splitlines()[0])[:300]

@@ -39,7 +39,7 @@ REJECTED_ARGUMENTS = "_orch_rejected"
 PROGRESS_WRITE_S = 0.5
 
 LegObserver = Callable[[LegContext], None]
-LedgerAppend = Callable[[dict[str, Any]], Awaitable[None]]
+LedgerAppend = Callable[[dict[str, Any]], Awaitable[str | None]]  # None, or the outbox
 
 
 class Leg:
@@ -73,16 +73,46 @@ class Leg:
         ``progress`` (a step ended, status unchanged) is written if PROGRESS_WRITE_S passed
         since the last write: fast local steps would spend more on the file than on the
         request. The rename runs in order on a worker thread (BackgroundWriter); ``_close``
-        waits for it."""
+        waits for it. A failed write is recorded on the leg (``io_errors``), never raised:
+        the leg's answer and its ledger row matter more than one of its files."""
         now = time.monotonic()
         if not progress or now - self._saved_at >= PROGRESS_WRITE_S:
-            self._files.write_json(self.ctx.dir / "metadata.json", self.record.to_dict())
             self._saved_at = now
-        self.observe(self.ctx)
+            self._write_metadata()
+        try:
+            self.observe(self.ctx)
+        except Exception as exc:  # the progress display must not end a leg
+            self.io_error("progress", exc)
+
+    def _write_metadata(self) -> None:
+        for _ in range(2):
+            try:
+                self._files.write_json(self.ctx.dir / "metadata.json", self.record.to_dict())
+                return
+            except (TypeError, ValueError) as exc:  # a value JSON cannot hold (leg.set)
+                self.io_error("metadata.json", exc)
+                if not unserialisable_extras(self.record.extra):
+                    return
+            except Exception as exc:
+                self.io_error("metadata.json", exc)
+                return
+
+    def io_error(self, what: str, exc: BaseException) -> None:
+        """A file (or the ledger) failed this leg: said on the leg, once per kind."""
+        error = scrub(f"{what}: {_describe(exc)}")
+        errors = self.record.extra.setdefault("io_errors", [])
+        if error not in errors and len(errors) < 20:
+            errors.append(error)
+            from orchestrator.runtime import log
+
+            log().warning("leg_io_error", leg_id=self.ctx.leg_id, error=error)
 
     def log(self, kind: str, payload: dict[str, Any]) -> None:
-        self._conversation.append({"type": kind, "at": now_iso(), "step": self.ctx.step,
-                                   **payload})
+        try:
+            self._conversation.append({"type": kind, "at": now_iso(), "step": self.ctx.step,
+                                       **payload})
+        except Exception as exc:
+            self.io_error("conversation.jsonl", exc)
 
     def plugin_error(self, plugin: str, hook: str, exc: BaseException) -> None:
         """A plugin raised: the leg goes on without its change; say so once per plugin."""
@@ -98,7 +128,7 @@ class Leg:
     # -- the loop ------------------------------------------------------------------------
     async def run(self) -> None:
         ctx, record = self.ctx, self.record
-        ctx.dir.mkdir(parents=True, exist_ok=True)
+        self._make_dir()
         record.start()
         self.save()
         try:
@@ -128,21 +158,52 @@ class Leg:
     async def refuse(self, reason: str) -> None:
         """The wave refused to launch this leg (``before_launch``, e.g. the cost ceiling):
         nothing is sent; the leg ends ``refused`` with its files and ledger row."""
-        self.ctx.dir.mkdir(parents=True, exist_ok=True)
+        self._make_dir()
         self.record.finish(REFUSED, scrub(reason))
         await self._close()
 
+    def _make_dir(self) -> None:
+        """The leg's own directory, created exclusively: two legs never share one."""
+        try:
+            self.ctx.dir.mkdir(parents=True, exist_ok=False)
+        except Exception as exc:
+            self.io_error("directory", exc)
+
     async def _close(self) -> None:
+        """The durable end, in order of what matters: the ledger row (the money), then
+        metadata.json, then the conversation. Each step's failure is recorded on the leg
+        and the next step still runs; nothing here raises into the wave."""
         if self.record.ended_at is None:
             self.record.finish(self.record.status)
+        await self._ledger_row()
         self.save()
-        if self.ledger is not None:
-            await self.ledger(self.record.ledger_row(tag=self.tag, project_dir=self.project_dir,
-                                                     run_id=self.run_id))
-        await self.hooks.notify("leg_end", self.plugin_error, leg=self.ctx, record=self.record)
+        try:
+            await self.hooks.notify("leg_end", self.plugin_error, leg=self.ctx,
+                                    record=self.record)
+        except Exception as exc:  # a plugin's LegError/OrchError after the end changes nothing
+            self.plugin_error("?", "leg_end", exc)
         self.save()
-        self._conversation.close()
-        await self._files.drain()
+        try:
+            self._conversation.close()
+        except Exception as exc:
+            self.io_error("conversation.jsonl", exc)
+        try:
+            await self._files.drain()
+        except Exception as exc:
+            self.io_error("metadata.json", exc)
+
+    async def _ledger_row(self) -> None:
+        if self.ledger is None:
+            return
+        try:
+            row = self.record.ledger_row(tag=self.tag, project_dir=self.project_dir,
+                                         run_id=self.run_id)
+            outboxed = await self.ledger(row)
+        except Exception as exc:
+            self.io_error("ledger", exc)
+            return
+        if outboxed:  # safe, not yet in the ledger: the next command that opens it replays it
+            self.record.extra["ledger_outbox"] = outboxed
 
     async def _prepare(self) -> None:
         ctx = self.ctx
@@ -283,6 +344,25 @@ def empty_answer(model: str, response: Response) -> str:
         else "neither text nor a tool call"
     return (f"empty_answer: {model} answered with {wrote} (finish_reason "
             f"{response.finish_reason or 'none'})")
+
+
+def unserialisable_extras(extra: dict[str, Any]) -> list[str]:
+    """Replace each value in ``extra`` that JSON cannot hold by a note saying so; their keys."""
+    bad = []
+    for key, value in list(extra.items()):
+        try:
+            json.dumps(value, default=str)
+        except (TypeError, ValueError) as exc:
+            extra[key] = f"<not serialisable: {type(value).__name__}: {exc}>"
+            bad.append(key)
+    return bad
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}{where}"
+    return (f"{type(exc).__name__}: {exc}".splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _strip_directive(text: str) -> str:

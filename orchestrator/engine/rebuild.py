@@ -1,35 +1,101 @@
-"""Reading a wave back from disk, rebuilding ``wave.json`` from the legs if the run was killed."""
+"""Reading a wave back, rebuilding ``wave.json`` from the legs if the run was killed.
+
+A wave is named by its exact id or a prefix that names one wave only. Whether its process
+still runs is asked of the pid *and* the process start time ``wave.json`` recorded, so a
+pid the system has since given to another process does not keep a dead wave ``running``.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from orchestrator.engine.record import ABORTED, RUNNING, LegRecord
 from orchestrator.engine.wave import build_document, wave_status
 from orchestrator.errors import OrchError
-from orchestrator.pids import pid_alive
+from orchestrator.pids import same_process
 from orchestrator.store import read_json
+
+SHOWN_MATCHES = 5
+
+
+def resolve_wave_id(runs_dir: Path, given: str) -> str:
+    """``given`` if a wave has that exact id, else the one wave whose id starts with it."""
+    given = given.strip()
+    if not given or "/" in given or given in (".", ".."):
+        raise OrchError(f"{given!r} is not a wave id; pass one as printed by orch fanout "
+                        "(e.g. 20261130-101500-0123456789abcdef) or a unique prefix of it")
+    if (runs_dir / given / "wave.json").is_file():
+        return given
+    matches = sorted(w for w in wave_ids(runs_dir) if w.startswith(given))
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise OrchError(f"no wave {given!r} under {runs_dir}; list waves with `ls` there or "
+                        "pass --runs-dir")
+    shown = ", ".join(matches[:SHOWN_MATCHES]) + (", ..." if len(matches) > SHOWN_MATCHES
+                                                  else "")
+    raise OrchError(f"ambiguous: {len(matches)} waves match {given!r} ({shown}); give more "
+                    "of the id")
+
+
+def wave_ids(runs_dir: Path) -> set[str]:
+    """Every wave under ``runs_dir``: directories with a wave.json, and the waves legs name
+    in their metadata.json when their wave's own file is missing."""
+    ids: set[str] = set()
+    try:
+        entries = list(runs_dir.iterdir())
+    except OSError:
+        return ids
+    for entry in entries:
+        if (entry / "wave.json").is_file():
+            ids.add(entry.name)
+    for entry in entries:
+        meta = entry / "metadata.json"
+        if entry.name not in ids and meta.is_file():
+            wave_id = _read(meta).get("wave_id")
+            if isinstance(wave_id, str) and entry.name.startswith(wave_id + "-"):
+                ids.add(wave_id)
+    return ids
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        doc = read_json(path)
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
-    """The wave document for ``wave_id``. When the process that ran it is gone before it
-    finished, the document is rebuilt from each leg's metadata.json and legs left
-    ``running`` are reported ``aborted``."""
+    """The wave document for ``wave_id`` (exact or a unique prefix). A wave whose
+    ``wave.json`` is not final is rebuilt from each leg's metadata.json; when the process
+    that ran it is gone, legs left ``running`` are reported ``aborted``."""
+    wave_id = resolve_wave_id(runs_dir, wave_id)
     wave_dir = runs_dir / wave_id
     doc: dict[str, Any] | None = None
     if (wave_dir / "wave.json").exists():
-        doc = read_json(wave_dir / "wave.json")
-        if doc.get("status") != "running" or pid_alive(doc.get("pid")):
+        try:
+            doc = read_json(wave_dir / "wave.json")
+        except (OSError, json.JSONDecodeError) as exc:
+            raise OrchError(f"cannot read {wave_dir / 'wave.json'}: {exc}") from None
+        if doc.get("status") != "running":
             return doc
-    leg_files = sorted(runs_dir.glob(f"{wave_id}-*/metadata.json"))
-    if doc is None and not leg_files:
-        raise OrchError(f"no wave {wave_id!r} under {runs_dir}; list waves with "
-                        "`ls` there or pass --runs-dir")
+    alive = doc is not None and same_process(doc.get("pid"), doc.get("pid_started"))
+    on_disk: dict[str, LegRecord] = {}
+    for path in sorted(runs_dir.glob(f"{wave_id}-*/metadata.json")):
+        meta = _read(path)
+        if meta.get("wave_id") == wave_id and meta.get("leg_id"):
+            on_disk[meta["leg_id"]] = LegRecord.from_dict(meta)
+    doc_legs = list((doc or {}).get("legs") or [])
+    planned = doc_legs + ([doc["chair"]] if (doc or {}).get("chair") else [])
+    for leg in planned:  # legs that never wrote a file are still the wave's legs
+        if leg.get("leg_id") and leg["leg_id"] not in on_disk:
+            on_disk[leg["leg_id"]] = LegRecord.from_dict(leg)
     legs, chair = [], None
-    for path in leg_files:
-        record = LegRecord.from_dict(read_json(path))
-        if record.status in (RUNNING, "pending"):
+    for record in on_disk.values():
+        if not alive and record.status in (RUNNING, "pending"):
             record.status = ABORTED
             record.reason = "aborted: the orch process ended before this leg finished"
         if record.kind == "chair":
@@ -43,5 +109,6 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
              if k not in ("legs", "chair", "status", "exit_code", "usage", "cost_usd",
                           "cost_exact", "wave_id", "runs_dir", "signal")}
     extra["rebuilt"] = True
+    extra["alive"] = alive
     return build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
                           runs_dir=runs_dir, extra=extra)

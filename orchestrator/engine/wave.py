@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import secrets as _random
 import signal
+import sys
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +35,7 @@ from orchestrator.engine.record import (
 from orchestrator.errors import OrchError, Refusal
 from orchestrator.hooks import HookRunner
 from orchestrator.models import ResolvedModel
+from orchestrator.pids import process_started
 from orchestrator.request import Usage
 from orchestrator.secrets import register_identifier
 from orchestrator.server import Server
@@ -42,7 +45,8 @@ EXIT_COMPLETE, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2
 
 
 def new_wave_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + _random.token_hex(2)
+    """Sortable by time, unique by 64 random bits: ids made in one second never collide."""
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + _random.token_hex(8)
 
 
 def wave_status(records: list[LegRecord]) -> str:
@@ -113,6 +117,7 @@ class Wave:
                                    config=config, dir=self.dir, options=spec.options,
                                    chair_model=spec.chair, later_models=spec.later)
         self._legs_scope: anyio.CancelScope | None = None
+        self._start_scope: anyio.CancelScope | None = None
         self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
         self._created = now_iso()
 
@@ -137,13 +142,20 @@ class Wave:
 
     # -- running -------------------------------------------------------------------------
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(self.dir / "briefing.md", self.spec.briefing)  # scrubbed
-        await self.hooks.notify("wave_start", self._on_hook_error, wave=self.context)
-        self.write()
+        """Run the legs (and the chair). Signals are watched from the first line, so one that
+        arrives while ``wave_start`` hooks run (the local server starting) still ends the
+        wave with its ``wave.json``; ``wave.json`` is final however the legs ended."""
+        self._create_dir()
         async with anyio.create_task_group() as outer:
             if handle_signals:
-                outer.start_soon(self._watch_signals)
+                await outer.start(self._watch_signals)
+            self._write_file("briefing.md", lambda: write_text_atomic(  # scrubbed
+                self.dir / "briefing.md", self.spec.briefing))
+            self._write_file("wave.json", self.write)
+            with anyio.CancelScope() as self._start_scope:
+                if self.signum is None:
+                    await self.hooks.notify("wave_start", self._on_hook_error,
+                                            wave=self.context)
             with anyio.CancelScope() as self._legs_scope:
                 if self.signum is not None:  # interrupted while wave_start hooks ran
                     self._legs_scope.cancel()
@@ -156,9 +168,54 @@ class Wave:
         for text in self.server.holds.notices():  # the rate-limit gate held the wave back
             self.context.notice(text)
         self.context.status = self.status
-        await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context)
-        return self.write()
+        try:
+            await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context)
+        except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
+            self._on_hook_error("?", "wave_end", exc)
+        return self.finalise()
 
+    def _create_dir(self) -> None:
+        """The wave's directory, created exclusively: two waves never share one."""
+        self.spec.runs_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(exist_ok=False)
+        except FileExistsError:
+            raise OrchError(f"wave directory {self.dir} already exists; wave ids must be "
+                            "unique (pass a new --runs-dir or remove it)") from None
+
+    def _write_file(self, name: str, write) -> bool:
+        try:
+            write()
+            return True
+        except Exception as exc:
+            self.context.notice(f"artifacts incomplete: {name} could not be written: "
+                                f"{type(exc).__name__}: {exc}")
+            return False
+
+    def finalise(self) -> dict[str, Any]:
+        """The final wave.json, tried a few times (a disk may free up); when it cannot be
+        written the document says so and the exit code is 2 (never a clean 0)."""
+        outboxed = self.ledger.outboxed if self.ledger else {}
+        if outboxed:
+            where = sorted(set(outboxed.values()))[0].split(" (")[0]
+            self.context.notice(f"{len(outboxed)} ledger row(s) could not be written in time "
+                                f"and wait in the outbox {where}; the next orch command "
+                                "that opens the ledger (orch spend) replays them")
+        error: BaseException | None = None
+        for attempt in range(3):
+            try:
+                return self.write()
+            except Exception as exc:
+                error = exc
+                time.sleep(0.05 * (attempt + 1))
+        doc = self.document()
+        text = f"artifacts incomplete: wave.json could not be written: {type(error).__name__}: " \
+            f"{error}"
+        doc["notices"] = [*doc["notices"], text]
+        doc["exit_code"] = EXIT_PARTIAL if doc["exit_code"] == EXIT_COMPLETE else \
+            doc["exit_code"]
+        print(f"orch: warning: {text}", file=sys.stderr)
+        return doc
 
     async def _run_chair(self) -> None:
         brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing,
@@ -186,8 +243,9 @@ class Wave:
             return
         await leg.run()
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
             async for signum in signals:
                 if self.signum is not None:
                     os._exit(128 + signum)  # a second signal: leave at once
@@ -196,8 +254,9 @@ class Wave:
     def interrupt(self, signum: int) -> None:
         """Stop the legs as a signal would (a council watching signals itself calls this)."""
         self.signum = signum
-        if self._legs_scope is not None:
-            self._legs_scope.cancel()
+        for scope in (self._start_scope, self._legs_scope):
+            if scope is not None:
+                scope.cancel()
 
     # -- the wave document ---------------------------------------------------------------
     @property
@@ -219,6 +278,7 @@ class Wave:
                 "models": [m.name for m in self.spec.models],
                 "chair_model": self.spec.chair.name if self.spec.chair else None,
                 "options": self.spec.options, "pid": os.getpid(),
+                "pid_started": process_started(os.getpid()),
                 "notices": self.context.notices,
                 "budget_refusals": self.budget_refusals,
                 "ledger_errors": self.ledger.errors if self.ledger else [],
@@ -254,8 +314,14 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
     }
     doc.update(extra or {})
     doc["over_ceiling_usd"] = over_ceiling(doc)
+    # A leg whose files or ledger row failed: the answers stand, the record is incomplete.
+    doc["artifact_errors"] = [f"{r.leg_id}: {e}" for r in everything
+                              for e in r.extra.get("io_errors") or []]
+    if any(str(n).startswith("artifacts incomplete") for n in doc.get("notices") or []):
+        doc["artifact_errors"].append("wave: " + next(
+            n for n in doc["notices"] if str(n).startswith("artifacts incomplete")))
     # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/ceiling.py).
     doc["degraded"] = degradations(everything, doc)
-    if doc["degraded"] and doc["exit_code"] == EXIT_COMPLETE:
+    if (doc["degraded"] or doc["artifact_errors"]) and doc["exit_code"] == EXIT_COMPLETE:
         doc["exit_code"] = EXIT_PARTIAL
     return doc

@@ -33,6 +33,8 @@ def orch_home(tmp_path, monkeypatch):
     monkeypatch.setenv("ORCH_DATA_HOME", str(tmp_path / "orch-data"))  # models, binaries
     monkeypatch.delenv("ORCH_RUNS_DIR", raising=False)
     monkeypatch.delenv("ORCH_LEDGER_URL", raising=False)
+    # the ledger outbox's fallback directory: inside the test's own tmp, never shared /tmp
+    monkeypatch.setenv("ORCH_OUTBOX_DIR", str(tmp_path / "outbox-fallback"))
     monkeypatch.delenv("ORCH_PLUGINS", raising=False)
     monkeypatch.delenv("ORCH_DISABLE_PLUGINS", raising=False)
     for key, value in OFFLINE_ENV.items():

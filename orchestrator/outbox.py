@@ -1,0 +1,196 @@
+"""The ledger's outbox: billed rows the ledger could not take in time, kept until it can.
+
+A provider that answered has billed; its row must not vanish because the database was
+locked or its disk was full. Such a row is appended to an append-only journal — one JSON
+line, fsync'd before the leg moves on — beside the ledger, or in a fallback directory when
+that disk refuses it. The next command that opens the ledger replays the journal into it
+(``orch spend`` says "replayed N rows") and empties it.
+
+Exactly once: a row is in the ledger or in an outbox, never both for long. Replay inserts
+only rows whose ``(wave_id, leg_id)`` the ledger lacks, so a replay killed between its
+insert and the journal's rewrite does not count a row twice the next time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+LOCK_WAIT_S = 5.0  # an appender waits this long for a replay to let go, then falls back
+
+
+def _fingerprint(url: str) -> str:
+    return hashlib.sha256(url.encode()).hexdigest()[:12]
+
+
+def locations(url: str) -> list[Path]:
+    """Where outbox journals for the ledger at ``url`` may be, preferred first: beside a
+    SQLite ledger (else in ORCH_HOME), then the fallback directory (``ORCH_OUTBOX_DIR``,
+    else a per-user directory under the system's temporary directory)."""
+    from orchestrator import config
+
+    name = f"ledger-outbox-{_fingerprint(url)}.jsonl"
+    first = config.home()
+    try:
+        import sqlalchemy as sa
+
+        parsed = sa.make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database and \
+                parsed.database != ":memory:" and not parsed.database.startswith("file:"):
+            first = Path(parsed.database).expanduser().parent
+    except Exception:
+        pass
+    fallback = Path(os.environ.get("ORCH_OUTBOX_DIR")
+                    or Path(tempfile.gettempdir()) / f"orch-outbox-{os.getuid()}")
+    return [first / name, fallback / name] if fallback != first else [first / name]
+
+
+def encode(row: dict[str, Any]) -> str:
+    """One journal line. Anything JSON cannot hold is written as its text: a row that cannot
+    be serialised is still a billed request, and its numbers are plain numbers."""
+    stamped = {**row, "ts": _iso(row.get("ts"))}
+    try:
+        return json.dumps({"row": stamped}, default=str)
+    except (TypeError, ValueError):  # e.g. a circular value: keep what is plain
+        plain = {k: v if isinstance(v, str | int | float | bool | type(None)) else repr(v)
+                 for k, v in stamped.items()}
+        return json.dumps({"row": plain})
+
+
+def _iso(ts: Any) -> str:
+    if isinstance(ts, datetime):
+        return ts.astimezone(UTC).isoformat()
+    return ts if isinstance(ts, str) else datetime.now(UTC).isoformat()
+
+
+@contextlib.contextmanager
+def _locked(path: Path, *, wait_s: float) -> Iterator[int]:
+    """The journal opened for appending under an exclusive lock. A replay renames the file
+    when it is done; an fd opened before that would write into the replaced inode, so the
+    lock holder checks it has the file that is at ``path`` now."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"{path} is locked by a replay") from None
+                    time.sleep(0.02)
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:  # a replay emptied it: open it anew
+                same = False
+            if same:
+                yield fd
+                return
+        finally:
+            os.close(fd)
+
+
+def append(url: str, row: dict[str, Any]) -> Path:
+    """Journal ``row`` durably; the path it went to. Raises OSError when no location takes
+    it (the caller says so: the row is then only in the leg's metadata.json)."""
+    line = (encode(row) + "\n").encode("utf-8")
+    errors: list[str] = []
+    for path in locations(url):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(path, wait_s=LOCK_WAIT_S) as fd:
+                size = os.fstat(fd).st_size
+                try:
+                    written = os.write(fd, line)
+                    if written != len(line):
+                        raise OSError(f"short write to {path}")
+                    os.fsync(fd)
+                except OSError:
+                    os.ftruncate(fd, size)  # never leave half a line for the replay to choke on
+                    raise
+            return path
+        except (OSError, TimeoutError) as exc:
+            errors.append(f"{path}: {getattr(exc, 'strerror', None) or exc}")
+    raise OSError("no outbox location took the row (" + "; ".join(errors) + ")")
+
+
+def pending(url: str) -> int:
+    """Rows waiting in this ledger's outboxes."""
+    total = 0
+    for path in locations(url):
+        with contextlib.suppress(OSError):
+            total += sum(1 for line in path.read_bytes().splitlines() if line.strip())
+    return total
+
+
+def replay(ledger) -> int:
+    """Move every journaled row of ``ledger`` into it; the number of rows it took. A failure
+    leaves the journal as it was (the next command tries again); a replay already under way
+    in another process is left to finish."""
+    from orchestrator.ledger import Ledger
+
+    assert isinstance(ledger, Ledger)
+    total = 0
+    for path in locations(ledger.url):
+        if not path.exists():
+            continue
+        with contextlib.suppress(OSError):
+            total += _replay_file(ledger, path)
+    return total
+
+
+def _replay_file(ledger, path: Path) -> int:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0  # someone else replays or appends right now
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            return 0
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            lines = fh.read().splitlines()
+        rows, kept = [], []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                rows.append(_decode(json.loads(line)["row"]))
+            except (ValueError, KeyError, TypeError):
+                kept.append(line)  # unreadable: keep it for a person, never drop it
+        taken = ledger.take_outbox(rows) if rows else set()
+        kept += [encode(r).encode() for n, r in enumerate(rows) if n not in taken]
+        _rewrite(path, kept)
+        return len(taken)
+    finally:
+        os.close(fd)
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    row = dict(row)
+    ts = row.get("ts")
+    row["ts"] = datetime.fromisoformat(ts) if isinstance(ts, str) else None
+    return row
+
+
+def _rewrite(path: Path, kept: list[bytes]) -> None:
+    """Replace the journal with what is left (often nothing), atomically."""
+    if not kept:
+        os.unlink(path)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(b"".join(line + b"\n" for line in kept))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
