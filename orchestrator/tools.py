@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+TOOL_LIMIT_S = 60.0  # a plain (blocking) tool function's hard deadline per call
+
 
 @dataclass
 class Tool:
@@ -28,7 +30,17 @@ class Tool:
                              "parameters": self.parameters}}
 
     async def run(self, arguments: dict[str, Any]) -> str:
-        result = self.function(**arguments)
+        """An async function is awaited (cancellation ends it); a plain one runs on its own
+        daemon thread with a hard deadline, ``meta["max_seconds"]`` (default
+        TOOL_LIMIT_S), so blocking work never stops the event loop and the other legs."""
+        if inspect.iscoroutinefunction(self.function):
+            result = await self.function(**arguments)
+        else:
+            from orchestrator import tool_thread
+
+            seconds = float(self.meta.get("max_seconds") or TOOL_LIMIT_S)
+            result = await tool_thread.run_sync(lambda: self.function(**arguments),
+                                                seconds=seconds)
         if inspect.isawaitable(result):
             result = await result
         return result if isinstance(result, str) else json.dumps(result, default=str)

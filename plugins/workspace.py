@@ -8,14 +8,20 @@ would not fit the context room left for the next request is refused with the ari
 instead of overflowing the window.
 
 Settings (``plugin_config.workspace``): ``max_result_chars``, ``read_lines``,
-``max_line_chars``, ``grep_matches``, ``max_entries``, ``max_file_bytes``, ``reserve_tokens``.
+``max_line_chars``, ``grep_matches``, ``max_entries``, ``max_file_bytes``, ``reserve_tokens``,
+``max_scan_bytes``, ``max_seconds``.
+
+Execution: every call runs on its own worker thread with a hard deadline
+(:mod:`orchestrator.tool_thread`), so no call can stop the wave's other legs, a leg's time
+limit ends it mid-call, and the process never waits for it at exit. Patterns run on RE2
+(linear time: no pattern can take exponentially long). A call stops at ``max_scan_bytes``
+read or ``max_seconds`` spent and its result names the limit it hit.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +29,7 @@ from typing import Any
 from orch_plugins.workspace_paths import Refused, Workspace, glob_regex, kind
 from orch_plugins.workspace_policy import withheld_note
 
+from orchestrator import tool_thread
 from orchestrator.hookspecs import hookimpl
 from orchestrator.tools import Tool
 
@@ -37,7 +44,10 @@ DEFAULTS: dict[str, int] = {
     # Kept free for the answer when checking a read's fit: the context guard's margin, so a
     # read let through here never leaves the next request refused for starvation.
     "reserve_tokens": 4_096,
+    "max_scan_bytes": 64_000_000,  # bytes one grep reads before it stops and says so
+    "max_seconds": 10,  # wall time of one call (walking a big tree included)
 }
+SCAN_CHECK_LINES = 4_096  # lines between looks at the clock inside one file
 # A read's tokens are counted this many times over: estimates of new text run low on code,
 # and the context guard counts the turns since the provider's last report the same way.
 READ_COUNT_FACTOR = 2
@@ -55,7 +65,8 @@ SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
                            "description": "Number of lines to read. Default 300."}},
               "required": ["path"]}),
     "grep": ("Search file contents in the workspace with a regular expression "
-             "(Python syntax; (?i) for case-insensitive). Returns path:line: text.",
+             "(RE2 syntax: no backreferences or lookaround; (?i) for case-insensitive). "
+             "Returns path:line: text.",
              {"type": "object", "properties": {
                  "pattern": {"type": "string", "description": "Regular expression."},
                  "path": {"type": "string",
@@ -109,13 +120,13 @@ class WorkspaceTools:
             if unknown:
                 return (f"error: {name} has no argument {', '.join(map(repr, unknown))}; "
                         f"it takes {', '.join(sorted(allowed))}")
-            import anyio
-
             try:
-                # abandon_on_cancel: a pathological regex must not hold the leg past its
-                # time limit (the thread finishes on its own; nothing waits for it)
-                return await anyio.to_thread.run_sync(lambda: impl(**args),
-                                                      abandon_on_cancel=True)
+                # its own daemon thread, a hard deadline; the leg's timeout ends the wait
+                return await tool_thread.run_sync(lambda: impl(**args),
+                                                  seconds=self.cfg["max_seconds"])
+            except tool_thread.ToolTimeout as exc:
+                return (f"error: {name} {exc} (max_seconds); narrow it: a path=\"some/dir\", "
+                        "a glob, or a more specific pattern")
             except Refused as refused:
                 self._record(name, args, str(refused))
                 return f"error: {refused}"
@@ -229,18 +240,18 @@ class WorkspaceTools:
     def do_grep(self, pattern: Any = None, path: Any = None, glob: Any = None) -> str:
         if not isinstance(pattern, str) or not pattern:
             raise Refused("grep needs a pattern, e.g. grep(pattern=\"def main\")")
-        try:
-            regex = re.compile(pattern)
-        except re.error as exc:
-            raise Refused(f"pattern {pattern!r} is not a valid regular expression ({exc}); "
-                          "escape special characters like ( [ . with a backslash") from None
+        regex = compile_pattern(pattern)
         name_filter = self._glob_filter(glob)
         start = self.ws.resolve(path)
         cap, width = self.cfg["grep_matches"], self.cfg["max_line_chars"]
         matches: list[str] = []
         skipped: dict[str, int] = {}
-        more, used = False, 0
+        more, used, scanned, limit = False, 0, 0, None
+        max_scan = self.cfg["max_scan_bytes"]
         for walked, is_dir in self.ws.walk(start):
+            if tool_thread.expired():
+                limit = self._time_limit()
+                break
             if is_dir:
                 continue
             rel = self.ws.rel(walked)
@@ -257,6 +268,14 @@ class WorkspaceTools:
                 self.ws.check_text(real)
                 with open(real, encoding="utf-8", errors="replace") as fh:
                     for n, line in enumerate(fh, start=1):
+                        scanned += len(line)
+                        if scanned > max_scan:
+                            limit = (f"stopped after reading {max_scan:,} bytes "
+                                     "(max_scan_bytes)")
+                            break
+                        if n % SCAN_CHECK_LINES == 0 and tool_thread.expired():
+                            limit = self._time_limit()
+                            break
                         if not regex.search(line):
                             continue
                         if len(matches) >= cap or used > self.cfg["max_result_chars"]:
@@ -270,7 +289,7 @@ class WorkspaceTools:
                 continue  # binary: not text to search
             except OSError:
                 skipped["unreadable"] = skipped.get("unreadable", 0) + 1
-            if more:
+            if more or limit:
                 break
         where = self.ws.rel(start)
         if not matches:
@@ -285,15 +304,22 @@ class WorkspaceTools:
         if skipped:
             reasons = "; ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
             result += f"\n[files not searched: {reasons}]"
+        if limit:
+            result += (f"\n[{limit}: the search is incomplete; narrow it with "
+                       "path=\"some/dir\" or glob=\"*.py\"]")
         return _with_note(result, self.ws.withheld)
 
-    def _glob_filter(self, glob: Any) -> re.Pattern | None:
+    @staticmethod
+    def _time_limit() -> str:
+        return f"stopped at the {tool_thread.seconds_allowed() or 0:g} s limit (max_seconds)"
+
+    def _glob_filter(self, glob: Any):
         if glob in (None, ""):
             return None
         if not isinstance(glob, str):
             raise Refused("glob must be a string like \"*.py\"")
         self._check_pattern(glob)
-        return re.compile(glob_regex(glob))
+        return _glob_compiled(glob)
 
     @staticmethod
     def _check_pattern(pattern: str) -> None:
@@ -307,24 +333,29 @@ class WorkspaceTools:
             raise Refused("glob needs a pattern, e.g. glob(pattern=\"**/*.py\")")
         pattern = pattern.strip().removeprefix("./")
         self._check_pattern(pattern)
-        regex = re.compile(glob_regex(pattern))
+        regex = _glob_compiled(pattern)
         found: list[str] = []
-        total = 0
+        total, limit = 0, None
         for walked, is_dir in self.ws.walk(self.ws.root):
+            if tool_thread.expired():
+                limit = self._time_limit()
+                break
             rel = self.ws.rel(walked)
             if regex.match(rel):
                 total += 1
                 if len(found) < self.cfg["max_entries"]:
                     found.append(rel + ("/" if is_dir else ""))
+        stopped = (f"\n[{limit}: not every directory was walked; narrow the pattern, e.g. "
+                   "a directory prefix like \"src/**/*.py\"]") if limit else ""
         if not found:
             return _with_note(f"no paths match {pattern!r} (patterns are relative to the "
-                              "workspace root; ** spans directories, e.g. \"**/*.py\")",
-                              self.ws.withheld)
+                              "workspace root; ** spans directories, e.g. \"**/*.py\")"
+                              + stopped, self.ws.withheld)
         result = "\n".join(found)
         if total > len(found):
             result += (f"\n[{len(found)} of {total:,} paths shown; narrow the pattern, "
                        "e.g. a directory prefix like \"src/**/*.py\"]")
-        return _with_note(result, self.ws.withheld)
+        return _with_note(result + stopped, self.ws.withheld)
 
     # -- list ----------------------------------------------------------------------------
     def do_list(self, path: Any = None) -> str:
@@ -371,6 +402,28 @@ class WorkspaceTools:
 def _with_note(result: str, withheld: dict[str, int]) -> str:
     note = withheld_note(withheld)
     return f"{result}\n{note}" if note else result
+
+
+def _glob_compiled(pattern: str):
+    """A glob's regex on RE2 too: ``**/**/**/...`` must not backtrack either."""
+    return compile_pattern(glob_regex(pattern)[:-2] + r"\z")
+
+
+def compile_pattern(pattern: str):
+    """The model's pattern on RE2: matching time grows with the text, never exponentially,
+    whatever the pattern (``(a+)+$`` included)."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print parse errors on stderr itself
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(
+            exc.args[0], bytes) else str(exc)
+        raise Refused(f"pattern {pattern!r} is not a valid RE2 regular expression ({why}); "
+                      "RE2 has no backreferences or lookaround, and special characters "
+                      "like ( [ . need a backslash") from None
 
 
 def _positive(value: Any, name: str, default: int) -> int:

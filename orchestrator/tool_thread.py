@@ -1,0 +1,94 @@
+"""Tool work off the event loop, with a hard deadline and nothing left behind at exit.
+
+A tool call is plain blocking code (walking a tree, searching files). Run on the event loop's
+thread it would stop every leg of the wave, and signals with them. Here it runs on its own
+*daemon* thread: the leg awaits it without blocking, its time limit (the tool's, or the
+leg's, whichever comes first) ends the wait on time, and a thread still busy when the wave
+ends never keeps the process alive.
+
+The work itself looks at :func:`expired` as it goes (between files, every few thousand
+lines) and stops with what it has, saying which limit it hit; a thread whose caller has
+gone stops at its next look.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+
+T = TypeVar("T")
+
+GRACE_S = 0.5  # after its own limit, a call's thread gets this long to hand back what it has
+
+
+class ToolTimeout(Exception):  # noqa: N818 - a limit the model reads about
+    """The tool's thread did not finish within its hard deadline."""
+
+
+class _Call:
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.seconds = seconds
+        self.abandoned = threading.Event()
+
+
+_current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("orch_tool_call",
+                                                                        default=None)
+
+
+def expired() -> bool:
+    """Whether the tool call running on this thread should stop now: its time is up or its
+    leg stopped waiting for it. False outside a tool call."""
+    call = _current.get()
+    return call is not None and (call.abandoned.is_set() or time.monotonic() >= call.deadline)
+
+
+def seconds_allowed() -> float | None:
+    """The time limit of the tool call running on this thread (for the result's wording)."""
+    call = _current.get()
+    return None if call is None else call.seconds
+
+
+async def run_sync(fn: Callable[[], T], *, seconds: float) -> T:
+    """``fn()`` on a daemon thread. Waits at most ``seconds`` + GRACE_S (then ToolTimeout);
+    cancellation (the leg's timeout, a signal) ends the wait at once. Either way the thread
+    is told to stop and is never waited for again."""
+    call = _Call(seconds)
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+    token = anyio.lowlevel.current_token()
+    finished = anyio.Event()
+
+    def work() -> None:
+        _current.set(call)
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # handed to the caller, raised there
+            outcome["error"] = exc
+        finally:
+            done.set()
+            if not call.abandoned.is_set():
+                try:
+                    anyio.from_thread.run_sync(finished.set, token=token)
+                except Exception:
+                    pass  # the loop is gone or busy closing: nobody waits any more
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(work,),
+                              name="orch-tool", daemon=True)
+    try:
+        thread.start()
+        with anyio.move_on_after(seconds + GRACE_S):
+            await finished.wait()
+    finally:
+        if not done.is_set():
+            call.abandoned.set()
+    if not done.is_set():
+        raise ToolTimeout(f"did not finish within its {seconds:g} s limit")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
