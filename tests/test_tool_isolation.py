@@ -42,8 +42,11 @@ def test_a_redos_pattern_answers_at_once_and_the_healthy_leg_completes(
     scripted_server.script("redos", Reply(tool_calls=[call("grep", "g", pattern="(a+)+$")]),
                            Reply(text="searched"))
     scripted_server.script("healthy", Reply(text="fine", latency=0.5))
+    from orchestrator.runtime import litellm
+
+    litellm()  # imported before the clock starts, as orch fanout does
     run = orch.run_wave(["redos", "healthy"], workspace=ws, timeout_s=6)
-    assert [leg["status"] for leg in run.legs] == ["complete", "complete"]
+    assert [leg["status"] for leg in run.legs] == ["complete", "complete"], run.legs[0]["reason"]
     result = tool_results(scripted_server.requests_for("redos")[1].body)["g"]
     assert result.startswith("no matches for '(a+)+$'")
     # a frozen loop would have ended both at the 6 s leg timeout
@@ -114,6 +117,9 @@ def test_a_blocking_tool_cannot_hold_its_leg_past_the_timeout_nor_touch_another(
         def register_tools(self, leg):
             return [Tool("spin", "Spin.", {"type": "object", "properties": {}}, spin)]
 
+    from orchestrator.runtime import litellm
+
+    litellm()  # imported before the clock starts, as orch fanout does
     scripted_server.script("spinner", Reply(tool_calls=[call("spin", "s")]), Reply(text="x"))
     scripted_server.script("healthy", Reply(text="fine", latency=0.3))
     run = orch.run_wave(["spinner", "healthy"], plugins=[("spinner", Spinner())],
