@@ -58,6 +58,7 @@ class ProviderError(Exception):
         "bad_request",
         "connection",
         "not_found",
+        "bad_response",  # an answer that is not a chat completion (garbage, no choices)
     )
 
     def __init__(self, reason: str, message: str, status: int | None = None,

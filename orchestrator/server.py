@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import ProviderError
@@ -59,7 +60,10 @@ class Server:
         register_headers(kwargs.get("extra_headers") or kwargs.get("headers"))
         return kwargs
 
-    async def complete(self, model: ResolvedModel, request: Request) -> Response:
+    async def complete(self, model: ResolvedModel, request: Request,
+                       on_send: Callable[[], None] | None = None) -> Response:
+        """One answer for ``request``. ``on_send`` is called for every request that goes on
+        the wire, the rate gate's retries included (a leg's ``requests``)."""
         from orchestrator.runtime import litellm
 
         lm = litellm()
@@ -68,6 +72,8 @@ class Server:
         async def send() -> Any:
             self.in_flight += 1
             self.sent += 1
+            if on_send is not None:
+                on_send()
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
                 return await lm.acompletion(**kwargs)
@@ -98,9 +104,15 @@ def outbound(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def normalise(model: ResolvedModel, raw: Any) -> Response:
-    """litellm's ModelResponse → Response with the four token counts and an honest cost."""
-    choice = raw.choices[0]
-    message = choice.message
+    """litellm's ModelResponse → Response with the four token counts and an honest cost. A
+    reply that is not a usable chat completion is a ``bad_response``, said plainly."""
+    choices = getattr(raw, "choices", None)
+    if not isinstance(choices, list | tuple) or not choices:
+        raise ProviderError("bad_response", f"the reply has no choices ({choices!r:.60})")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise ProviderError("bad_response", "the reply's first choice has no message")
     calls = tuple(
         ToolCall(id=c.id or f"call_{i}", name=c.function.name or "",
                  arguments=c.function.arguments or "{}")
@@ -256,6 +268,9 @@ def provider_error(exc: BaseException) -> ProviderError:
     message = message.split("Traceback (most recent call last)")[0]  # litellm appends one
     message = _LITELLM_PREFIX.sub("", " ".join(message.split()))[:500] or type(exc).__name__
     status = getattr(exc, "status_code", None)
+    if _BAD_RESPONSE.search(message):  # litellm reports an unreadable 200 as a 500
+        return ProviderError("bad_response", f"the reply is not a chat completion ({message})",
+                             status)
     limit = _limit(exc, status, message)
     retry_after = limit.retry_after if limit is not None else None
     if limit is not None:  # a 429, 402 or 529: wait and retry, or stop (ratelimit.py)
@@ -293,6 +308,12 @@ def provider_error(exc: BaseException) -> ProviderError:
         if status >= 400:
             return ProviderError("bad_request", message, status)
     return ProviderError("server_error", f"{type(exc).__name__}: {message}", status)
+
+
+_BAD_RESPONSE = re.compile(r"^(Invalid response object|Expecting value|Extra data|"
+                           r"Unterminated string|Empty or invalid response|"
+                           r"(litellm\.APIError: )?LiteLLM: provider returned a response with "
+                           r"no 'choices')")
 
 
 def _limit(exc: BaseException, status: int | None, message: str):

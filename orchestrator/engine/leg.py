@@ -234,12 +234,13 @@ class Leg:
             request = await self.hooks.pipeline("before_request", "request", request,
                                                 self.plugin_error, leg=ctx)
             self.log("request", request.to_dict())
-            record.requests += 1  # sent, whether or not an answer comes back
             try:
-                response = await self.server.complete(ctx.model, request)
+                response = await self.server.complete(ctx.model, request,
+                                                      on_send=self._count_request)
             except ProviderError as exc:
                 request = await self._tools_rejected(exc, request, step, final)
-                response = await self.server.complete(ctx.model, request)
+                response = await self.server.complete(ctx.model, request,
+                                                      on_send=self._count_request)
             self._bill(response)  # before any hook can end the leg: billed is recorded
             response = await self.hooks.pipeline("after_response", "response", response,
                                                  self.plugin_error, leg=ctx, request=request)
@@ -282,8 +283,11 @@ class Leg:
                                             self._build(step, final), self.plugin_error,
                                             leg=self.ctx)
         self.log("request", request.to_dict())
+        return request  # on the wire, it counts in requests (on_send)
+
+    def _count_request(self) -> None:
+        """Every request that goes on the wire, gate retries included, answered or not."""
         self.record.requests += 1
-        return request
 
     def _bill(self, response: Response) -> None:
         """The provider's usage and cost go on the record the moment they arrive."""

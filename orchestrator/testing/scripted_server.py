@@ -76,6 +76,9 @@ class Reply:
     headers: dict[str, str] | None = None  # extra response headers
     no_usage: bool = False  # leave ``usage`` out of the response (a provider that omits it)
     error_body: dict[str, Any] | None = None  # an error status sent with exactly this body
+    # sent instead of the completion, for malformed replies: a dict or list goes as JSON
+    # (e.g. {"choices": []}), str or bytes as they are (a garbage body)
+    body: Any = None
 
     @classmethod
     def coerce(cls, value: Reply | dict[str, Any] | str) -> Reply:
@@ -319,6 +322,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(reply.status, _error_body(reply.error_message or message,
                                                       reply.error_type or type_, code), headers)
             return reply.status
+        if reply.body is not None:
+            raw = reply.body if isinstance(reply.body, bytes) else (
+                reply.body.encode() if isinstance(reply.body, str) else
+                json.dumps(reply.body).encode())
+            self._send(200, raw, "application/json", headers)
+            return 200
         completion = owner._completion(key, body, reply, prompt_tokens)
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
