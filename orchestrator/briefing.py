@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -23,6 +25,7 @@ def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
         # bytes, decoded leniently: a stray non-UTF-8 byte is not worth a failed run
         text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     elif prompt_file is not None:
+        regular_file(prompt_file, "--prompt-file")
         path = Path(prompt_file)
         if not path.is_file():
             raise OrchError(f"prompt file {prompt_file} does not exist; check the path")
@@ -49,6 +52,7 @@ def read_context(paths: tuple[str, ...] | list[str]) -> str:
     sections, total = [], 0
     for raw in paths:
         path = Path(raw)
+        regular_file(raw, "--context")
         if path.is_dir():
             raise OrchError(f"--context {raw} is a directory; pass files (e.g. --context "
                             f"{raw}/main.py) or use the workspace tools")
@@ -64,6 +68,20 @@ def read_context(paths: tuple[str, ...] | list[str]) -> str:
         text = data.decode("utf-8", errors="replace")
         sections.append(f"### File: {raw}\n\n```\n{text.rstrip()}\n```")
     return "\n\n".join(sections)
+
+
+def regular_file(path: str, option: str) -> None:
+    """A usage error for a device, FIFO or socket (reading /dev/zero never ends); a missing
+    file or a directory is left to the caller's own words."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        import click
+
+        raise click.UsageError(f"{option} {path} is not a regular file (a device, pipe or "
+                               "socket); pass a text file, or pipe the text on stdin")
 
 
 def compose(prompt: str, context: str = "") -> str:

@@ -12,6 +12,7 @@ import click
 
 from orchestrator.cli.config_cmds import check_name, echo_json
 from orchestrator.cli.fanout import budget_options, require_budget_plugins
+from orchestrator.cli.params import FiniteFloat
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
 from orchestrator.models import parse_model_list, resolve
@@ -122,7 +123,8 @@ def council_remove(name: str) -> None:
 @click.option("--council", "council_name", metavar="NAME", help="Seat a saved council.")
 @click.option("--chair", metavar="MODEL",
               help="Writes the verdict; must not be a seat (default: defaults.chair in config).")
-@click.option("--timeout", "timeout_min", type=float, default=10.0, show_default=True,
+@click.option("--timeout", "timeout_min", type=FiniteFloat(0, min_open=True, max=7 * 24 * 60),
+              default=10.0, show_default=True,
               metavar="MINUTES", help="Per-call time limit (each seat, judge and chair leg).")
 @click.option("--max-steps", type=click.IntRange(1, 200), default=20, show_default=True,
               help="Requests one leg may make (tool rounds).")
@@ -185,8 +187,6 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
     if not chair:
         raise OrchError("no chair: pass --chair MODEL (a model that is not a seat) or set "
                         "`defaults.chair` in config.json")
-    if timeout_min <= 0:
-        raise OrchError("--timeout must be a positive number of minutes")
     from orchestrator.workspace_root import choose as choose_workspace
 
     root, notice = choose_workspace(workspace, allow_any=workspace_any)

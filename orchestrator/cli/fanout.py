@@ -18,11 +18,13 @@ from orchestrator.briefing import (
     read_prompt,
 )
 from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
+from orchestrator.cli.params import FiniteFloat, model_list
 from orchestrator.errors import OrchError
-from orchestrator.models import check_key, parse_model_list
+from orchestrator.models import check_key
 from orchestrator.workspace_root import choose as choose_workspace
 
 DEFAULT_MAX_LEGS = 10
+MAX_TIMEOUT_MIN = 7 * 24 * 60  # a week: past that a leg's time limit means nothing
 THINKING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 BUDGET_KEYS = ("output_budget", "thinking", "leg_tokens", "leg_seconds", "max_cost")
 
@@ -37,9 +39,9 @@ def budget_options(command):
                      help="Reasoning effort; refused for models that do not declare it."),
         click.option("--leg-tokens", type=click.IntRange(1), metavar="N",
                      help="Turn budget per leg in tokens (cached input counts a tenth)."),
-        click.option("--leg-seconds", type=click.FloatRange(0, min_open=True), metavar="S",
+        click.option("--leg-seconds", type=FiniteFloat(0, min_open=True), metavar="S",
                      help="Turn budget per leg in seconds."),
-        click.option("--max-cost", type=click.FloatRange(0), metavar="USD",
+        click.option("--max-cost", type=FiniteFloat(0), metavar="USD",
                      help="Wave cost ceiling: launches that could pass it are refused (exit 2)."),
     ]
 
@@ -91,8 +93,8 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
             raise OrchError(f"no saved council {council!r} (known: {known}); save one with "
                             "`orch council save NAME --models a,b,c`")
         return list(cfg.councils[council])
-    if models:
-        return parse_model_list(models)
+    if models is not None:
+        return model_list(models)
     default = cfg.defaults.get("models")
     if default:
         return list(default)
@@ -123,7 +125,8 @@ class NoModels(OrchError):
 @click.option("--context", "-c", "context", multiple=True, metavar="PATH",
               help="A file added to the briefing (repeatable); read once, shared by all legs.")
 @click.option("--chair", metavar="MODEL", help="After the legs, this model writes one synthesis.")
-@click.option("--timeout", "timeout_min", type=float, default=10.0, show_default=True,
+@click.option("--timeout", "timeout_min", type=FiniteFloat(0, min_open=True, max=MAX_TIMEOUT_MIN),
+              default=10.0, show_default=True,
               metavar="MINUTES", help="Per-leg time limit.")
 @click.option("--max-steps", type=click.IntRange(1, 200), default=20, show_default=True,
               help="Requests one leg may make (tool rounds); the last one asks for the answer.")
@@ -218,8 +221,6 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     if len(specs) > max_legs:
         raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
-    if timeout_min <= 0:
-        raise OrchError("--timeout must be a positive number of minutes")
     pm = runtime.plugin_manager(enabled=not no_plugins)
     require_budget_plugins(budgets, pm, no_plugins)
     resolved = resolve_all(specs, cfg, pm)
