@@ -24,6 +24,19 @@ def home() -> Path:
     return Path(base) / "orch"
 
 
+def unwritable(directory: Path, exc: OSError) -> OrchError:
+    """One line for a directory orch must write to and cannot: which one, why, the fix."""
+    why = exc.strerror or str(exc)
+    try:
+        under_home = Path(directory).resolve().is_relative_to(home().resolve())
+    except OSError:
+        under_home = False
+    fix = ("set ORCH_HOME to a writable directory" if under_home else
+           "pass a writable --runs-dir (or ORCH_RUNS_DIR)")
+    return OrchError(f"cannot write to {directory} ({why}); make it writable "
+                     f"(chmod u+w {directory}) or {fix}")
+
+
 def runs_dir() -> Path:
     env = os.environ.get("ORCH_RUNS_DIR")
     return Path(env).expanduser() if env else home() / "runs"
@@ -42,7 +55,14 @@ class Config:
         data: dict[str, Any] = {}
         if path.exists():
             try:
-                data = json.loads(path.read_text(encoding="utf-8") or "{}")
+                data = json.loads(path.read_bytes().decode("utf-8") or "{}")
+            except UnicodeDecodeError as exc:
+                raise OrchError(
+                    f"config file {path} is not valid UTF-8 (byte {exc.object[exc.start]:#04x} "
+                    f"at offset {exc.start}); fix its encoding or remove it") from None
+            except OSError as exc:
+                raise OrchError(f"cannot read config file {path} ({exc.strerror or exc}); "
+                                "fix its permissions or set ORCH_HOME") from None
             except json.JSONDecodeError as exc:
                 raise OrchError(
                     f"config file {path} is not valid JSON ({exc.msg} at line {exc.lineno}); "
@@ -50,14 +70,20 @@ class Config:
                 ) from None
             if not isinstance(data, dict):
                 raise OrchError(f"config file {path} must hold a JSON object; fix or remove it")
+            from orchestrator.config_schema import validate
+
+            validate(data, path)
         for name in SECTIONS:
             data.setdefault(name, {})
         return cls(path=path, data=data)
 
     def save(self) -> None:
         # names, never values: never through the shape scrubber (it would corrupt them)
-        write_json_atomic(self.path, {k: v for k, v in self.data.items() if v != {}},
-                          scrubber=None)
+        try:
+            write_json_atomic(self.path, {k: v for k, v in self.data.items() if v != {}},
+                              scrubber=None)
+        except OSError as exc:
+            raise unwritable(self.path.parent, exc) from None
 
     def section(self, name: str) -> dict[str, Any]:
         return self.data.setdefault(name, {})

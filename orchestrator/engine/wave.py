@@ -176,12 +176,16 @@ class Wave:
 
     def _create_dir(self) -> None:
         """The wave's directory, created exclusively: two waves never share one."""
-        self.spec.runs_dir.mkdir(parents=True, exist_ok=True)
+        from orchestrator.config import unwritable
+
         try:
+            self.spec.runs_dir.mkdir(parents=True, exist_ok=True)
             self.dir.mkdir(exist_ok=False)
         except FileExistsError:
             raise OrchError(f"wave directory {self.dir} already exists; wave ids must be "
                             "unique (pass a new --runs-dir or remove it)") from None
+        except OSError as exc:
+            raise unwritable(self.spec.runs_dir, exc) from None
 
     def _write_file(self, name: str, write) -> bool:
         try:
