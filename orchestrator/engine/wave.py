@@ -28,6 +28,7 @@ from orchestrator.engine.leg import Leg
 from orchestrator.engine.record import (
     ABORTED,
     COMPLETE,
+    ERROR,
     RUNNING,
     LegRecord,
     now_iso,
@@ -37,7 +38,7 @@ from orchestrator.hooks import HookRunner
 from orchestrator.models import ResolvedModel
 from orchestrator.pids import process_started
 from orchestrator.request import Usage
-from orchestrator.secrets import register_identifier
+from orchestrator.secrets import register_identifier, scrub
 from orchestrator.server import Server
 from orchestrator.store import write_json_atomic, write_text_atomic
 
@@ -146,6 +147,7 @@ class Wave:
         arrives while ``wave_start`` hooks run (the local server starting) still ends the
         wave with its ``wave.json``; ``wave.json`` is final however the legs ended."""
         self._create_dir()
+        refused: Exception | None = None
         async with anyio.create_task_group() as outer:
             if handle_signals:
                 await outer.start(self._watch_signals)
@@ -154,17 +156,19 @@ class Wave:
             self._write_file("wave.json", self.write)
             with anyio.CancelScope() as self._start_scope:
                 if self.signum is None:
-                    await self.hooks.notify("wave_start", self._on_hook_error,
-                                            wave=self.context)
-            with anyio.CancelScope() as self._legs_scope:
-                if self.signum is not None:  # interrupted while wave_start hooks ran
-                    self._legs_scope.cancel()
-                async with anyio.create_task_group() as tg:
-                    for leg in self.legs:
-                        tg.start_soon(self._launch, leg)
-                if self.spec.chair is not None:
-                    await self._run_chair()
+                    try:
+                        await self.hooks.notify("wave_start", self._on_hook_error,
+                                                wave=self.context)
+                    except Exception as exc:  # deliberate (OrchError): no leg starts
+                        refused = exc
+            if refused is None:
+                await self._run_legs()
             outer.cancel_scope.cancel()
+        if refused is not None:  # wave.json says so, then the CLI says it in one line
+            for leg in self.legs:
+                leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
+            self._write_file("wave.json", self.write)
+            raise refused
         for text in self.server.holds.notices():  # the rate-limit gate held the wave back
             self.context.notice(text)
         self.context.status = self.status
@@ -173,6 +177,16 @@ class Wave:
         except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
             self._on_hook_error("?", "wave_end", exc)
         return self.finalise()
+
+    async def _run_legs(self) -> None:
+        with anyio.CancelScope() as self._legs_scope:
+            if self.signum is not None:  # interrupted while wave_start hooks ran
+                self._legs_scope.cancel()
+            async with anyio.create_task_group() as tg:
+                for leg in self.legs:
+                    tg.start_soon(self._launch, leg)
+            if self.spec.chair is not None:
+                await self._run_chair()
 
     def _create_dir(self) -> None:
         """The wave's directory, created exclusively: two waves never share one."""
