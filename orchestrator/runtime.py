@@ -21,23 +21,59 @@ def plugin_manager(enabled: bool = True) -> PluginManager:
     return load(config().section("plugins"), enabled=enabled, warn=stderr_warn)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is now (click's test runner swaps it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def log_as_json() -> bool:
+    """JSON lines when stderr is not a terminal (a pipe, a file, CI) or with --log-json."""
+    return os.environ.get("ORCH_LOG_JSON") == "1" or not sys.stderr.isatty()
+
+
 @functools.cache
 def configure_logging() -> None:
-    """structlog JSON lines on stderr at LOG_LEVEL (default warning); stdout stays clean."""
+    """One renderer for every record, standard library (litellm, httpx, ...) and structlog
+    alike: JSON lines on stderr when it is not a terminal or with --log-json, one human line
+    each on a terminal, at LOG_LEVEL (default warning); stdout stays clean. A record with
+    ``exc_info`` carries its traceback (LOG_LEVEL=debug shows an internal error's)."""
     import structlog
 
     level_name = os.environ.get("LOG_LEVEL", "warning").upper()
     level = getattr(logging, level_name, logging.WARNING)
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
+    if not isinstance(level, int):
+        level = logging.WARNING
+    shared = [
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer = structlog.processors.JSONRenderer() if log_as_json() else \
+        structlog.dev.ConsoleRenderer(colors=False)
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info,
+                    _scrub_event,  # log lines are output too: no key value, no key shape
+                    renderer])
+    handler = _StderrHandler()
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level)
     structlog.configure(
-        processors=[
-            _scrub_event,  # log lines are output too: no key value, no key shape in text
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.JSONRenderer(),
-        ],
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         cache_logger_on_first_use=True,
     )
 

@@ -72,6 +72,9 @@ class LazyGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("orch: interrupted", err=True)
             ctx.exit(130)
+        except Terminated:
+            click.echo("orch: terminated", err=True)
+            ctx.exit(143)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Exception as exc:  # a bug, not bad input: still one line, the trace in the log
@@ -104,8 +107,21 @@ SUMMARIES = {
 }
 
 
+def _log_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        import os
+
+        from orchestrator import runtime
+
+        os.environ["ORCH_LOG_JSON"] = "1"
+        runtime.configure_logging.cache_clear()
+        runtime.configure_logging()
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="orch")
+@click.option("--log-json", is_flag=True, expose_value=False, is_eager=True,
+              callback=_log_json, help="Logs as JSON lines on stderr even on a terminal.")
 def cli() -> None:
     """orch: a second (and third, and fifth) opinion from several models at once.
 
@@ -115,8 +131,9 @@ def cli() -> None:
       orch fanout --models myvllm/qwen3-8b,openai/gpt-4o-mini --prompt "Why does this flake?"
       orch spend --since 7d
 
-    Config lives in ORCH_HOME (default ~/.config/orch). Logs are JSON lines on stderr
-    (LOG_LEVEL, default warning); stdout carries only each command's output.
+    Config lives in ORCH_HOME (default ~/.config/orch). Logs go to stderr at LOG_LEVEL
+    (default warning): one line each on a terminal, JSON lines otherwise or with --log-json;
+    stdout carries only each command's output.
     """
 
 
@@ -139,11 +156,26 @@ def _register_plugin_commands() -> None:
     add_commands(plugin_manager(), cli, reserved=COMMANDS, warn=stderr_warn)
 
 
+class Terminated(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt
+    """SIGTERM outside a wave (a wave watches its own signals and writes wave.json)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
 def main() -> None:
+    import signal
+
+    # Watched from the first line to the last: SIGINT is KeyboardInterrupt already; SIGTERM
+    # becomes Terminated (exit 143, one line) instead of a silent kill mid-write.
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         _register_plugin_commands()
     except OrchError as exc:
         if "_ORCH_COMPLETE" not in os.environ:  # a TAB must not print errors into the shell
             click.echo(f"orch: error: {exc}", err=True)
             sys.exit(1)
+    except (KeyboardInterrupt, Terminated) as exc:
+        sys.exit(130 if isinstance(exc, KeyboardInterrupt) else 143)
     cli(prog_name="orch")

@@ -80,6 +80,9 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
             doc = read_json(wave_dir / "wave.json")
         except (OSError, json.JSONDecodeError) as exc:
             raise OrchError(f"cannot read {wave_dir / 'wave.json'}: {exc}") from None
+        if not isinstance(doc, dict):
+            raise OrchError(f"{wave_dir / 'wave.json'} is not a wave document (a JSON "
+                            "object); remove it to rebuild the wave from its legs")
         if doc.get("status") != "running":
             return doc
     alive = doc is not None and same_process(doc.get("pid"), doc.get("pid_started"))
