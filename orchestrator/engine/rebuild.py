@@ -107,7 +107,8 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
             legs.append(record)
     legs.sort(key=lambda r: int(r.leg_id.rsplit("-", 1)[-1]) if r.leg_id.rsplit(
         "-", 1)[-1].isdigit() else 0)
-    status = wave_status(legs + ([chair] if chair else []))
+    # a live process is still at work on it (a chair, the wave's end): running until it says
+    status = "running" if alive else wave_status(legs + ([chair] if chair else []))
     extra = {k: v for k, v in (doc or {}).items()
              if k not in ("legs", "chair", "status", "exit_code", "usage", "cost_usd",
                           "cost_exact", "wave_id", "runs_dir", "signal")}
