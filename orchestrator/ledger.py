@@ -268,10 +268,10 @@ class Ledger:
             max(0, min(BUSY_TIMEOUT_MS, int((deadline - time.monotonic()) * 1000)))
         conn.exec_driver_sql(f"PRAGMA busy_timeout = {left}")
 
-    def take_outbox(self, rows: list[dict[str, Any]]) -> set[int]:
-        """Insert journaled rows the ledger does not hold yet; the indexes of the rows now in
-        it (inserted, or found already there). A row that cannot be inserted is left out
-        and stays in the journal."""
+    def take_outbox(self, rows: list[dict[str, Any]]) -> tuple[set[int], int]:
+        """Insert journaled rows the ledger does not hold yet: the indexes of the rows now in
+        it (inserted, or found already there), and how many were inserted. A row that
+        cannot be inserted is left out and stays in the journal."""
         deadline = time.monotonic() + 2.0  # a replay never holds a command up for long
         keys = {(r.get("wave_id"), r.get("leg_id")) for r in rows}
         with self._reporting("read"), self.engine.connect() as conn:
@@ -282,16 +282,18 @@ class Ledger:
         todo = [n for n in range(len(rows)) if n not in taken]
         try:
             self.append_many([rows[n] for n in todo], deadline=deadline)
-            return taken | set(todo)
+            return taken | set(todo), len(todo)
         except (OrchError, ValueError, TypeError):
             pass
+        inserted = 0
         for n in todo:  # one bad row must not keep the others out
             try:
                 self.append_many([rows[n]], deadline=deadline)
-                taken.add(n)
             except (OrchError, ValueError, TypeError):
                 continue
-        return taken
+            taken.add(n)
+            inserted += 1
+        return taken, inserted
 
     # -- reading
 

@@ -168,10 +168,10 @@ def _replay_file(ledger, path: Path) -> int:
                 rows.append(_decode(json.loads(line)["row"]))
             except (ValueError, KeyError, TypeError):
                 kept.append(line)  # unreadable: keep it for a person, never drop it
-        taken = ledger.take_outbox(rows) if rows else set()
+        taken, inserted = ledger.take_outbox(rows) if rows else (set(), 0)
         kept += [encode(r).encode() for n, r in enumerate(rows) if n not in taken]
         _rewrite(path, kept)
-        return len(taken)
+        return inserted
     finally:
         os.close(fd)
 
