@@ -68,15 +68,19 @@ def default_models(config):
     return {"models": models, "notice": NOTICE} if models else None
 
 
-async def _ensure(config, need: set[str], slots: int = 1):
-    import anyio
+START_WAIT_S = 3600.0  # the manager bounds a start itself; this only keeps signals live
 
+
+async def _ensure(config, need: set[str], slots: int = 1):
+    from orchestrator import tool_thread
     from orchestrator.local.manager import ensure
 
     settings = _settings(config)
     try:
-        state, started = await anyio.to_thread.run_sync(
-            lambda: ensure(settings, need, slots=slots))
+        # a daemon thread: a signal while the server starts ends the wave at once (the
+        # supervisor goes on starting it, and stops it when idle)
+        state, started = await tool_thread.run_sync(
+            lambda: ensure(settings, need, slots=slots), seconds=START_WAIT_S)
     except OrchError:
         raise
     except Exception as exc:  # never let a broken start pass as "no change" (isolated)
