@@ -33,7 +33,8 @@ LEDGER_ERRORS = {
     "EIO": "disk I/O error",
 }
 SITES = ["leg directory", "metadata.json write", "metadata.json rename",
-         "conversation.jsonl", "briefing.md", "wave.json (final, once)", "ledger append"]
+         "conversation.jsonl", "briefing.md", "wave.json (start)", "wave.json (final, once)",
+         "ledger append"]
 
 
 def _is_target(path: Path, wave_id: list[str]) -> bool:
@@ -92,6 +93,15 @@ def inject(monkeypatch, site: str, error: str, wave_id: list[str]) -> None:
             return real_write_text(self, *args, **kwargs)
 
         monkeypatch.setattr(Path, "write_text", write_text)
+    elif site == "wave.json (start)":
+        real_start = wave_mod.write_json_atomic
+
+        def write_start(path, data):
+            if path.name == "wave.json" and data.get("status") == "running":
+                raise make()
+            return real_start(path, data)
+
+        monkeypatch.setattr(wave_mod, "write_json_atomic", write_start)
     elif site == "wave.json (final, once)":
         real_write = wave_mod.write_json_atomic
         calls = []
@@ -177,7 +187,7 @@ def test_one_fault_stays_in_its_place(orch, scripted_server, orch_home, monkeypa
     if site == "ledger append":  # the row is safe in the outbox: nothing is lost
         assert "ledger_outbox" in target and doc["exit_code"] == 0
         assert any("wait in the outbox" in n for n in doc["notices"])
-    elif site == "wave.json (final, once)":  # the retry wrote it
+    elif site.startswith("wave.json"):  # the final write (retried) makes it whole
         assert doc["exit_code"] == 0
     elif site == "briefing.md":  # the wave's own artifact is incomplete
         assert doc["exit_code"] == 2

@@ -82,7 +82,9 @@ class Leg:
         try:
             self.observe(self.ctx)
         except Exception as exc:  # the progress display must not end a leg
-            self.io_error("progress", exc)
+            from orchestrator.runtime import log
+
+            log().warning("progress_error", leg_id=self.ctx.leg_id, error=_describe(exc))
 
     def _write_metadata(self) -> None:
         for _ in range(2):

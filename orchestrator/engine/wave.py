@@ -153,7 +153,13 @@ class Wave:
                 await outer.start(self._watch_signals)
             self._write_file("briefing.md", lambda: write_text_atomic(  # scrubbed
                 self.dir / "briefing.md", self.spec.briefing))
-            self._write_file("wave.json", self.write)
+            try:
+                self.write()
+            except Exception as exc:  # the final write supersedes it: a warning, not a gap
+                from orchestrator.runtime import log
+
+                log().warning("wave_json_start_failed", wave_id=self.wave_id,
+                              error=f"{type(exc).__name__}: {exc}")
             with anyio.CancelScope() as self._start_scope:
                 if self.signum is None:
                     try:
