@@ -54,15 +54,57 @@ def seconds_allowed() -> float | None:
     return None if call is None else call.seconds
 
 
+class _Worker(threading.Thread):
+    """A daemon thread that runs one call at a time and then waits for the next, so a call
+    costs a hand-over, not a thread start. A worker whose call was abandoned finishes it and
+    only then takes work again; new calls meanwhile get another worker."""
+
+    _idle: list[_Worker] = []
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        super().__init__(name="orch-tool", daemon=True)
+        self._job = threading.Condition()
+        self._work: Callable[[], None] | None = None
+        self.start()
+
+    @classmethod
+    def submit(cls, work: Callable[[], None]) -> None:
+        with cls._lock:
+            worker = cls._idle.pop() if cls._idle else None
+        if worker is None:
+            worker = cls()
+        with worker._job:
+            worker._work = work
+            worker._job.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._job:
+                while self._work is None:
+                    self._job.wait()
+                work, self._work = self._work, None
+            work()
+            with _Worker._lock:
+                _Worker._idle.append(self)
+
+
 async def run_sync(fn: Callable[[], T], *, seconds: float) -> T:
-    """``fn()`` on a daemon thread. Waits at most ``seconds`` + GRACE_S (then ToolTimeout);
-    cancellation (the leg's timeout, a signal) ends the wait at once. Either way the thread
-    is told to stop and is never waited for again."""
+    """``fn()`` on a daemon worker thread. Waits at most ``seconds`` + GRACE_S (then
+    ToolTimeout); cancellation (the leg's timeout, a signal) ends the wait at once. Either
+    way the thread is told to stop and is never waited for again."""
+    import asyncio
+
     call = _Call(seconds)
     done = threading.Event()
     outcome: dict[str, Any] = {}
-    token = anyio.lowlevel.current_token()
-    finished = anyio.Event()
+    loop = asyncio.get_running_loop()
+    finished = loop.create_future()
+    context = contextvars.copy_context()
+
+    def wake() -> None:
+        if not finished.done():
+            finished.set_result(None)
 
     def work() -> None:
         _current.set(call)
@@ -71,19 +113,18 @@ async def run_sync(fn: Callable[[], T], *, seconds: float) -> T:
         except BaseException as exc:  # handed to the caller, raised there
             outcome["error"] = exc
         finally:
+            _current.set(None)
             done.set()
             if not call.abandoned.is_set():
                 try:
-                    anyio.from_thread.run_sync(finished.set, token=token)
-                except Exception:
-                    pass  # the loop is gone or busy closing: nobody waits any more
+                    loop.call_soon_threadsafe(wake)
+                except RuntimeError:
+                    pass  # the loop is closed: nobody waits any more
 
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(work,),
-                              name="orch-tool", daemon=True)
     try:
-        thread.start()
+        _Worker.submit(lambda: context.run(work))
         with anyio.move_on_after(seconds + GRACE_S):
-            await finished.wait()
+            await asyncio.shield(finished)
     finally:
         if not done.is_set():
             call.abandoned.set()

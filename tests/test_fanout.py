@@ -214,12 +214,18 @@ def test_a_hanging_leg_times_out_alone_and_a_dropped_one_is_named(orch, scripted
     assert drop["status"] == "error" and drop["reason"].startswith("connection")
 
 
-def test_a_ledger_that_cannot_be_written_never_fails_the_run_nor_loses_a_row(
-        orch, scripted_server, orch_home, monkeypatch):
-    orch.provider()
+def unwritable_ledger(orch_home, monkeypatch):
+    """ORCH_LEDGER_URL under a file where its directory should be; the file."""
     blocker = orch_home / "not-a-dir"
     blocker.write_text("a file where a directory should be")
     monkeypatch.setenv("ORCH_LEDGER_URL", f"sqlite:///{blocker}/ledger.db")
+    return blocker
+
+
+def test_a_ledger_that_cannot_be_written_never_fails_the_run_nor_loses_a_row(
+        orch, scripted_server, orch_home, monkeypatch):
+    orch.provider()
+    blocker = unwritable_ledger(orch_home, monkeypatch)
     result = fanout("-m", "scripted/a,scripted/b", "-p", "x", "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
@@ -245,9 +251,7 @@ def test_a_ledger_that_cannot_be_written_never_fails_the_run_nor_loses_a_row(
 def test_a_row_no_ledger_and_no_outbox_takes_is_said_and_exits_2(
         orch, scripted_server, orch_home, monkeypatch):
     orch.provider()
-    blocker = orch_home / "not-a-dir"
-    blocker.write_text("a file where a directory should be")
-    monkeypatch.setenv("ORCH_LEDGER_URL", f"sqlite:///{blocker}/ledger.db")
+    blocker = unwritable_ledger(orch_home, monkeypatch)
     monkeypatch.setenv("ORCH_OUTBOX_DIR", str(blocker / "outbox"))
     result = fanout("-m", "scripted/a,scripted/b", "-p", "x", "--json")
     doc = json.loads(result.stdout)

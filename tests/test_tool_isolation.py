@@ -176,7 +176,9 @@ def test_workspace_root_grep_past_the_leg_timeout_lets_the_process_exit(
     from datetime import datetime
 
     wave_end = datetime.fromisoformat(doc["ended_at"]).timestamp()
-    assert ended - wave_end < 1.0 + 1.0  # exit within 1 s of the wave (plus Python's start-up slack)
+    # exit within 1 s of the wave (slack for interpreter teardown on a loaded machine): no
+    # tool thread keeps the process alive, where it used to hang until killed
+    assert ended - wave_end < 1.0 + 2.0
 
 
 @pytest.mark.slow
@@ -194,10 +196,16 @@ def test_sigint_is_honoured_mid_tool(orch, scripted_server, orch_home):
     while scripted_server.count("m") < 1 and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # the grep is walking /
-    sent = time.monotonic()
+    sent = time.time()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
-    took = time.monotonic() - sent
+    exited = time.time() - sent
     assert proc.returncode == 130, err
-    assert json.loads(out)["legs"][0]["status"] == "aborted"
-    assert took < 1.0 + 1.0  # honoured within 1 s (plus interpreter shutdown)
+    doc = json.loads(out)
+    assert doc["legs"][0]["status"] == "aborted"
+    from datetime import datetime
+
+    honoured = datetime.fromisoformat(doc["ended_at"]).timestamp() - sent
+    # honoured within 1 s (slack for a machine shared by many test runs), then a prompt exit
+    assert honoured < 1.0 + 1.0, honoured
+    assert exited < 10, exited
