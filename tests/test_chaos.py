@@ -58,10 +58,10 @@ def test_fifty_legs_fifty_faults(orch, scripted_server, orch_home, monkeypatch):
 
     real_tmp, real_append = store._write_tmp, store.JsonlFile.append
 
-    def write_tmp(path, text):
+    def write_tmp(path, *args, **kwargs):
         if broken(path):
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_tmp(path, text)
+        return real_tmp(path, *args, **kwargs)
 
     def append(self, record):
         if broken(self.path):

@@ -59,10 +59,10 @@ def inject(monkeypatch, site: str, error: str, wave_id: list[str]) -> None:
     elif site == "metadata.json write":
         real = store._write_tmp
 
-        def write_tmp(path, text):
+        def write_tmp(path, *args, **kwargs):
             if path.name == "metadata.json" and _is_target(path, wave_id):
                 raise make()
-            return real(path, text)
+            return real(path, *args, **kwargs)
 
         monkeypatch.setattr(store, "_write_tmp", write_tmp)
     elif site == "metadata.json rename":
@@ -85,14 +85,14 @@ def inject(monkeypatch, site: str, error: str, wave_id: list[str]) -> None:
 
         monkeypatch.setattr(store.JsonlFile, "append", append)
     elif site == "briefing.md":
-        real_write_text = Path.write_text
+        real_text = wave_mod.write_text_atomic
 
-        def write_text(self, *args, **kwargs):
-            if self.name == "briefing.md":
+        def write_text_atomic(path, *args, **kwargs):
+            if path.name == "briefing.md":
                 raise make()
-            return real_write_text(self, *args, **kwargs)
+            return real_text(path, *args, **kwargs)
 
-        monkeypatch.setattr(Path, "write_text", write_text)
+        monkeypatch.setattr(wave_mod, "write_text_atomic", write_text_atomic)
     elif site == "wave.json (start)":
         real_start = wave_mod.write_json_atomic
 
@@ -224,7 +224,8 @@ def test_a_plugin_value_json_cannot_hold_is_recorded_not_fatal(orch, scripted_se
     assert [leg["status"] for leg in doc["legs"]] == ["complete"] * 3
     target = doc["legs"][1]
     assert target["loopy"].startswith("<not serialisable: list")
-    assert any("Circular reference" in e for e in target["io_errors"])
+    assert any("metadata.json: RecursionError" in e or "Circular reference" in e
+               for e in target["io_errors"])
     meta = json.loads((orch_home / "runs" / target["leg_id"] / "metadata.json").read_text())
     assert meta["status"] == "complete" and meta["loopy"].startswith("<not serialisable")
     assert doc["exit_code"] == 2

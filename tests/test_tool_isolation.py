@@ -163,7 +163,7 @@ def test_workspace_root_grep_past_the_leg_timeout_lets_the_process_exit(
                            Reply(text="never"))
     scripted_server.script("ok", Reply(text="fine"))
     proc = subprocess.Popen([*ORCH, "fanout", "-m", "scripted/m,scripted/ok", "-p", "x",
-                             "--workspace", "/", "--timeout", "0.02", "--json"],
+                             "--workspace", "/", "--workspace-any", "--timeout", "0.02", "--json"],
                             env=env_for(orch_home), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=60)
@@ -189,7 +189,7 @@ def test_sigint_is_honoured_mid_tool(orch, scripted_server, orch_home):
                                                        pattern="no-such-text-q8z7x")]),
                            Reply(text="never"))
     proc = subprocess.Popen([*ORCH, "fanout", "-m", "scripted/m", "-p", "x",
-                             "--workspace", "/", "--json"],
+                             "--workspace", "/", "--workspace-any", "--json"],
                             env=env_for(orch_home), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

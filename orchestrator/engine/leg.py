@@ -91,7 +91,8 @@ class Leg:
             try:
                 self._files.write_json(self.ctx.dir / "metadata.json", self.record.to_dict())
                 return
-            except (TypeError, ValueError) as exc:  # a value JSON cannot hold (leg.set)
+            except (TypeError, ValueError, RecursionError) as exc:  # leg.set() of a value
+                # JSON cannot hold (a cycle, an object without a text form)
                 self.io_error("metadata.json", exc)
                 if not unserialisable_extras(self.record.extra):
                     return
@@ -358,7 +359,7 @@ def unserialisable_extras(extra: dict[str, Any]) -> list[str]:
     for key, value in list(extra.items()):
         try:
             json.dumps(value, default=str)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             extra[key] = f"<not serialisable: {type(value).__name__}: {exc}>"
             bad.append(key)
     return bad
