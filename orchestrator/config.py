@@ -50,7 +50,8 @@ class Config:
     data: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path | None = None) -> Config:
+    def load(cls, path: Path | None = None, *, validate: bool = True) -> Config:
+        """``validate=False`` is for ``orch doctor``, which reports every problem, not the first."""
         path = path or home() / "config.json"
         data: dict[str, Any] = {}
         if path.exists():
@@ -70,9 +71,10 @@ class Config:
                 ) from None
             if not isinstance(data, dict):
                 raise OrchError(f"config file {path} must hold a JSON object; fix or remove it")
-            from orchestrator.config_schema import validate
+            if validate:
+                from orchestrator.config_schema import validate as check
 
-            validate(data, path)
+                check(data, path)
         for name in SECTIONS:
             data.setdefault(name, {})
         return cls(path=path, data=data)

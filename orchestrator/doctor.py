@@ -85,7 +85,7 @@ def environment() -> tuple[list[Check], config_mod.Config | None]:
         rows.append(Check("environment", "ORCH_HOME", OK, f"{home} (writable)"))
     cfg = None
     try:
-        cfg = config_mod.Config.load()
+        cfg = config_mod.Config.load(validate=False)  # every problem as a row, not the first
     except OrchError as exc:
         rows.append(Check("environment", "config.json", FAIL, str(exc),
                           "fix the file, or move it away to start from an empty config"))

@@ -42,9 +42,9 @@ def test_q_leaves_stderr_empty_when_nothing_failed(held, scripted_server):
 
 def test_q_still_shows_errors(orch, scripted_server):
     orch.provider()
-    done = fanout(orch.home, "-q", "--timeout", "-1")
+    done = fanout(orch.home, "-q", "--context", str(orch.home / "no-such-file"))
     assert done.returncode == 1
-    assert done.stderr.startswith("orch: error:")
+    assert done.stderr.startswith("orch: error:") and "no-such-file" in done.stderr
 
 
 def test_an_explicit_log_level_wins_over_q(held, scripted_server):
