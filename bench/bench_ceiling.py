@@ -1,7 +1,7 @@
 """What the running-account cost ceiling costs a leg: every request claims its worst case
 (an estimate of the whole request) before it is sent.
 
-Run by hand: ``/work/venv/bin/python bench/bench_ceiling.py [--steps 100] [--reps 5]``.
+Run by hand: ``.venv/bin/python bench/bench_ceiling.py [--steps 100] [--reps 5]``.
 
 Against the scripted server at zero latency (its own process), one leg of ``--steps``
 sequential requests (``noop`` tool calls, then an answer; its history grows every step) runs

@@ -1,6 +1,6 @@
 """What doom-loop stripping saves, and what JSON repair costs per tool call.
 
-Run by hand: ``/work/venv/bin/python bench/bench_doom_loop.py [--max-steps 20] [--number N]``.
+Run by hand: ``.venv/bin/python bench/bench_doom_loop.py [--max-steps 20] [--number N]``.
 
 1. A scripted looping model (the scripted server, real HTTP through litellm, the real
    workspace ``read``/``grep`` on a 2 KB file) runs one leg with every built-in plugin, then

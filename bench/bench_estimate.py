@@ -1,6 +1,6 @@
 """The token estimator's error by content kind, against litellm's own counter.
 
-Run by hand: ``/work/venv/bin/python bench/bench_estimate.py``. The corpus is built at run time
+Run by hand: ``.venv/bin/python bench/bench_estimate.py``. The corpus is built at run time
 from files the pinned environment already has (CPython's licence text and stdlib modules,
 litellm's model-price JSON, numpy's test CSVs, this project's docs) plus generated CSV and
 chat-message JSON, cut into 6 KB samples: prose, code, JSON, CSV. For each sample it compares

@@ -1,7 +1,7 @@
 """A 64-leg wave against a server that allows 8 requests in flight and answers 429 beyond:
 requests sent and wall time with the rate-limit gate, against without it.
 
-Run by hand: ``/work/venv/bin/python bench/bench_gate.py [--legs 64] [--runs 3]``. Three
+Run by hand: ``.venv/bin/python bench/bench_gate.py [--legs 64] [--runs 3]``. Three
 ways to meet the limit, interleaved run by run so background load hits all alike:
 
 - ``gate``: orch's shared gate (starts at 16, halves on a 429, +1 per 3 successes), SDK

@@ -1,7 +1,7 @@
 """`orch --help` wall time against `python -c pass`, median of N runs (target < 0.3 s), and a
 shell completion (TAB after `orch fanout --models `, target < 0.2 s).
 
-Run by hand: ``/work/venv/bin/python bench/bench_help.py [--runs 10]``. Both commands run
+Run by hand: ``.venv/bin/python bench/bench_help.py [--runs 10]``. Both commands run
 from the same virtual environment, with a throw-away ORCH_HOME, so the ratio is start-up
 cost orch adds on top of the interpreter's own.
 

@@ -1,6 +1,6 @@
 """Hook dispatch cost per request: 10 no-op plugins against none (target: under 0.3 ms).
 
-Run by hand: ``/work/venv/bin/python bench/bench_hooks.py [--rounds 7] [--steps 20]``.
+Run by hand: ``.venv/bin/python bench/bench_hooks.py [--rounds 7] [--steps 20]``.
 
 Two measurements, both with and without ten plugins that each implement ``before_request``,
 ``after_response`` and ``step_end`` and do nothing:

@@ -1,6 +1,6 @@
 """The leg loop's own overhead per request, against a bare litellm.acompletion loop.
 
-Run by hand: ``/work/venv/bin/python bench/bench_leg_overhead.py [--shapes 1x200,20x10]``.
+Run by hand: ``.venv/bin/python bench/bench_leg_overhead.py [--shapes 1x200,20x10]``.
 
 Against the scripted server at zero latency (its own process), each shape ``LxS`` makes L×S
 sequential requests each way:

@@ -1,7 +1,7 @@
 """What scrubbing costs: a 64-leg wave with every artifact, ledger row and stdout scrubbed,
 against the same wave with the scrubbers made no-ops (the baseline, same run, interleaved).
 
-Run by hand: ``/work/venv/bin/python bench/bench_scrub.py [--n 64] [--reps 5]``.
+Run by hand: ``.venv/bin/python bench/bench_scrub.py [--n 64] [--reps 5]``.
 
 Each leg makes 3 requests (``noop`` twice, then an answer) against the scripted server in its
 own process at ``--latency-ms`` (default 0: scrubbing is CPU work, and latency would hide it).

@@ -1,6 +1,6 @@
 """The baseline every request pays: system prompt and tool-schema tokens, per capability tier.
 
-Run by hand: ``/work/venv/bin/python bench/bench_tiers.py``. One leg per case runs in-process
+Run by hand: ``.venv/bin/python bench/bench_tiers.py``. One leg per case runs in-process
 against the scripted server with the built-in plugins loaded, exactly as ``orch fanout`` would
 send it; the first request's body is taken off the wire and its system prompt and ``tools``
 are counted with ``litellm.token_counter`` (tiktoken's o200k encoding for ``gpt-4o``, bundled

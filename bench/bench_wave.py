@@ -1,6 +1,6 @@
 """A wave of N legs × 3 steps at 1,000 ms latency against a bare litellm gather (the limit).
 
-Run by hand: ``/work/venv/bin/python bench/bench_wave.py [--ns 1,8,32,64] [--reps 3]``.
+Run by hand: ``.venv/bin/python bench/bench_wave.py [--ns 1,8,32,64] [--reps 3]``.
 
 The scripted server runs as its own process (``python -m orchestrator.testing.scripted_server
 --latency-ms 1000``); every model answers with a ``noop`` tool call twice, then text, so each
