@@ -152,3 +152,11 @@ def test_a_check_that_hangs_is_killed_with_its_children(monkeypatch):
     finally:
         T.remove_folder(folder)
     assert passed is False and "ran past 0.5 s" in output
+
+
+def test_bench_ids_carry_as_many_random_bits_as_wave_ids():
+    from orchestrator.bakeoff.run import new_bench_id
+
+    ids = {new_bench_id() for _ in range(2000)}  # made within the same second or two
+    assert len(ids) == 2000
+    assert all(len(i.rsplit("-", 1)[1]) == 16 for i in ids)  # 8 random bytes, hex

@@ -11,10 +11,8 @@ and listed, never counted as a failure.
 from __future__ import annotations
 
 import os
-import secrets as _random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +31,7 @@ from orchestrator.bakeoff.tasks import (
     snapshot,
     start_key,
 )
-from orchestrator.engine.wave import Wave, WaveSpec
+from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.hookspecs import hookimpl
 from orchestrator.secrets import scrub
 
@@ -41,7 +39,8 @@ OUTPUT_KEEP = 20_000  # characters of a command's stdout/stderr kept in the resu
 
 
 def new_bench_id() -> str:
-    return "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + _random.token_hex(2)
+    """Sortable by time, and as collision-proof as a wave id (64 random bits)."""
+    return "bench-" + new_wave_id()
 
 
 class TierPin:
