@@ -86,6 +86,7 @@ def entries(runs_dir: Path, bench_dir: Path | None = None) -> Iterator[RunEntry]
         except (OSError, ValueError):
             yield RunEntry(run_id, kind, "unreadable", 0, None, None, None, None, [path.parent])
             continue
+        doc = settled(doc)
         yield RunEntry(doc.get("run_id", run_id), doc.get("kind", kind), doc.get("status", "?"),
                        len(doc.get("seats") or doc.get("legs") or []), doc.get("cost_usd"),
                        doc.get("created_at"), doc.get("tag"), doc.get("exit_code"),
@@ -125,6 +126,18 @@ def find(runs_dir: Path, run_id: str, bench_dir: Path | None = None) -> RunEntry
                     "(or pass --runs-dir)")
 
 
+def settled(doc: dict[str, Any]) -> dict[str, Any]:
+    """A ``run.json`` that says ``running`` although the process that wrote it is gone (killed
+    with -9, the machine rebooted) is ``interrupted``: listing, ``tail`` and ``gc`` never wait
+    on a run that cannot finish. Liveness is the pid with its start time, as for waves."""
+    from orchestrator.pids import same_process
+
+    if doc.get("status") != "running" or same_process(doc.get("pid"), doc.get("pid_started")):
+        return doc
+    return {**doc, "status": "interrupted", "exit_code": 1,
+            "error": doc.get("error") or "the process that ran it is gone (killed?)"}
+
+
 def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
     """What ``orch status`` shows for a wave; ``run.json`` for a council or bench."""
     if entry.kind == "wave":
@@ -133,7 +146,7 @@ def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
         return load_wave(runs_dir, entry.id)
     path = entry.dirs[0] if entry.dirs[0].is_file() else entry.dirs[0] / "run.json"
     try:
-        return read_json(path)
+        return settled(read_json(path))
     except (OSError, ValueError) as exc:
         raise OrchError(f"{path} cannot be read ({exc}); the run's other files are "
                         "beside it") from None

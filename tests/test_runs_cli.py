@@ -180,3 +180,23 @@ def test_a_bench_is_listed_shown_and_collected(bench_setup, orch):  # noqa: F811
     assert runs("gc", "--older-than", "2099-01-01", "--dry-run").exit_code == 0 and path.exists()
     runs("gc", "--older-than", "2099-01-01")
     assert not path.exists()
+
+
+def test_a_council_whose_process_died_is_interrupted_not_running_forever(three_runs, orch_home):
+    """run.json says `running` (the process was killed with -9), and its pid now belongs to
+    nobody, or to another process: listing, show and tail all say `interrupted` at once."""
+    _, _, council = three_runs
+    path = orch_home / "runs" / f"council-{council}" / "run.json"
+    doc = json.loads(path.read_text())
+    assert doc["pid"] == os.getpid() and doc["pid_started"]  # recorded for liveness
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    for pid, started in ((int(dead), doc["pid_started"]), (os.getpid(), "1")):  # gone; reused
+        path.write_text(json.dumps(doc | {"status": "running", "exit_code": None,
+                                          "pid": pid, "pid_started": started}))
+        assert listed()[council]["status"] == "interrupted"
+        assert json.loads(runs("show", council, "--json").stdout)["status"] == "interrupted"
+        tail = runs("tail", council, "--interval", "0.05")
+        assert tail.exit_code == 1 and "interrupted" in tail.stdout
+    path.write_text(json.dumps(doc | {"status": "running", "exit_code": None}))  # alive: us
+    assert listed()[council]["status"] == "running"

@@ -31,6 +31,7 @@ from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.errors import OrchError, PreflightError
 from orchestrator.models import ResolvedModel, check_key
 from orchestrator.models import resolve as resolve_model
+from orchestrator.pids import process_started
 from orchestrator.request import Usage
 from orchestrator.secrets import scrub
 from orchestrator.server import Server
@@ -359,6 +360,7 @@ class CouncilRun:
             "exit_code": None if self.status == "running" else self.exit_code, "error": self.error, "signal": self.signum,
             "created_at": self._created,
             "ended_at": None if self.status == "running" else now_iso(),
+            "pid": os.getpid(), "pid_started": process_started(os.getpid()),
             "dir": str(self.dir), "briefing": "briefing.md", "context": self.plan.context,
             "line": CONCURRENCE_LINE,
             "seats": summary.seat_entries(self),
