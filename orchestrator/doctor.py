@@ -7,6 +7,7 @@ Network checks cost nothing: ``GET /models``, 3 s at most per provider.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import platform
@@ -24,28 +25,14 @@ PROBE_TIMEOUT_S = 3.0
 OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"}
 THINKING_KEYS = ("reasoning_effort", "thinking")
 
-_NUMBER = {"type": "number", "minimum": 0}
-_COUNT = {"type": "integer", "minimum": 1}
-_NAMES = {"type": "array", "items": {"type": "string"}}
-CONFIG_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "providers": {"type": "object", "additionalProperties": {
-            "type": "object", "required": ["base_url"],
-            "properties": {"base_url": {"type": "string"}, "api_key_env": {"type": "string"},
-                           "input_cost_per_mtok": _NUMBER, "output_cost_per_mtok": _NUMBER,
-                           "max_output_tokens": _COUNT, "context_window": _COUNT,
-                           "max_concurrent": _COUNT, "supports_tools": {"type": "boolean"},
-                           "supports_reasoning": {"type": "boolean"}}}},
-        "aliases": {"type": "object", "additionalProperties": {"type": "string"}},
-        "councils": {"type": "object", "additionalProperties": _NAMES},
-        "variants": {"type": "object", "additionalProperties": {"type": "object"}},
-        "plugins": {"type": "object", "properties": {"enabled": _NAMES, "disabled": _NAMES}},
-        "plugin_config": {"type": "object", "additionalProperties": {"type": "object"}},
-        "defaults": {"type": "object"},
-        "local": {"type": "object"},
-    },
-}
+def _config_schema() -> dict[str, Any]:
+    """The shape config.json is loaded against (config_schema.SCHEMA), plus what doctor alone
+    asks: a provider names its base_url."""
+    from orchestrator.config_schema import SCHEMA
+
+    schema = copy.deepcopy(SCHEMA)
+    schema["properties"]["providers"]["additionalProperties"]["required"] = ["base_url"]
+    return schema
 
 
 @dataclass
@@ -110,7 +97,7 @@ def config_rows(cfg: config_mod.Config) -> list[Check]:
     """Every problem in config.json as its key path (jsonschema), then unknown sections."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(CONFIG_SCHEMA)
+    validator = jsonschema.Draft202012Validator(_config_schema())
     rows = []
     for error in sorted(validator.iter_errors(cfg.data), key=lambda e: list(e.absolute_path)):
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
