@@ -163,25 +163,58 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
       orch council run -f review.md --diff main..HEAD -m a,b,c --chair d
       orch council run -f review.md --council reviewers --chair d --json > result.json
     """
-    import os
     import sys
 
     import anyio
 
-    from orchestrator import config as config_mod
     from orchestrator import runtime
     from orchestrator.briefing import prompt_source_name, read_prompt
-    from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
-    from orchestrator.cli.fanout import choose_models
+    from orchestrator.cli.common import print_json
     from orchestrator.council.display import print_run
-    from orchestrator.council.preflight import preflight
-    from orchestrator.council.run import CouncilRun
     from orchestrator.progress import make_progress
 
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
     cfg = runtime.config()
     text = read_prompt(prompt, prompt_file)
+    progress = make_progress(quiet or as_json)
+    run = prepare_council(text, prompt_source_name(prompt, prompt_file), cfg=cfg,
+                          models=models, council_name=council_name, chair=chair, diff=diff,
+                          context=context, timeout_min=timeout_min, max_steps=max_steps,
+                          tools_mode=tools_mode, workspace=workspace,
+                          workspace_any=workspace_any, tag=tag, no_plugins=no_plugins,
+                          runs_dir=runs_dir, budgets=budgets, observe=progress)
+
+    async def main():
+        with progress:
+            return await run.run(handle_signals=True)
+
+    doc = anyio.run(main)
+    if as_json:
+        print_json(doc)
+    else:
+        print_run(doc, run.tally, run.chair.synthesis)
+    if doc["error"]:
+        click.echo(f"orch: error: {doc['error']}", err=True)
+    sys.exit(doc["exit_code"])
+
+
+def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[str] | None,
+                    council_name: str | None, chair: str | None, diff: str | None,
+                    context, timeout_min: float, max_steps: int, tools_mode: str,
+                    workspace: str | None, workspace_any: bool, tag: str | None,
+                    no_plugins: bool, runs_dir: Path | None, budgets: dict, observe=None):
+    """Every check before any spend (seats, chair, keys, diff, budgets' plugins), then the
+    CouncilRun: the one path `orch council run` and `orch mcp`'s council_run tool share."""
+    import os
+
+    from orchestrator import config as config_mod
+    from orchestrator import runtime
+    from orchestrator.cli.common import import_litellm_quietly, resolve_all
+    from orchestrator.cli.fanout import choose_models
+    from orchestrator.council.preflight import preflight
+    from orchestrator.council.run import CouncilRun
+
     specs = choose_models(models, council_name, cfg)
     chair = chair or cfg.defaults.get("chair")
     if not chair:
@@ -196,29 +229,16 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
     chair_model = resolve_all([chair], cfg, pm)[0]
     import_litellm_quietly()
     plan = preflight(seats=seats, chair=chair_model, prompt=text, diff=diff, paths=context,
-                     cwd=Path.cwd(), prompt_source=prompt_source_name(prompt, prompt_file))
+                     cwd=Path.cwd(), prompt_source=prompt_source)
     if notice and tools_mode == "read":  # said once the run is sure to start
         click.echo(f"orch: {notice}", err=True)
-    progress = make_progress(quiet or as_json)
     run = CouncilRun(plan, pm=pm, config=cfg, runs_dir=runs_dir or config_mod.runs_dir(),
                      timeout_s=timeout_min * 60, max_steps=max_steps, tag=tag,
-                     project_dir=os.getcwd(), workspace=root, observe=progress,
+                     project_dir=os.getcwd(), workspace=root, observe=observe,
                      resolve=lambda name: resolve_all([name], cfg, pm)[0],
                      options={"plugins": not no_plugins, "tools": tools_mode,
                               "workspace": str(root) if root else None, **budgets})
-
-    async def main():
-        with progress:
-            return await run.run(handle_signals=True)
-
-    doc = anyio.run(main)
-    if as_json:
-        print_json(doc)
-    else:
-        print_run(doc, run.tally, run.chair.synthesis)
-    if doc["error"]:
-        click.echo(f"orch: error: {doc['error']}", err=True)
-    sys.exit(doc["exit_code"])
+    return run
 
 
 @council.command("stats")

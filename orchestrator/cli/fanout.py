@@ -165,7 +165,6 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     """
     from orchestrator import runtime
     from orchestrator.engine.ledger_sink import LedgerSink
-    from orchestrator.engine.wave import WaveSpec
 
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
@@ -218,6 +217,29 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
                               runtime.plugin_manager(enabled=not no_plugins))
         briefing = compose(read_prompt(prompt, prompt_file), read_context(context))
         prompt_source = prompt_source_name(prompt, prompt_file)
+    spec, pm = prepare_wave(specs, briefing, prompt_source, cfg=cfg, runs=runs, chair=chair,
+                            timeout_min=timeout_min, max_steps=max_steps, tools_mode=tools_mode,
+                            workspace=workspace, workspace_any=workspace_any,
+                            max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
+                            retry_of=retry_of, prior=prior, retry_options=retry_options)
+    doc = run_wave(spec, pm, cfg, LedgerSink(), quiet=quiet or as_json)
+    if as_json:
+        print_json(doc)
+    else:
+        print_human(doc)
+    sys.exit(doc["exit_code"])
+
+
+def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, runs: Path,
+                 chair: str | None, timeout_min: float, max_steps: int, tools_mode: str | None,
+                 workspace: str | None, workspace_any: bool, max_legs: int, tag: str | None,
+                 no_plugins: bool, budgets: dict, retry_of: str | None = None,
+                 prior: list | None = None, retry_options: dict | None = None):
+    """Every check before any spend, then the WaveSpec and the plugin manager to run it with:
+    the one path `orch fanout` and `orch mcp`'s fanout tool share (budgets, plugins, keys)."""
+    from orchestrator import runtime
+    from orchestrator.engine.wave import WaveSpec
+
     if len(specs) > max_legs:
         raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
@@ -233,16 +255,11 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         click.echo(f"orch: {notice}", err=True)
     spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
                     timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
-                    project_dir=os.getcwd(), workspace=root, retry_of=retry_of, prior=prior,
+                    project_dir=os.getcwd(), workspace=root, retry_of=retry_of, prior=prior or [],
                     options={"plugins": not no_plugins, "tools": tools_mode or "read",
                              "workspace": str(root) if root else None, **budgets,
-                             **retry_options})
-    doc = run_wave(spec, pm, cfg, LedgerSink(), quiet=quiet or as_json)
-    if as_json:
-        print_json(doc)
-    else:
-        print_human(doc)
-    sys.exit(doc["exit_code"])
+                             **(retry_options or {})})
+    return spec, pm
 
 
 def run_wave(spec, pm, cfg, ledger, *, quiet: bool) -> dict:

@@ -64,16 +64,12 @@ def runs(ctx, since, status, as_json, runs_dir):
         return
     from orchestrator import runs as runs_mod
 
-    wanted = _statuses(status)
-    after = _moment("--since", since) if since else None
-    found = [e for e in runs_mod.entries(runs_dir or config_mod.runs_dir(), _bench_dir())
-             if (not wanted or e.status in wanted) and (after is None or e.created >= after)]
-    found.sort(key=lambda e: e.created, reverse=True)
+    found = listed(runs_dir, since, status)
     if as_json:
         print_json({"runs": [e.to_dict() for e in found]})
         return
     if not found:
-        click.echo("no runs" + (" match" if wanted or after else " yet (orch fanout starts one)"))
+        click.echo("no runs" + (" match" if _statuses(status) or since else " yet (orch fanout starts one)"))
         return
     head = ("ID", "KIND", "STATUS", "LEGS", "COST", "AGE", "TAG")
     cells = [(e.id, e.kind, e.status, str(e.legs),
@@ -83,6 +79,17 @@ def runs(ctx, since, status, as_json, runs_dir):
     for row in [head, *cells]:
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
+
+def listed(runs_dir: Path | None, since: str | None, status) -> list:
+    """The runs `orch runs` lists (and `orch mcp`'s runs tool), newest first."""
+    from orchestrator import runs as runs_mod
+
+    wanted = _statuses(tuple(status))
+    after = _moment("--since", since) if since else None
+    found = [e for e in runs_mod.entries(runs_dir or config_mod.runs_dir(), _bench_dir())
+             if (not wanted or e.status in wanted) and (after is None or e.created >= after)]
+    found.sort(key=lambda e: e.created, reverse=True)
+    return found
 
 @runs.command()
 @click.argument("run_id", metavar="ID")

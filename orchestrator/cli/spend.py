@@ -26,25 +26,19 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     Totals add up known costs only: when some legs have unknown cost the total is a floor,
     and orch says how many. The ledger is ORCH_LEDGER_URL, else ORCH_HOME/ledger.db.
     """
-    since = None if since_text.strip().lower() == "all" else parse_since(since_text)
+    if as_json:
+        click.echo(json.dumps(spend_json(since_text, group_by), indent=2))
+        return
+    since = _since(since_text)
     when = f"since {_moment(since)} ({since_text.strip()})" if since else "yet"
     missing = _missing_sqlite_file()
     if missing is not None:  # reading must not create a database (or its directories)
-        if as_json:
-            click.echo(json.dumps({"legs": 0, "total_cost_usd": 0.0, "unknown_cost_legs": 0,
-                                   "failed_cost_usd": 0.0, "suspect_legs": 0,
-                                   "suspect_cost_usd": 0.0, "groups": []}, indent=2))
-        else:
-            click.echo(f"no spend recorded {when} in {missing} (no ledger there yet)")
+        click.echo(f"no spend recorded {when} in {missing} (no ledger there yet)")
         return
     ledger = Ledger()
     if ledger.replayed:  # rows an earlier command could not write in time (the outbox)
-        click.echo(f"replayed {_count(ledger.replayed, 'row')} from the ledger outbox",
-                   err=as_json)
+        click.echo(f"replayed {_count(ledger.replayed, 'row')} from the ledger outbox")
     data = ledger.rollup(since=since, group_by=group_by)
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-        return
     if not data["legs"]:
         click.echo(f"no spend recorded {when} in {ledger.location}")
         return
@@ -67,6 +61,23 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
         click.echo(f"{_money(data['failed_cost_usd'])} went to failed legs "
                    f"({_count(failed_legs, 'leg')} did not complete)")
 
+
+def _since(since_text: str):
+    return None if since_text.strip().lower() == "all" else parse_since(since_text)
+
+
+def spend_json(since_text: str, group_by: str | None) -> dict[str, Any]:
+    """The rollup `orch spend --json` prints (and `orch mcp`'s spend tool returns); a missing
+    SQLite file reads as no spend and is not created."""
+    since = _since(since_text)
+    if _missing_sqlite_file() is not None:
+        return {"legs": 0, "total_cost_usd": 0.0, "unknown_cost_legs": 0, "failed_cost_usd": 0.0,
+                "suspect_legs": 0, "suspect_cost_usd": 0.0, "groups": []}
+    ledger = Ledger()
+    if ledger.replayed:  # rows an earlier command could not write in time (the outbox)
+        click.echo(f"replayed {_count(ledger.replayed, 'row')} from the ledger outbox",
+                   err=True)
+    return ledger.rollup(since=since, group_by=group_by)
 
 def _missing_sqlite_file() -> str | None:
     """The path of a SQLite ledger that does not exist yet, else None."""

@@ -149,9 +149,14 @@ class CouncilRun:
             async for signum in signals:
                 if self.signum is not None:
                     os._exit(128 + signum)  # a second signal: leave at once
-                self.signum = signum
-                if self._current is not None:
-                    self._current.interrupt(signum)
+                self.interrupt(signum)
+
+    def interrupt(self, signum: int) -> None:
+        """Stop as a signal would: no further stage starts, the current wave's legs abort
+        (`orch mcp` calls this when its client cancels)."""
+        self.signum = signum
+        if self._current is not None:
+            self._current.interrupt(signum)
 
     # -- the pipeline ------------------------------------------------------------------------
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
