@@ -19,6 +19,14 @@ def _tokens(r: LegRecord) -> str:
     return f"{r.usage.input_tokens}+{r.usage.output_tokens}"
 
 
+def plain_line(r: LegRecord) -> str:
+    """One leg's state in one line (stderr's plain progress, `orch mcp`'s notifications)."""
+    if r.status == RUNNING:
+        return f"{r.leg_id} {r.model} running"
+    return (f"{r.leg_id} {r.model} {r.status} {_tokens(r)} tok {_cost(r)} "
+            f"{r.duration_s:.1f}s" + (f" — {r.reason}" if r.reason else ""))
+
+
 class PlainProgress:
     """One line per leg start and end: readable in CI logs and pipes."""
 
@@ -31,12 +39,7 @@ class PlainProgress:
         if self._said.get(r.leg_id) == r.status:
             return
         self._said[r.leg_id] = r.status
-        if r.status == RUNNING:
-            line = f"orch: {r.leg_id} {r.model} running"
-        else:
-            line = (f"orch: {r.leg_id} {r.model} {r.status} {_tokens(r)} tok {_cost(r)} "
-                    f"{r.duration_s:.1f}s" + (f" — {r.reason}" if r.reason else ""))
-        print(line, file=self.stream, flush=True)
+        print(f"orch: {plain_line(r)}", file=self.stream, flush=True)
 
     def __enter__(self):
         return self

@@ -28,6 +28,7 @@ COMMANDS = {
     "runs": "orchestrator.cli.runs:runs",
     "models": "orchestrator.cli.models_cmd:models",
     "completion": "orchestrator.cli.completion:completion",
+    "mcp": "orchestrator.cli.mcp_cmd:mcp",
 }
 
 
@@ -104,6 +105,7 @@ SUMMARIES = {
     "runs": "List past waves and councils; show, tail or clean them up (runs show|tail|gc).",
     "models": "Every model you can address, with window, ceiling, prices and abilities.",
     "completion": "Print the shell completion script (completion bash|zsh|fish).",
+    "mcp": "Serve orch's tools to coding agents over MCP on stdio (fanout, council, spend, runs).",
 }
 
 

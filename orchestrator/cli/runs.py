@@ -97,18 +97,24 @@ def listed(runs_dir: Path | None, since: str | None, status) -> list:
 @runs_dir_option
 def show(run_id, as_json, runs_dir):
     """Show one run (what `orch status` shows, for waves and councils alike)."""
-    from orchestrator import runs as runs_mod
     from orchestrator.cli.status import echo_wave
 
-    base = runs_dir or config_mod.runs_dir()
-    entry = runs_mod.find(base, run_id, _bench_dir())
-    doc = runs_mod.document(base, entry)
+    entry, doc = shown(runs_dir, run_id)
     if as_json:
         print_json(doc)
     elif entry.kind == "wave":
         echo_wave(doc)
     else:
         _echo_run(entry, doc)
+
+
+def shown(runs_dir: Path | None, run_id: str):
+    """One run and its document, as `orch runs show` (and `orch mcp`'s runs tool) reads it."""
+    from orchestrator import runs as runs_mod
+
+    base = runs_dir or config_mod.runs_dir()
+    entry = runs_mod.find(base, run_id, _bench_dir())
+    return entry, runs_mod.document(base, entry)
 
 
 def _echo_run(entry, doc: dict) -> None:

@@ -1,0 +1,186 @@
+"""The four tools as an MCP client lists them: names, descriptions, JSON Schemas.
+
+Written for a model that has never heard of orch: each description says what the tool does,
+what it costs and what comes back. Pure data (no SDK import), so tests and docs can read it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.cli.fanout import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
+from orchestrator.cli.runs import STATUSES as RUN_STATUSES
+from orchestrator.ledger import GROUP_BY
+
+_MODEL = {"type": "string", "minLength": 1, "maxLength": 300,
+          "description": "A model as PROVIDER/MODEL (e.g. openai/gpt-4o-mini, "
+                         "anthropic/claude-haiku-4-5, or a provider declared in orch's "
+                         "config such as myvllm/qwen3-8b), optionally @VARIANT, or an alias "
+                         "from orch's config."}
+_PROMPT = {"type": "string", "minLength": 1, "pattern": r"\S",
+           "description": "The briefing every model receives, as plain text or Markdown. "
+                          "Say what you want answered and in what form; the models see "
+                          "nothing else of your conversation."}
+_CONTEXT = {"type": "array", "maxItems": 100,
+            "items": {"type": "string", "minLength": 1},
+            "description": "Paths of files to append to the briefing (relative to the "
+                           "directory orch mcp was started in). Each is read once and "
+                           "shared by every model; large files cost input tokens on every "
+                           "model."}
+_TIMEOUT = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_MIN,
+            "default": 10,
+            "description": "Time limit per model call in MINUTES (default 10). A model "
+                           "that runs out of time ends with status 'error'."}
+_MAX_COST = {"type": "number", "minimum": 0,
+             "description": "A spending ceiling in US dollars for this whole call. Before "
+                            "each model request orch claims its worst-case cost; a request "
+                            "that could pass the ceiling is never sent and is reported as "
+                            "refused. Omit for no ceiling. Needs priced models: with an "
+                            "unknown price the result says the cost is inexact."}
+_TOOLS = {"type": "string", "enum": ["read", "none"], "default": "read",
+          "description": "'read' (default): models may call read-only tools (read, grep, "
+                         "glob, list) confined to the git work tree orch mcp runs in, never "
+                         "credential files. 'none': the models see only the briefing."}
+_TAG = {"type": "string", "minLength": 1, "maxLength": 200,
+        "description": "A label stored on every spend-ledger row of this call, so `spend` "
+                       "with group_by 'tag' can add it up."}
+
+FANOUT = {
+    "name": "fanout",
+    "title": "Ask several models at once",
+    "description": (
+        "Send one briefing to several LLMs at once and get every answer back, with the "
+        "tokens and dollars each one cost. Use it for a second (and third) opinion: each "
+        "model answers independently and concurrently; optionally a 'chair' model then "
+        "reads all the answers and writes one synthesis. Every model call is recorded in "
+        "orch's spend ledger and in files under the returned runs_dir/wave_id. COSTS "
+        "MONEY: each listed model is one paid call (more if it uses tools); use max_cost "
+        "to cap the total. Returns the wave document: wave_id, status (complete | partial "
+        "| error | aborted), exit_code (0 all answered, 2 partial or a budget stopped "
+        "work, 1 none answered), legs[] (model, status, reason, answer, usage, "
+        "cost_usd), chair, usage, cost_usd, notices, budget_refusals, degraded. Progress "
+        "notifications report each model as it starts and ends; cancelling the call "
+        "aborts the wave and keeps what was already answered and billed."),
+    "inputSchema": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["prompt"],
+        "properties": {
+            "prompt": _PROMPT,
+            "models": {"type": "array", "minItems": 1, "maxItems": DEFAULT_MAX_LEGS,
+                       "items": _MODEL,
+                       "description": "The models to ask, one answer each (at most "
+                                      f"{DEFAULT_MAX_LEGS}). Omit to use a saved council or "
+                                      "the default models in orch's config."},
+            "council": {"type": "string", "minLength": 1,
+                        "description": "Instead of models: the name of a model list saved "
+                                       "with `orch council save`."},
+            "context": _CONTEXT,
+            "chair": {**_MODEL, "description": "Optional: a model that reads every answer "
+                                               "and writes one synthesis (one more paid "
+                                               "call). " + _MODEL["description"]},
+            "tools": _TOOLS,
+            "timeout_minutes": _TIMEOUT,
+            "max_cost": _MAX_COST,
+            "tag": _TAG,
+        },
+    },
+}
+
+COUNCIL_RUN = {
+    "name": "council_run",
+    "title": "Review a change with a council of models",
+    "description": (
+        "A code or design review by several models (the 'seats'): each reviews the "
+        "briefing (and the git diff, if given) and lists findings; the seats then judge "
+        "each other's findings anonymously; a deterministic tally sorts findings into "
+        "tiers by how many peers agreed; a 'chair' model that did not review writes the "
+        "verdict: ship | fix-first | rethink. COSTS MONEY: about 2-3 paid calls per seat "
+        "plus the chair, each reading the whole briefing and diff; use max_cost to cap "
+        "the total. Takes minutes. Returns run_id, status, exit_code, verdict, chair, "
+        "tiers (count of findings per tier), top_findings (the most agreed-on first: "
+        "tier, severity, location, claim, seats, votes), cost_usd, notices, and report "
+        "(path of report.md; report.html beside it). Cancelling aborts the run and keeps "
+        "what was already spent and written."),
+    "inputSchema": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["prompt"],
+        "properties": {
+            "prompt": {**_PROMPT, "description": "What the reviewers should look at and "
+                                                 "for, e.g. 'Review this change for bugs "
+                                                 "and missing tests.'"},
+            "models": {"type": "array", "minItems": 2, "maxItems": DEFAULT_MAX_LEGS,
+                       "items": _MODEL,
+                       "description": "The seats: two or more models that review. Omit to "
+                                      "use a saved council (council) or the defaults."},
+            "council": {"type": "string", "minLength": 1,
+                        "description": "Instead of models: a saved council's name."},
+            "chair": {**_MODEL, "description": "The model that writes the verdict; it must "
+                                               "not be a seat. Omit to use defaults.chair "
+                                               "from orch's config. " + _MODEL["description"]},
+            "diff": {"type": "string", "minLength": 1, "maxLength": 500,
+                     "description": "A git revision range whose `git diff` is added to the "
+                                    "briefing, run in orch mcp's directory, e.g. "
+                                    "'main..HEAD' or 'HEAD~1'."},
+            "context": _CONTEXT,
+            "tools": _TOOLS,
+            "timeout_minutes": _TIMEOUT,
+            "max_cost": _MAX_COST,
+            "tag": _TAG,
+        },
+    },
+}
+
+SPEND = {
+    "name": "spend",
+    "title": "What orch has spent",
+    "description": (
+        "Read orch's spend ledger: how many model calls ('legs'), tokens and US dollars "
+        "were spent since a moment, optionally grouped. Free: reads a local database, "
+        "calls no model. Returns legs, total_cost_usd (known costs only), "
+        "unknown_cost_legs (when > 0 the total is a floor), failed_cost_usd, "
+        "suspect_legs, and groups[] (key, legs, failed_legs, tokens, cost_usd) when "
+        "group_by is given. The same numbers as `orch spend --json`."),
+    "inputSchema": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "since": {"type": "string", "minLength": 1, "default": "7d",
+                      "description": "Only calls since then: '30m', '24h', '7d', '2w', an "
+                                     "ISO date or datetime (UTC), or 'all'. Default '7d'."},
+            "group_by": {"type": "string", "enum": list(GROUP_BY),
+                         "description": "One group per model, day, wave, tag or status."},
+        },
+    },
+}
+
+RUNS = {
+    "name": "runs",
+    "title": "Past fanouts and councils",
+    "description": (
+        "List orch's past runs (fanout waves, council reviews, benches), newest first, or "
+        "show one in full. Free: reads local files, calls no model. action 'list' returns "
+        "runs[] (id, kind, status, legs, cost_usd, created_at, tag); action 'show' with "
+        "an id returns that run's document, for a wave the same shape fanout returns. The same as `orch runs --json` and `orch runs show ID "
+        "--json`."),
+    "inputSchema": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "action": {"type": "string", "enum": ["list", "show"], "default": "list",
+                       "description": "'list' (default) or 'show' (needs id)."},
+            "id": {"type": "string", "minLength": 1, "maxLength": 200,
+                   "description": "For 'show': a run id as 'list' gives it."},
+            "since": {"type": "string", "minLength": 1,
+                      "description": "For 'list': only runs started since '30m', '24h', "
+                                     "'7d', '2w' or an ISO date."},
+            "status": {"type": "array", "items": {"type": "string", "enum": list(RUN_STATUSES)},
+                       "description": "For 'list': only runs with one of these statuses."},
+        },
+    },
+}
+
+TOOLS: dict[str, dict[str, Any]] = {t["name"]: t for t in (FANOUT, COUNCIL_RUN, SPEND, RUNS)}
+# Reading tools are free and change nothing; the other two spend money and write files.
+READ_ONLY = {"spend", "runs"}

@@ -1,0 +1,153 @@
+"""What each MCP tool does, through the same functions the CLI commands call: the same
+pre-flight checks, plugins, budgets, ledger rows and files as `orch fanout`, `orch council
+run`, `orch spend --json` and `orch runs --json`. No SDK import here: a tool gets its
+arguments (already checked against its schema) and a :class:`Job`, and returns a document."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestrator.engine.record import RUNNING
+from orchestrator.secrets import scrub_doc
+
+TOP_FINDINGS = 10  # council_run returns the most agreed-on findings; report.md has them all
+MAX_STEPS = 20  # `orch fanout`'s default --max-steps
+
+
+class Job(Protocol):
+    """One tool call as a tool sees it (server.py implements it)."""
+
+    def progress(self, value: float, total: float | None, message: str) -> None: ...
+
+    async def run(self, run: Callable[[], Awaitable[dict[str, Any]]],
+                  interrupt: Callable[[int], None]) -> dict[str, Any]: ...
+
+
+class LegProgress:
+    """Each leg's start and end as a progress notification: a running leg counts a half, an
+    ended one a whole, so the value rises with every change; the message is the line `orch
+    fanout` prints on stderr."""
+
+    def __init__(self, job: Job, total: int | None) -> None:
+        self.job, self.total = job, total
+        self._status: dict[str, str] = {}
+
+    def __call__(self, ctx) -> None:
+        from orchestrator.progress import plain_line
+
+        r = ctx.record
+        if self._status.get(r.leg_id) == r.status or r.status == "pending":
+            return
+        self._status[r.leg_id] = r.status
+        value = sum(0.5 if s == RUNNING else 1.0 for s in self._status.values())
+        self.job.progress(value, self.total, plain_line(r))
+
+
+def _budgets(args: dict[str, Any]) -> dict[str, Any]:
+    return {"max_cost": float(args["max_cost"])} if args.get("max_cost") is not None else {}
+
+
+def _models(args: dict[str, Any]) -> str | None:
+    return ",".join(args["models"]) if args.get("models") else None
+
+
+async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
+    """`orch fanout --json`: the wave document."""
+    from orchestrator import config as config_mod
+    from orchestrator import runtime
+    from orchestrator.briefing import compose, read_context, read_prompt
+    from orchestrator.cli.fanout import DEFAULT_MAX_LEGS, choose_models, prepare_wave
+    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.engine.wave import Wave
+
+    cfg = runtime.config()
+    specs = choose_models(_models(args), args.get("council"), cfg, runtime.plugin_manager())
+    briefing = compose(read_prompt(args["prompt"], None), read_context(args.get("context") or []))
+    spec, pm = prepare_wave(
+        specs, briefing, "prompt", cfg=cfg, runs=config_mod.runs_dir(), chair=args.get("chair"),
+        timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
+        tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
+        max_legs=DEFAULT_MAX_LEGS, tag=args.get("tag"), no_plugins=False,
+        budgets=_budgets(args))
+    total = len(spec.models) + (1 if spec.chair else 0)
+    wave = Wave(spec, pm=pm, config=cfg, ledger=LedgerSink(), observe=LegProgress(job, total))
+    return scrub_doc(await job.run(wave.run, wave.interrupt))
+
+
+async def council_run(args: dict[str, Any], job: Job) -> dict[str, Any]:
+    """`orch council run`: the verdict, tiers, top findings and where the report is."""
+    from orchestrator import runtime
+    from orchestrator.briefing import read_prompt
+    from orchestrator.cli.council import prepare_council
+
+    run = prepare_council(
+        read_prompt(args["prompt"], None), "prompt", cfg=runtime.config(), models=_models(args),
+        council_name=args.get("council"), chair=args.get("chair"), diff=args.get("diff"),
+        context=tuple(args.get("context") or ()),
+        timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
+        tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
+        tag=args.get("tag"), no_plugins=False, runs_dir=None, budgets=_budgets(args),
+        observe=LegProgress(job, None))
+    doc = await job.run(run.run, run.interrupt)
+    return scrub_doc(council_summary(doc, run.tally, run.chair.synthesis))
+
+
+def council_summary(doc: dict[str, Any], tally: dict[str, Any] | None,
+                    synthesis: str | None) -> dict[str, Any]:
+    groups = (tally or {}).get("groups") or []
+    top = [{"id": g["id"], "tier": g["tier"], "severity": g["severity"],
+            "location": g["location"], "claim": g["claim"], "seats": g["seats"],
+            "agree": g["counts"]["agree"], "dispute": g["counts"]["dispute"],
+            "neutral": g["counts"]["neutral"]} for g in groups[:TOP_FINDINGS]]
+    where = Path(doc["dir"])
+    return {key: doc.get(key) for key in ("run_id", "status", "exit_code", "error", "verdict",
+                                          "chair", "tiers", "usage", "cost_usd", "cost_exact",
+                                          "notices", "degraded")} | {
+        "findings": len(groups), "top_findings": top, "chair_synthesis": synthesis,
+        "report": str(where / "report.md"), "report_html": str(where / "report.html"),
+        "dir": str(where)}
+
+
+async def spend(args: dict[str, Any], job: Job) -> dict[str, Any]:
+    """`orch spend --json`."""
+    from orchestrator.cli.spend import spend_json
+
+    return spend_json(args.get("since", "7d"), args.get("group_by"))
+
+
+async def runs(args: dict[str, Any], job: Job) -> dict[str, Any]:
+    """`orch runs --json` or `orch runs show ID --json`."""
+    from orchestrator.cli.runs import listed, shown
+    from orchestrator.errors import OrchError
+
+    if args.get("action", "list") == "show":
+        if not args.get("id"):
+            raise OrchError("runs: action 'show' needs an id; call runs with action 'list' "
+                            "to see them")
+        return scrub_doc(shown(None, args["id"])[1])
+    found = listed(None, args.get("since"), tuple(args.get("status") or ()))
+    return scrub_doc({"runs": [e.to_dict() for e in found]})
+
+
+JOBS: dict[str, Callable[[dict[str, Any], Job], Awaitable[dict[str, Any]]]] = {
+    "fanout": fanout, "council_run": council_run, "spend": spend, "runs": runs}
+
+
+def failure(doc: dict[str, Any]) -> str | None:
+    """One line when a fanout or council ran but failed (exit 1, or stopped by a signal or a
+    cancel): the tool result is then an MCP error that still carries the document."""
+    code = doc.get("exit_code")
+    if code in (0, 2, None):
+        return None
+    name = f"wave {doc['wave_id']}" if "wave_id" in doc else f"council {doc.get('run_id')}"
+    if doc.get("signal"):
+        return f"{name} {doc.get('status')}: interrupted; legs that ended kept their answers"
+    if doc.get("error"):
+        return f"{name} {doc.get('status')}: {doc['error']}"
+    legs = [*(doc.get("legs") or []), *([doc["chair"]] if doc.get("chair") and
+                                        "leg_id" in doc["chair"] else [])]
+    reasons = "; ".join(f"{leg['model']}: {leg.get('reason') or leg['status']}"
+                        for leg in legs if leg.get("status") != "complete")
+    return f"{name} {doc.get('status')}: {reasons or 'no leg completed'}"

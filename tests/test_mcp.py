@@ -1,0 +1,326 @@
+"""`orch mcp` through the MCP SDK's own stdio client: the real `orch mcp` process, a temporary
+ORCH_HOME, the scripted server as the provider, the real ledger. Every session's stdout is
+tee'd to a file and must hold nothing but JSON-RPC frames."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import cli
+from orchestrator.testing.scripted_server import Reply
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+pytestmark = pytest.mark.slow
+KEY = "sk-mcp-test-0123456789abcdefghijklmnop"  # what a real key looks like: never echoed
+
+
+@pytest.fixture
+def mcp_env(orch_home, scripted_server, tmp_path):
+    (orch_home / "config.json").write_text(json.dumps({"providers": {"scripted": {
+        "base_url": scripted_server.url, "api_key_env": "SCRIPTED_KEY"}}}))
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(ORCH_HOME=str(orch_home), SCRIPTED_KEY=KEY, LOG_LEVEL="info")
+    scripted_server.default = Reply(text="an answer", usage={"prompt_tokens": 20,
+                                                             "completion_tokens": 10})
+    return env
+
+
+class Session:
+    """One `orch mcp` process and a client session on it; what it wrote, kept for checks."""
+
+    def __init__(self, env: dict, tmp: Path) -> None:
+        self.env, self.tmp = env, tmp
+        self.stdout = tmp / f"mcp-stdout-{time.monotonic_ns()}.log"
+        self.stderr = tmp / f"mcp-stderr-{time.monotonic_ns()}.log"
+        self.progress: list[tuple[float, float | None, str | None]] = []
+        self.transport_errors: list[Exception] = []
+
+    async def run(self, body):
+        # tee keeps a copy of exactly what orch mcp wrote on its stdout
+        params = StdioServerParameters(
+            command="bash", args=["-c", f'"{sys.executable}" -m orchestrator mcp '
+                                        f'| tee "{self.stdout}"'],
+            env=self.env, cwd=str(self.tmp))
+
+        async def on_message(message):
+            if isinstance(message, Exception):
+                self.transport_errors.append(message)
+
+        with self.stderr.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write, message_handler=on_message) as session:
+                    await session.initialize()
+                    return await body(session)
+
+    async def on_progress(self, value, total, message):
+        self.progress.append((value, total, message))
+
+    def check_wire(self) -> None:
+        """Only JSON-RPC frames on stdout, and no key value anywhere orch mcp wrote."""
+        assert self.transport_errors == []
+        lines = self.stdout.read_text().splitlines()
+        assert lines, "the session wrote frames"
+        for line in lines:
+            assert json.loads(line)["jsonrpc"] == "2.0", line
+        for path in (self.stdout, self.stderr):
+            assert KEY not in path.read_text()
+
+
+def run_session(env, tmp_path, body) -> tuple[Session, object]:
+    session = Session(env, tmp_path)
+    result = anyio.run(session.run, body)
+    session.check_wire()
+    return session, result
+
+
+def ledger(home: Path, wave_id: str) -> list[dict]:
+    con = sqlite3.connect(home / "ledger.db")
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("select * from spend where wave_id = ? order by leg_id",
+                                         (wave_id,))]
+
+
+def one_line(result) -> str:
+    assert result.is_error
+    text = result.content[0].text
+    assert "\n" not in text and "Traceback" not in text
+    return text
+
+
+def test_tools_are_listed_with_a_description_for_every_field(mcp_env, tmp_path):
+    async def body(session):
+        return (await session.list_tools()).tools
+
+    _, tools = run_session(mcp_env, tmp_path, body)
+    assert [t.name for t in tools] == ["fanout", "council_run", "spend", "runs"]
+    for tool in tools:
+        assert len(tool.description) > 200, tool.name
+        schema = tool.input_schema
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+        for name, prop in schema["properties"].items():
+            assert len(prop.get("description", "")) > 20, f"{tool.name}.{name}"
+    by_name = {t.name: t for t in tools}
+    assert by_name["fanout"].input_schema["required"] == ["prompt"]
+    assert by_name["spend"].annotations.read_only_hint is True
+    assert by_name["fanout"].annotations.read_only_hint is False
+
+
+def test_fanout_returns_the_wave_document_with_progress_and_ledger_rows(
+        mcp_env, tmp_path, orch_home, scripted_server):
+    scripted_server.script("b", Reply(text="b's answer", usage={"prompt_tokens": 7,
+                                                               "completion_tokens": 3}))
+
+    async def body(session):
+        return await session.call_tool(
+            "fanout", {"models": ["scripted/a", "scripted/b"], "prompt": "Why is the sky blue?",
+                       "tools": "none", "tag": "from-mcp"},
+            progress_callback=sess.on_progress)
+
+    sess = Session(mcp_env, tmp_path)
+    result = anyio.run(sess.run, body)
+    sess.check_wire()
+    assert not result.is_error, result.content
+    doc = result.structured_content
+    assert json.loads(result.content[0].text) == doc
+    assert doc["status"] == "complete" and doc["exit_code"] == 0
+    assert [leg["answer"] for leg in doc["legs"]] == ["an answer", "b's answer"]
+    assert doc["usage"]["input_tokens"] == 27 and doc["tag"] == "from-mcp"
+    on_disk = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
+    assert on_disk["status"] == "complete" and on_disk["legs"] == doc["legs"]
+    # what went on the wire: the briefing, with the key as the bearer, never in the body
+    assert scripted_server.count() == 2
+    body_text = json.dumps(scripted_server.requests[0].body)
+    assert "Why is the sky blue?" in body_text and KEY not in body_text
+    assert scripted_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    rows = ledger(orch_home, doc["wave_id"])
+    assert [(r["model"], r["status"], r["tag"]) for r in rows] == [
+        ("scripted/a", "complete", "from-mcp"), ("scripted/b", "complete", "from-mcp")]
+    assert [r["input_tokens"] for r in rows] == [20, 7]
+    # progress: each leg's start and end, rising, out of the wave's two legs
+    values = [p[0] for p in sess.progress]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    assert values[-1] == 2 and {p[1] for p in sess.progress} == {2}
+    messages = " | ".join(p[2] for p in sess.progress)
+    for leg in doc["legs"]:
+        assert f"{leg['leg_id']} {leg['model']} running" in messages
+        assert f"{leg['leg_id']} {leg['model']} complete" in messages
+
+
+def test_a_cancelled_call_finalises_the_wave_as_sigint_would(
+        mcp_env, tmp_path, orch_home, scripted_server):
+    scripted_server.script("slow", Reply(hang=True))
+    runs = orch_home / "runs"
+
+    async def body(session):
+        with anyio.CancelScope() as scope:
+            async def cancel_when_sent():
+                while scripted_server.count("slow") == 0 or scripted_server.count("a") == 0:
+                    await anyio.sleep(0.05)
+                await anyio.sleep(0.3)  # the quick leg ends, the slow one hangs
+                scope.cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel_when_sent)
+                await session.call_tool("fanout", {"models": ["scripted/a", "scripted/slow"],
+                                                   "prompt": "q", "tools": "none"})
+        # the same server goes on serving; by now the wave has its final wave.json
+        for _ in range(600):
+            docs = [json.loads(p.read_text()) for p in runs.glob("*/wave.json")]
+            if docs and docs[0]["status"] != "running":
+                break
+            await anyio.sleep(0.05)
+        return await session.call_tool("runs", {})
+
+    _, listing = run_session(mcp_env, tmp_path, body)
+    wave = json.loads(next(runs.glob("*/wave.json")).read_text())
+    assert wave["signal"] == 2 and wave["exit_code"] == 130, wave
+    assert [leg["status"] for leg in wave["legs"]] == ["complete", "aborted"]
+    assert wave["status"] == "partial"  # one answered before the cancel, as after Ctrl-C
+    assert listing.structured_content["runs"][0]["status"] == "partial"
+    rows = ledger(orch_home, wave["wave_id"])  # every leg in the ledger, the aborted one too
+    assert [r["status"] for r in rows] == ["complete", "aborted"]
+    leg_meta = json.loads((runs / f"{wave['wave_id']}-2" / "metadata.json").read_text())
+    assert leg_meta["status"] == "aborted"
+
+
+def test_bad_input_is_a_tool_error_in_one_line_and_nothing_is_sent(
+        mcp_env, tmp_path, scripted_server):
+    calls = [
+        ("fanout", {"prompt": "x", "models": "scripted/a"}, "models: 'scripted/a' is not of type"),
+        ("fanout", {"prompt": "   ", "models": ["scripted/a"]}, "prompt:"),
+        ("fanout", {"models": ["scripted/a"]}, "'prompt' is a required property"),
+        ("fanout", {"prompt": "x", "models": ["scripted/a"], "max_cost": -1}, "max_cost:"),
+        ("fanout", {"prompt": "x", "models": ["scripted/a"], "bogus": 1}, "'bogus' was unexpected"),
+        ("fanout", {"prompt": "x", "models": ["nope/a"]}, "litellm does not know the provider"),
+        ("fanout", {"prompt": "x", "models": ["scripted/a"], "context": ["/no/such/file"]},
+         "/no/such/file"),
+        ("council_run", {"prompt": "x", "models": ["scripted/a", "scripted/b"]}, "no chair"),
+        ("spend", {"since": "yesterday-ish"}, "yesterday-ish"),
+        ("runs", {"action": "show", "id": "no-such-run"}, "no run 'no-such-run'"),
+        ("runs", {"action": "show"}, "needs an id"),
+        ("nope", {}, "no tool 'nope'"),
+    ]
+
+    async def body(session):
+        return [await session.call_tool(name, args) for name, args, _ in calls]
+
+    _, results = run_session(mcp_env, tmp_path, body)
+    for (name, _, expected), result in zip(calls, results, strict=True):
+        text = one_line(result)
+        assert expected in text, (name, text)
+    assert scripted_server.count() == 0
+
+
+def test_a_missing_key_is_refused_before_any_request(mcp_env, tmp_path, scripted_server):
+    env = {k: v for k, v in mcp_env.items() if k != "SCRIPTED_KEY"}
+
+    async def body(session):
+        return await session.call_tool("fanout", {"prompt": "x", "models": ["scripted/a"]})
+
+    _, result = run_session(env, tmp_path, body)
+    assert "SCRIPTED_KEY" in one_line(result)
+    assert scripted_server.count() == 0
+
+
+def test_max_cost_refuses_on_the_wire_and_in_the_ledger(
+        mcp_env, tmp_path, orch_home, scripted_server):
+    config = json.loads((orch_home / "config.json").read_text())
+    config["providers"]["scripted"].update(input_cost_per_mtok=1.0, output_cost_per_mtok=1000.0)
+    (orch_home / "config.json").write_text(json.dumps(config))
+
+    async def body(session):
+        return await session.call_tool("fanout", {"prompt": "q", "models": ["scripted/a"],
+                                                  "tools": "none", "max_cost": 1})
+
+    _, result = run_session(mcp_env, tmp_path, body)
+    text = one_line(result)
+    assert "COST_CEILING" in text and "scripted/a" in text
+    doc = result.structured_content
+    assert doc["exit_code"] == 1 and doc["legs"][0]["status"] == "refused"
+    assert [r["model"] for r in doc["budget_refusals"]] == ["scripted/a"]
+    assert scripted_server.count() == 0  # never sent
+    rows = ledger(orch_home, doc["wave_id"])
+    assert [(r["status"], r["cost_usd"]) for r in rows] == [("refused", 0)]
+
+
+def test_spend_and_runs_return_what_the_cli_reports(mcp_env, tmp_path, orch_home):
+    async def body(session):
+        wave = (await session.call_tool("fanout", {"prompt": "q", "tools": "none",
+                                                   "models": ["scripted/a", "scripted/b"]}))
+        wave_id = wave.structured_content["wave_id"]
+        return wave_id, [await session.call_tool(name, args) for name, args in (
+            ("spend", {}), ("spend", {"group_by": "model", "since": "all"}), ("runs", {}),
+            ("runs", {"action": "show", "id": wave_id}))]
+
+    _, (wave_id, results) = run_session(mcp_env, tmp_path, body)
+    runner = CliRunner()
+    for argv, result in zip((["spend", "--json"],
+                             ["spend", "--json", "--group-by", "model", "--since", "all"],
+                             ["runs", "--json"], ["runs", "show", wave_id, "--json"]),
+                            results, strict=True):
+        cli_result = runner.invoke(cli, argv)
+        assert cli_result.exit_code == 0, cli_result.output
+        assert not result.is_error
+        assert result.structured_content == json.loads(cli_result.stdout), argv
+    assert results[0].structured_content["legs"] == 2
+
+
+STRAY = """
+import os, subprocess
+import orchestrator.engine.leg as leg_module
+
+_run = leg_module.Leg.run
+
+async def run(self):
+    print("STRAY print to sys.stdout")
+    os.write(1, b"STRAY raw write to fd 1\\n")
+    subprocess.run(["echo", "STRAY child process"], check=True)
+    from orchestrator.runtime import litellm
+    litellm().set_verbose = True  # litellm's own debug prints
+    await _run(self)
+
+leg_module.Leg.run = run
+"""
+
+
+def test_nothing_but_frames_on_stdout_even_when_everything_prints(mcp_env, tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STRAY)
+    env = dict(mcp_env, PYTHONPATH=str(site), LOG_LEVEL="debug")
+
+    async def body(session):
+        return await session.call_tool("fanout", {"prompt": "q", "models": ["scripted/a"],
+                                                  "tools": "none"})
+
+    sess, result = run_session(env, tmp_path, body)  # check_wire: JSON-RPC lines only
+    assert not result.is_error, result.content
+    err = sess.stderr.read_text()
+    for stray in ("STRAY print to sys.stdout", "STRAY raw write to fd 1", "STRAY child process"):
+        assert stray in err
+    assert '"level": "debug"' in err  # structlog at LOG_LEVEL=debug: on stderr
+
+
+def test_orch_help_lists_mcp_without_importing_the_sdk():
+    import subprocess
+
+    code = ("import sys; sys.argv = ['orch', '--help']\n"
+            "from orchestrator.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "assert 'mcp' not in sys.modules and 'litellm' not in sys.modules, 'imported'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "mcp " in out.stdout and "MCP on stdio" in out.stdout
