@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,9 +52,11 @@ class Session:
 
     async def run(self, body):
         # tee keeps a copy of exactly what orch mcp wrote on its stdout
+        # and bash says how orch mcp exited
         params = StdioServerParameters(
             command="bash", args=["-c", f'"{sys.executable}" -m orchestrator mcp '
-                                        f'| tee "{self.stdout}"'],
+                                        f'| tee "{self.stdout}"; '
+                                        'echo "orch mcp exited ${PIPESTATUS[0]}" >&2'],
             env=self.env, cwd=str(self.tmp))
 
         async def on_message(message):
@@ -66,6 +71,10 @@ class Session:
 
     async def on_progress(self, value, total, message):
         self.progress.append((value, total, message))
+
+    @property
+    def exit_code(self) -> int:
+        return int(re.findall(r"^orch mcp exited (\d+)$", self.stderr.read_text(), re.M)[-1])
 
     def check_wire(self) -> None:
         """Only JSON-RPC frames on stdout, and no key value anywhere orch mcp wrote."""
@@ -82,6 +91,7 @@ def run_session(env, tmp_path, body) -> tuple[Session, object]:
     session = Session(env, tmp_path)
     result = anyio.run(session.run, body)
     session.check_wire()
+    assert session.exit_code == 0  # the client closed stdin: a clean exit
     return session, result
 
 
@@ -211,6 +221,9 @@ def test_bad_input_is_a_tool_error_in_one_line_and_nothing_is_sent(
         ("runs", {"action": "show", "id": "no-such-run"}, "no run 'no-such-run'"),
         ("runs", {"action": "show"}, "needs an id"),
         ("nope", {}, "no tool 'nope'"),
+        # a key pasted into the prompt: refused before any spend, the value never echoed
+        ("fanout", {"prompt": f"debug this: OPENAI={KEY}", "models": ["scripted/a"]},
+         "the briefing holds the value of $SCRIPTED_KEY"),
     ]
 
     async def body(session):
@@ -219,7 +232,7 @@ def test_bad_input_is_a_tool_error_in_one_line_and_nothing_is_sent(
     _, results = run_session(mcp_env, tmp_path, body)
     for (name, _, expected), result in zip(calls, results, strict=True):
         text = one_line(result)
-        assert expected in text, (name, text)
+        assert expected in text and KEY not in text, (name, text)
     assert scripted_server.count() == 0
 
 
@@ -314,8 +327,6 @@ def test_nothing_but_frames_on_stdout_even_when_everything_prints(mcp_env, tmp_p
 
 
 def test_orch_help_lists_mcp_without_importing_the_sdk():
-    import subprocess
-
     code = ("import sys; sys.argv = ['orch', '--help']\n"
             "from orchestrator.cli import main\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
@@ -324,3 +335,104 @@ def test_orch_help_lists_mcp_without_importing_the_sdk():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert "mcp " in out.stdout and "MCP on stdio" in out.stdout
+
+
+def wait_for(predicate, what: str, seconds: float = 60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def test_sigterm_to_orch_mcp_finalises_its_wave_answers_the_call_and_exits_143(
+        mcp_env, tmp_path, orch_home, scripted_server):
+    scripted_server.script("slow", Reply(hang=True))
+    runs = orch_home / "runs"
+
+    async def body(session):
+        async def kill_when_sent():
+            await anyio.to_thread.run_sync(wait_for, lambda: scripted_server.count("slow"),
+                                           "the slow leg's request")
+            wave = json.loads(next(runs.glob("*/wave.json")).read_text())
+            os.kill(wave["pid"], signal.SIGTERM)  # orch mcp's own pid, as wave.json says
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill_when_sent)
+            return await session.call_tool("fanout", {"models": ["scripted/slow"],
+                                                      "prompt": "q", "tools": "none"})
+
+    sess = Session(mcp_env, tmp_path)
+    result = anyio.run(sess.run, body)
+    assert "interrupted" in one_line(result)
+    doc = result.structured_content
+    assert doc["signal"] == signal.SIGTERM and doc["exit_code"] == 143
+    wave = json.loads((runs / doc["wave_id"] / "wave.json").read_text())
+    assert wave["status"] == "aborted" and wave["legs"][0]["status"] == "aborted"
+    assert [r["status"] for r in ledger(orch_home, doc["wave_id"])] == ["aborted"]
+    assert sess.exit_code == 143
+
+
+def frame(message: dict) -> bytes:
+    return (json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode()
+
+
+def test_a_client_that_vanishes_mid_wave_leaves_it_finalised(mcp_env, tmp_path, orch_home,
+                                                            scripted_server):
+    """No cancel notification, only the end of stdin (a client killed with -9)."""
+    scripted_server.script("slow", Reply(hang=True))
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "mcp"], env=mcp_env,
+                            cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(frame({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}))
+        proc.stdin.write(frame({"method": "notifications/initialized"}))
+        proc.stdin.write(frame({"id": 2, "method": "tools/call", "params": {
+            "name": "fanout", "arguments": {"models": ["scripted/slow"], "prompt": "q",
+                                            "tools": "none"}}}))
+        proc.stdin.flush()
+        wait_for(lambda: scripted_server.count("slow"), "the slow leg's request")
+        out, err = proc.communicate(timeout=60)  # closes stdin: the client is gone
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    wave = json.loads(next((orch_home / "runs").glob("*/wave.json")).read_text())
+    assert wave["status"] == "aborted" and wave["signal"] == signal.SIGINT
+    assert [r["status"] for r in ledger(orch_home, wave["wave_id"])] == ["aborted"]
+    for line in out.decode().splitlines():
+        assert json.loads(line)["jsonrpc"] == "2.0"
+
+
+def test_council_run_returns_the_verdict_tiers_and_top_findings(mcp_env, tmp_path, orch_home,
+                                                                scripted_server):
+    from test_council_run import script_bench
+
+    script_bench(scripted_server)
+
+    async def body(session):
+        return await session.call_tool("council_run", {
+            "prompt": "Review this change to the query layer.", "tools": "none",
+            "models": ["scripted/alpha", "scripted/bravo", "scripted/charlie"],
+            "chair": "scripted/delta"}, progress_callback=sess.on_progress)
+
+    sess = Session(mcp_env, tmp_path)
+    result = anyio.run(sess.run, body)
+    sess.check_wire()
+    assert not result.is_error, result.content
+    out = result.structured_content
+    assert out["status"] == "complete" and out["exit_code"] == 0
+    assert out["verdict"] == "fix-first" and out["chair"]["model"] == "scripted/delta"
+    assert out["tiers"] == {"confirmed": 1, "contested": 1, "singleton": 1, "disputed": 1}
+    top = out["top_findings"][0]
+    assert top["tier"] == "confirmed" and "injection" in top["claim"] and top["agree"] >= 1
+    assert out["findings"] == len(out["top_findings"]) == 4
+    assert "VERDICT: fix-first" in out["chair_synthesis"]
+    assert Path(out["report"]).is_file() and Path(out["report_html"]).is_file()
+    run = json.loads((Path(out["dir"]) / "run.json").read_text())
+    assert run["verdict"] == out["verdict"] and run["cost_usd"] == out["cost_usd"]
+    values = [p[0] for p in sess.progress]
+    assert values and values == sorted(values) and {p[1] for p in sess.progress} == {None}
