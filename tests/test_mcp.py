@@ -390,6 +390,7 @@ def test_a_client_that_vanishes_mid_wave_leaves_it_finalised(mcp_env, tmp_path, 
             "protocolVersion": "2025-11-25", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "0"}}}))
         proc.stdin.write(frame({"method": "notifications/initialized"}))
+        proc.stdin.write(b"this is not JSON-RPC\n")  # a broken client line: served on
         proc.stdin.write(frame({"id": 2, "method": "tools/call", "params": {
             "name": "fanout", "arguments": {"models": ["scripted/slow"], "prompt": "q",
                                             "tools": "none"}}}))
@@ -436,3 +437,69 @@ def test_council_run_returns_the_verdict_tiers_and_top_findings(mcp_env, tmp_pat
     assert run["verdict"] == out["verdict"] and run["cost_usd"] == out["cost_usd"]
     values = [p[0] for p in sess.progress]
     assert values and values == sorted(values) and {p[1] for p in sess.progress} == {None}
+
+
+def test_a_cancelled_council_is_finalised_as_after_sigint(mcp_env, tmp_path, orch_home,
+                                                          scripted_server):
+    for name in ("alpha", "bravo", "charlie"):
+        scripted_server.script(name, Reply(hang=True))
+
+    async def body(session):
+        with anyio.CancelScope() as scope:
+            async def cancel_when_sent():
+                while scripted_server.count() < 3:
+                    await anyio.sleep(0.05)
+                scope.cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel_when_sent)
+                await session.call_tool("council_run", {
+                    "prompt": "Review it.", "tools": "none", "chair": "scripted/delta",
+                    "models": ["scripted/alpha", "scripted/bravo", "scripted/charlie"]})
+        for _ in range(600):  # the cancel is not answered: wait for run.json to settle
+            listing = await session.call_tool("runs", {"status": ["aborted"]})
+            if listing.structured_content["runs"]:
+                return listing
+            await anyio.sleep(0.05)
+        return listing
+
+    _, listing = run_session(mcp_env, tmp_path, body)
+    [entry] = listing.structured_content["runs"]
+    run = json.loads((Path(entry["dirs"][0]) / "run.json").read_text())
+    assert run["status"] == "aborted" and run["signal"] == 2 and run["exit_code"] == 130
+    assert (Path(entry["dirs"][0]) / "report.md").is_file()
+    assert scripted_server.count("delta") == 0  # no stage started after the cancel
+
+
+def test_two_calls_run_at_once_on_one_server(mcp_env, tmp_path, scripted_server):
+    import threading
+
+    second_sent = threading.Event()
+
+    def first(body, n):  # answers only once the other call's request has arrived
+        return Reply(text="overlapped" if second_sent.wait(60) else "serialised")
+
+    def second(body, n):
+        second_sent.set()
+        return Reply(text="second")
+
+    scripted_server.script("first", first)
+    scripted_server.script("second", second)
+
+    async def body(session):
+        results = {}
+
+        async def call(model):
+            results[model] = await session.call_tool(
+                "fanout", {"prompt": "q", "models": [f"scripted/{model}"], "tools": "none"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, "first")
+            await anyio.to_thread.run_sync(wait_for, lambda: scripted_server.count("first"),
+                                           "the first call's request")
+            tg.start_soon(call, "second")
+        return results
+
+    _, results = run_session(mcp_env, tmp_path, body)
+    assert results["first"].structured_content["legs"][0]["answer"] == "overlapped"
+    assert results["second"].structured_content["legs"][0]["answer"] == "second"

@@ -312,6 +312,9 @@ def serve() -> int:
     from orchestrator import runtime
     from orchestrator.cli.common import import_litellm_quietly
 
+    if sys.stdin.isatty():  # a person typed `orch mcp`: say what it is waiting for
+        print("orch mcp: serving MCP on stdin/stdout for a client such as Claude Desktop, "
+              "Claude Code or Cursor (docs/mcp.md); Ctrl-C stops it", file=sys.stderr)
     reader, writer = claim_stdio()
     runtime.configure_logging()  # before the SDK's: its basicConfig then adds nothing
     import_litellm_quietly()  # warm before the first call: the point of a long-lived server
