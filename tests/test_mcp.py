@@ -503,3 +503,31 @@ def test_two_calls_run_at_once_on_one_server(mcp_env, tmp_path, scripted_server)
     _, results = run_session(mcp_env, tmp_path, body)
     assert results["first"].structured_content["legs"][0]["answer"] == "overlapped"
     assert results["second"].structured_content["legs"][0]["answer"] == "second"
+
+
+def test_a_provider_that_echoes_the_key_never_gets_it_onto_the_wire(
+        mcp_env, tmp_path, scripted_server):
+    scripted_server.script("echo", Reply(status=400, error_message=f"invalid key {KEY}"))
+    scripted_server.script("parrot", Reply(text=f"your key is {KEY}, and {KEY[:-1]}x"))
+
+    async def body(session):
+        return await session.call_tool(
+            "fanout", {"prompt": "q", "models": ["scripted/echo", "scripted/parrot"],
+                       "tools": "none"}, progress_callback=sess.on_progress)
+
+    sess = Session(mcp_env, tmp_path)
+    result = anyio.run(sess.run, body)
+    sess.check_wire()  # stdout and stderr: no key value
+    doc = result.structured_content
+    assert doc["legs"][0]["status"] == "error" and doc["legs"][1]["status"] == "complete"
+    assert KEY not in json.dumps(doc) and KEY not in str(sess.progress)
+    assert scripted_server.count() == 2
+
+
+def test_without_the_mcp_extra_it_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # what an install without the extra sees
+    monkeypatch.setitem(sys.modules, "mcp.server", None)
+    result = CliRunner().invoke(cli, ["mcp"])
+    assert result.exit_code == 1
+    assert result.output.strip() == ("orch: error: orch mcp needs the MCP SDK: "
+                                     "pip install 'orch[mcp]'")
