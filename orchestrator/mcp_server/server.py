@@ -93,8 +93,8 @@ class Jobs:
 class Job:
     """One tool call: progress out as MCP notifications, stopped like Ctrl-C when cancelled."""
 
-    def __init__(self, session, jobs: Jobs) -> None:
-        self.session, self.jobs = session, jobs
+    def __init__(self, session) -> None:
+        self.session = session
         self._send, self._receive = anyio.create_memory_object_stream[tuple](math.inf)
         self._interrupt: Callable[[int], None] | None = None
         self._signum: int | None = None
@@ -191,7 +191,9 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs):
     from orchestrator import runtime
 
     runtime.config.cache_clear()  # a long-lived server reads config.json as each call starts
-    job = Job(session, jobs)
+    if jobs.signum is not None:
+        return tool_error(f"orch mcp is stopping (signal {jobs.signum}); start it again")
+    job = Job(session)
     jobs.add(job)
     try:
         doc = await JOBS[name](args, job)
