@@ -221,6 +221,9 @@ def test_bad_input_is_a_tool_error_in_one_line_and_nothing_is_sent(
         ("runs", {"action": "show", "id": "no-such-run"}, "no run 'no-such-run'"),
         ("runs", {"action": "show"}, "needs an id"),
         ("nope", {}, "no tool 'nope'"),
+        ("fanout", {"prompt": "x", "models": [f"scripted/m{i}" for i in range(500)]},
+         "models: the list of 500 entries is too long"),
+        ("fanout", {"prompt": "x", "models": ["scripted/a,scripted/b"]}, "models.0:"),
         # a key pasted into the prompt: refused before any spend, the value never echoed
         ("fanout", {"prompt": f"debug this: OPENAI={KEY}", "models": ["scripted/a"]},
          "the briefing holds the value of $SCRIPTED_KEY"),

@@ -12,7 +12,7 @@ from orchestrator.cli.fanout import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
 from orchestrator.cli.runs import STATUSES as RUN_STATUSES
 from orchestrator.ledger import GROUP_BY
 
-_MODEL = {"type": "string", "minLength": 1, "maxLength": 300,
+_MODEL = {"type": "string", "minLength": 1, "maxLength": 300, "pattern": r"^[^,\s]+$",
           "description": "A model as PROVIDER/MODEL (e.g. openai/gpt-4o-mini, "
                          "anthropic/claude-haiku-4-5, or a provider declared in orch's "
                          "config such as myvllm/qwen3-8b), optionally @VARIANT, or an alias "

@@ -48,7 +48,13 @@ def invalid(tool: dict[str, Any], args: Any) -> str | None:
     if error is None:
         return _not_finite(args)
     where = ".".join(str(p) for p in error.absolute_path) or "arguments"
-    message = error.message if len(error.message) <= 200 else error.message[:199] + "…"
+    message, shown = error.message, repr(error.instance)
+    if len(shown) > 60:  # a 5 MB prompt or 500 models: say what it is, not all of it
+        value = error.instance
+        unit = "characters" if isinstance(value, str) else "entries"
+        size = f" of {len(value)} {unit}" if hasattr(value, "__len__") else ""
+        message = message.replace(shown, f"the {type(value).__name__}{size}")
+    message = message if len(message) <= 200 else message[:199] + "…"
     return f"{tool['name']}: {where}: {message}; see the tool's input schema"
 
 
