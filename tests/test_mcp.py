@@ -534,3 +534,27 @@ def test_without_the_mcp_extra_it_says_how_to_install_it(monkeypatch):
     assert result.exit_code == 1
     assert result.output.strip() == ("orch: error: orch mcp needs the MCP SDK: "
                                      "pip install 'orch[mcp]'")
+
+
+def test_installed_plugins_reshape_the_request_as_on_the_cli(mcp_env, tmp_path, orch_home,
+                                                             scripted_server, monkeypatch):
+    """orch-redact (an example third-party plugin, installed by the test set-up) rewrites
+    the request on the wire for an `orch mcp` call exactly as for `orch fanout`."""
+    pytest.importorskip("orch_redact")
+    prompt = "Mail the report to alice@example.com please."
+
+    async def body(session):
+        return await session.call_tool("fanout", {"prompt": prompt, "models": ["scripted/a"],
+                                                  "tools": "none"})
+
+    _, result = run_session(mcp_env, tmp_path, body)
+    via_mcp = json.dumps(scripted_server.requests[-1].body["messages"])
+    monkeypatch.setenv("SCRIPTED_KEY", KEY)
+    cli_result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/a", "-p", prompt,
+                                          "--tools", "none", "--json"])
+    assert cli_result.exit_code == 0, cli_result.output
+    via_cli = json.dumps(scripted_server.requests[-1].body["messages"])
+    assert "alice@example.com" not in via_mcp and "[redacted" in via_mcp
+    assert via_mcp == via_cli
+    leg = result.structured_content["legs"][0]
+    assert leg["redactions"] == json.loads(cli_result.stdout)["legs"][0]["redactions"]
