@@ -59,6 +59,8 @@ class ProviderError(Exception):
         "connection",
         "not_found",
         "bad_response",  # an answer that is not a chat completion (garbage, no choices)
+        "budget_exceeded",  # a gateway refused: this key's (team's, user's) budget is spent
+        "model_not_allowed",  # a gateway refused: this key may not use this model
     )
 
     def __init__(self, reason: str, message: str, status: int | None = None,

@@ -21,6 +21,9 @@ The shapes, as the providers document them (tests/test_rate_limits.py holds one 
   with a ``retry-after`` header and "Please try again in 9m38.016s." in the message.
 - OpenRouter - https://openrouter.ai/docs/api-reference/errors : ``{"error": {"code": 429 |
   402, "message", "metadata"}}``; 402 is out of credits.
+- A LiteLLM proxy (docs/team.md) - a deployment over its rpm answers 429 ``throttling_error``
+  with the wait in ``llm_provider-retry-after`` (the proxy prefixes the headers it forwards);
+  ``budget_exceeded`` is a spend cap. Its own refusals get reasons of their own (gateway.py).
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ def _wait_from_headers(headers: Any, now: float) -> float | None:
     ms = _header(headers, "retry-after-ms")
     if ms is not None and duration(ms) is not None:
         return duration(ms) / 1000
-    value = _header(headers, "retry-after")
+    value = _header(headers, "retry-after") or _header(headers, "llm_provider-retry-after")
     if value is None:
         return None
     seconds = duration(value)

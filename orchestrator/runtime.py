@@ -120,6 +120,9 @@ def litellm():
     _litellm.set_verbose = False
     _litellm.drop_params = True
     _litellm.telemetry = False
+    from orchestrator.litellm_patch import no_blind_resend
+
+    no_blind_resend(_litellm)  # a 422 that names no parameter is not sent twice
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "openai"):
         lg = logging.getLogger(name)
         lg.handlers.clear()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import ProviderError
+from orchestrator.gateway import reported_cost
 from orchestrator.models import ResolvedModel, register_litellm_keys
 from orchestrator.request import Request, Response, ToolCall, Usage
 from orchestrator.secrets import register_headers, scrub, scrub_values
@@ -227,6 +228,9 @@ def _price_usage(model: ResolvedModel, usage: Usage) -> float | None:
 
 def _cost(model: ResolvedModel, raw: Any, usage: Usage,
           suspect: bool) -> tuple[float | None, str]:
+    reported = reported_cost(raw)
+    if reported is not None and not suspect:  # a gateway's own charge for this answer
+        return reported, "reported"
     if model.input_cost_per_mtok is not None and model.output_cost_per_mtok is not None:
         if model.free:
             return 0.0, "free"
@@ -271,6 +275,9 @@ def provider_error(exc: BaseException) -> ProviderError:
     if _BAD_RESPONSE.search(message):  # litellm reports an unreadable 200 as a 500
         return ProviderError("bad_response", f"the reply is not a chat completion ({message})",
                              status)
+    refused = _gateway_refusal(exc, message)
+    if refused is not None:  # a LiteLLM proxy's own refusal: no wait fixes it (gateway.py)
+        return ProviderError(refused[0], refused[1], status)
     limit = _limit(exc, status, message)
     retry_after = limit.retry_after if limit is not None else None
     if limit is not None:  # a 429, 402 or 529: wait and retry, or stop (ratelimit.py)
@@ -316,20 +323,32 @@ _BAD_RESPONSE = re.compile(r"^(Invalid response object|Expecting value|Extra dat
                            r"no 'choices')")
 
 
+def _error_body(exc: BaseException) -> Any:
+    """The error body the server sent: the HTTP response's text, else litellm's ``exc.body``."""
+    response = getattr(exc, "response", None)
+    try:
+        body = response.text if response is not None else None
+    except Exception:
+        body = None
+    return body or getattr(exc, "body", None)
+
+
+def _gateway_refusal(exc: BaseException, message: str) -> tuple[str, str] | None:
+    from orchestrator.gateway import refusal
+
+    try:
+        return refusal(_error_body(exc), message)
+    except Exception:  # a malformed answer must never hide the failure itself
+        return None
+
+
 def _limit(exc: BaseException, status: int | None, message: str):
     """The provider's own error body and headers, read by ratelimit.classify. litellm
     overwrites ``exc.code``/``exc.type``; the HTTP response keeps what the provider sent."""
     from orchestrator.ratelimit import classify
 
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+    headers = getattr(getattr(exc, "response", None), "headers", None)
     try:
-        body = response.text if response is not None else None
-    except Exception:
-        body = None
-    if not body:
-        body = getattr(exc, "body", None)
-    try:
-        return classify(status, headers, body, message)
+        return classify(status, headers, _error_body(exc), message)
     except Exception:  # a malformed answer must never hide the failure itself
         return None

@@ -102,6 +102,13 @@ OPENROUTER_CREDITS = {"error": {
     "code": 402, "message": "Insufficient credits. Add more using "
                             "https://openrouter.ai/settings/credits",
     "metadata": {"limit_source": "openrouter_credits"}}}
+# A LiteLLM proxy (docs/team.md): a deployment's rpm limit, as litellm 1.110.2's proxy sent it
+# in tests/test_gateway.py (the wait is in ``llm_provider-retry-after``).
+LITELLM_PROXY_RPM = {"error": {
+    "message": "litellm.RateLimitError: Model rate limit exceeded. RPM limit=4, current "
+               "usage=5\n\nLiteLLM: model group 'fast' failed with the error above. No "
+               "fallback was attempted.",
+    "type": "throttling_error", "param": None, "code": "429"}}
 
 # (id, status, headers, body, reason, retry_after)
 TABLE = [
@@ -122,6 +129,8 @@ TABLE = [
     ("groq-per-day", 429, {}, GROQ_PER_DAY, RATE_LIMITED, 578.016),
     ("openrouter-rate", 429, {}, OPENROUTER_RATE, RATE_LIMITED, 2.0),
     ("openrouter-credits", 402, {}, OPENROUTER_CREDITS, QUOTA, None),
+    ("litellm-proxy-rpm", 429, {"llm_provider-retry-after": "60"}, LITELLM_PROXY_RPM,
+     RATE_LIMITED, 60.0),
     # generic gateways: a retry_after field in the body, retry-after-ms, an HTTP date
     ("body-retry_after", 429, {}, {"error": {"message": "Too many requests", "retry_after": 7}},
      RATE_LIMITED, 7.0),
