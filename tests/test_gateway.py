@@ -162,6 +162,10 @@ def test_a_model_the_key_may_not_use_is_named_and_not_retried(team, orch_home):
     row = _ledger(orch_home)[0]
     assert row["status"] == "error" and row["reason"].startswith("model_not_allowed: ")
     assert row["cost_source"] == "none"
+    run, doc = _fanout(["team/nosuch"], team.keys["alice"])  # a name the gateway routes not
+    leg = doc["legs"][0]
+    assert leg["reason"].startswith("bad_request: ") and "Invalid model name" in leg["reason"]
+    assert leg["requests"] == 1
 
 
 def test_a_spent_budget_is_named_and_not_retried(team, orch_home):

@@ -135,3 +135,17 @@ def test_a_422_naming_a_parameter_is_still_mended_and_resent(orch, scripted_serv
     assert run.leg["status"] == "complete" and run.leg["answer"] == "mended"
     first, second = run.bodies
     assert "temperature" in first and "temperature" not in second
+
+
+def test_docs_team_md_shows_the_proxy_yaml_the_gateway_test_runs():
+    """docs/team.md is a tested recipe: its proxy.yaml is examples/team/proxy.yaml, byte for
+    byte, and its `orch provider add` line is the one tests/test_gateway.py runs."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "team.md").read_text()
+    yaml = (root / "examples" / "team" / "proxy.yaml").read_text()
+    assert f"```yaml\n{yaml}```" in doc
+    assert ("orch provider add team --base-url http://gateway:4000/v1 --api-key-env "
+            "ORCH_TEAM_KEY") in doc
+    assert '"--api-key-env", "ORCH_TEAM_KEY"' in (root / "tests" / "test_gateway.py").read_text()
