@@ -33,6 +33,10 @@ COST_HEADER = "x-litellm-response-cost"
 # litellm's client keeps an OpenAI-compatible server's headers twice: as sent, and prefixed.
 _PREFIX = "llm_provider-"
 
+# No one chat completion costs this much (a million output tokens of the dearest model is a few
+# hundred dollars): a larger figure is a broken header, not a price.
+MAX_REPORTED_USD = 10_000.0
+
 BUDGET_EXCEEDED, MODEL_NOT_ALLOWED = "budget_exceeded", "model_not_allowed"
 _REFUSALS = {
     "budget_exceeded": BUDGET_EXCEEDED,
@@ -54,7 +58,7 @@ def _headers_of(raw: Any) -> list[Any]:
 
 def reported_cost(raw: Any) -> float | None:
     """The dollars the gateway charged for this answer, or None when it said nothing usable
-    (no header, not a number, negative, not finite: never guessed)."""
+    (no header, not a number, negative, not finite, absurd: never guessed)."""
     for headers in _headers_of(raw):
         for name in (COST_HEADER, _PREFIX + COST_HEADER):
             value = headers.get(name)
@@ -64,7 +68,7 @@ def reported_cost(raw: Any) -> float | None:
                 cost = float(value)
             except (TypeError, ValueError):
                 return None
-            return cost if math.isfinite(cost) and cost >= 0 else None
+            return cost if math.isfinite(cost) and 0 <= cost <= MAX_REPORTED_USD else None
     return None
 
 
@@ -77,5 +81,7 @@ def refusal(body: Any, message: str) -> tuple[str, str] | None:
     reason = _REFUSALS.get(kind)
     if reason is None:
         return None
-    text = str(error.get("message") or message)
+    from orchestrator.secrets import scrub
+
+    text = scrub(str(error.get("message") or message))
     return reason, _KEY_HASH.sub("<key hash>", " ".join(text.split()))[:500]

@@ -107,7 +107,7 @@ def test_an_unpriced_gateway_model_stays_unknown(orch, scripted_server):
     assert leg["cost_source"] == "unknown" and leg["cost_usd"] is None
 
 
-@pytest.mark.parametrize("value", ["nan", "-1", "inf", "lots", ""])
+@pytest.mark.parametrize("value", ["nan", "-1", "inf", "lots", "", "1e300", "-0.5"])
 def test_an_unusable_cost_header_is_never_a_cost(value):
     class Raw:
         _hidden_params = {"headers": {"x-litellm-response-cost": value}}
@@ -149,3 +149,22 @@ def test_docs_team_md_shows_the_proxy_yaml_the_gateway_test_runs():
     assert ("orch provider add team --base-url http://gateway:4000/v1 --api-key-env "
             "ORCH_TEAM_KEY") in doc
     assert '"--api-key-env", "ORCH_TEAM_KEY"' in (root / "tests" / "test_gateway.py").read_text()
+
+
+def test_a_refusal_that_echoes_the_key_is_masked(orch, scripted_server, monkeypatch):
+    monkeypatch.setenv("ORCH_TEAM_KEY", "sk-team-q8Zr0123456789abcdef")
+    orch.provider(api_key_env="ORCH_TEAM_KEY")
+    echo = {"error": {"message": "key sk-team-q8Zr0123456789abcdef exceeded budget for "
+                                 "model=deep", "type": "budget_exceeded", "code": "422"}}
+    scripted_server.script("m", Reply(status=422, error_body=echo))
+    run = orch.run_leg("m")
+    assert run.leg["reason"] == "budget_exceeded: key *** exceeded budget for model=deep"
+
+
+@pytest.mark.parametrize("body", [None, "", "<html>", [], {"error": "budget_exceeded"},
+                                  {"error": {"type": ["budget_exceeded"]}},
+                                  {"error": {"type": None, "message": 5}}])
+def test_odd_error_bodies_are_no_refusal(body):
+    from orchestrator.gateway import refusal
+
+    assert refusal(body, "boom") is None
