@@ -37,7 +37,7 @@ async def calls(model, n: int, concurrent: bool) -> list[float]:
     from orchestrator.server import Server
 
     server = Server(timeout_s=60)
-    request = Request(messages=[{"role": "user", "content": "Say hello."}])
+    request = Request(model=model.name, messages=[{"role": "user", "content": "Say hello."}])
     if not concurrent:
         out = []
         for _ in range(n):
