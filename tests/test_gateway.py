@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(bool(missing_modules()), reason=(
         "the gateway extra is not installed (pip install -e '.[gateway]'): missing "
-        f"{', '.join(missing_modules())}")),
+        f"{', '.join(missing_modules())} (mcp comes from orch's `mcp` extra)")),
 ]
 
 
