@@ -5,7 +5,7 @@
 Run by hand (needs the local extra, ``orch local build``, and for the old server the
 ``bench-legacy`` extra)::
 
-    python bench/bench_local.py [--tokens 64] [--reps 3] [--threads N]
+    python bench/bench_local.py [--tokens 64] [--reps 3] [--threads N] [--threads-batch N]
 
 Writes bench/results/local.json. Every request is the same raw-text completion of
 ``--tokens`` tokens (end-of-text banned through ``logit_bias``, so both servers generate
@@ -13,12 +13,22 @@ exactly that many), sent with urllib straight to the server:
 
 - start, cold and warm: process start → the first 1-token completion answers. Cold: the GGUF
   and the server's binary evicted from the page cache first (``posix_fadvise DONTNEED``).
-- tokens/s of 1 request; total tokens/s and wall time of 4 concurrent requests; wall time of
-  the same 4 one after another.
+- tokens/s of 1 request; total tokens/s of 2 concurrent requests (README command 1 is a 2-leg
+  wave); total tokens/s and wall time of 4 concurrent requests; wall time of the same 4 one
+  after another.
 - memory: PSS and peak RSS of one server (4 slots for the new one) after the 4 concurrent
   requests, against four servers (one slot each) answering one request each at the same time.
 - the engine: a 4-leg wave through orch (managed server, hooks, ledger) against 4 one-leg
   waves one after another, on the new server.
+- why (new server): the cost of one decode step with 1 busy slot and with 4, from
+  llama-server's own timings (``predicted_per_token_ms``: every busy slot gets one token per
+  step), and the server's CPU seconds per generated token. Four slots can give at most
+  ``4 × step(1) / step(4)`` the tokens/s of one: a step that costs nearly 4× as much (the
+  matrix products are compute-bound) leaves little for batching to win.
+
+The "1 request" baseline runs on the very server (same flags, same slots) the 4 concurrent
+requests use, which is what a one-leg wave gets. The targets (issue 15, on 2 cores) are
+printed at the end, met or not.
 """
 
 from __future__ import annotations
@@ -67,23 +77,37 @@ def old_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> li
     return [sys.executable, "-m", "llama_cpp.server", "--config_file", str(cfg)]
 
 
-def new_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list[str]:
+def new_argv(model: Path, port: int, threads: int, slots: int, home: Path,
+             threads_batch: int | None = None) -> list[str]:
     from orchestrator.local import build
     from orchestrator.local import llama_server as llama
 
     return llama.argv(build.require(), model=model, alias=ALIAS, port=port, host="127.0.0.1",
                       slots=slots, n_ctx=2048, threads=threads, chat_format=None,
-                      template_file=home / "unused.jinja", path=llama.FAST)
+                      template_file=home / "unused.jinja", path=llama.FAST,
+                      threads_batch=threads_batch)
 
 
 def complete(port: int, tokens: int, timeout: float = 600) -> int:
+    return complete_timed(port, tokens, timeout)[0]
+
+
+def complete_timed(port: int, tokens: int, timeout: float = 600) -> tuple[int, dict | None]:
+    """Tokens generated, and llama-server's own timings of the request (None elsewhere)."""
     body = json.dumps({"model": ALIAS, "prompt": PROMPT, "max_tokens": tokens,
                        "temperature": 0.8, "logit_bias": BANNED}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
                                  headers={"Content-Type": "application/json"})
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(req, timeout=timeout) as resp:
-        return json.load(resp)["usage"]["completion_tokens"]
+        doc = json.load(resp)
+    return doc["usage"]["completion_tokens"], doc.get("timings")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def evict(*paths: Path) -> None:
@@ -119,16 +143,21 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def concurrently(ports: list[int], tokens: int) -> tuple[int, float]:
-    counts: list[int] = []
-    threads = [threading.Thread(target=lambda p=p: counts.append(complete(p, tokens)))
+def concurrently(ports: list[int], tokens: int, steps: list | None = None) -> tuple[int, float]:
+    """Send one request to each port at once; tokens in total and wall seconds. ``steps``
+    collects llama-server's milliseconds per generated token of each request."""
+    done: list[tuple[int, dict | None]] = []
+    threads = [threading.Thread(target=lambda p=p: done.append(complete_timed(p, tokens)))
                for p in ports]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sum(counts), time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    if steps is not None:
+        steps += [t["predicted_per_token_ms"] for _, t in done if t]
+    return sum(n for n, _ in done), wall
 
 
 def memory(pid: int) -> dict:
@@ -159,22 +188,41 @@ def bench_server(kind: str, make_argv, model: Path, binary: Path, threads: int, 
     proc, _ = start(make_argv(model, port, threads, 4, home), port)
     try:
         complete(port, 8)
-        one, four, seq = [], [], []
+        one, two, four, seq = [], [], [], []
+        step1: list[float] = []
+        step4: list[float] = []
+        cpu = {1: [0.0, 0], 2: [0.0, 0], 4: [0.0, 0]}  # CPU seconds, tokens
+
+        def timed(k: int, steps: list | None = None) -> tuple[int, float]:
+            c0 = cpu_seconds(proc.pid)
+            n, wall = concurrently([port] * k, tokens, steps)
+            cpu[k][0] += cpu_seconds(proc.pid) - c0
+            cpu[k][1] += n
+            return n, wall
+
         for _ in range(reps):
-            n, wall = concurrently([port], tokens)
+            n, wall = timed(1, step1)
             one.append(n / wall)
-            n, wall = concurrently([port] * 4, tokens)
+            n, wall = timed(2)
+            two.append(n / wall)
+            n, wall = timed(4, step4)
             four.append((n / wall, wall))
             t0 = time.perf_counter()
             for _ in range(4):
                 complete(port, tokens)
             seq.append(time.perf_counter() - t0)
         out["tok_s_1"] = round(statistics.median(one), 1)
+        out["tok_s_2_total"] = round(statistics.median(two), 1)  # README command 1: 2 legs
         out["tok_s_4_total"] = round(statistics.median(r for r, _ in four), 1)
         out["ratio_4_vs_1"] = round(out["tok_s_4_total"] / out["tok_s_1"], 2)
         out["wall_4_concurrent_s"] = round(statistics.median(w for _, w in four), 2)
         out["wall_4_sequential_s"] = round(statistics.median(seq), 2)
         out["wall_ratio"] = round(out["wall_4_concurrent_s"] / out["wall_4_sequential_s"], 2)
+        out["cpu_ms_per_token_1"] = round(1000 * cpu[1][0] / cpu[1][1], 2)
+        out["cpu_ms_per_token_2"] = round(1000 * cpu[2][0] / cpu[2][1], 2)
+        out["cpu_ms_per_token_4"] = round(1000 * cpu[4][0] / cpu[4][1], 2)
+        if step1 and step4:
+            out.update(step_cost(statistics.median(step1), statistics.median(step4)))
         out["memory_one_server"] = memory(proc.pid)
     finally:
         stop(proc)
@@ -197,7 +245,39 @@ def bench_server(kind: str, make_argv, model: Path, binary: Path, threads: int, 
     return out
 
 
-def bench_engine(tokens: int, threads: int, reps: int) -> dict:
+def step_cost(ms1: float, ms4: float) -> dict:
+    """A decode step with 4 busy slots against one with 1: ``step = fixed + per_token × n``.
+    4 slots give at most ``4 × step(1) / step(4)`` the tokens/s of one slot."""
+    per_token = (ms4 - ms1) / 3
+    return {"step_ms_1": round(ms1, 2), "step_ms_4": round(ms4, 2),
+            "step_4_vs_1": round(ms4 / ms1, 2),
+            "step_fixed_ms": round(ms1 - per_token, 2), "step_per_token_ms": round(per_token, 2),
+            "ceiling_4_vs_1": round(4 * ms1 / ms4, 2)}
+
+
+def verdicts(new: dict, engine: dict | None) -> list[str]:
+    """The issue's targets on 2 cores, each with its figure and whether it is met."""
+    def line(what: str, value: float, target: str, met: bool) -> str:
+        return f"  {what}: {value:.2f} (target {target}) -> {'MET' if met else 'NOT MET'}"
+
+    out = [line("4 concurrent total tok/s / 1 request tok/s", new["ratio_4_vs_1"], ">= 2.0",
+                new["ratio_4_vs_1"] >= 2.0),
+           line("wall of 4 concurrent / wall of the same 4 one after another",
+                new["wall_ratio"], "<= 0.6", new["wall_ratio"] <= 0.6)]
+    if engine:
+        out.append(line("4-leg wave through orch / 4 one-leg waves in a row", engine["ratio"],
+                        "<= 0.6", engine["ratio"] <= 0.6))
+    if "step_4_vs_1" in new:
+        out.append(f"  why: a decode step with 4 busy slots costs {new['step_4_vs_1']:.2f}x one "
+                   f"with 1 ({new['step_ms_4']} vs {new['step_ms_1']} ms: "
+                   f"{new['step_fixed_ms']} ms fixed + {new['step_per_token_ms']} ms per slot), "
+                   f"so 4 slots give at most {new['ceiling_4_vs_1']:.2f}x; server CPU per token "
+                   f"{new['cpu_ms_per_token_1']} ms (1 busy slot), "
+                   f"{new['cpu_ms_per_token_2']} ms (2), {new['cpu_ms_per_token_4']} ms (4)")
+    return out
+
+
+def bench_engine(tokens: int, threads: int, reps: int, threads_batch: int | None) -> dict:
     """A 4-leg wave through orch against 4 one-leg waves in a row, on the managed server."""
     import anyio
 
@@ -212,7 +292,8 @@ def bench_engine(tokens: int, threads: int, reps: int) -> dict:
     os.environ["ORCH_HOME"] = str(home)
     os.environ["ORCH_PLUGINS"] = "local"
     (home / "config.json").write_text(json.dumps({"local": {
-        "idle_minutes": 0, "max_tokens": tokens, "n_threads": threads, "max_slots": 4}}))
+        "idle_minutes": 0, "max_tokens": tokens, "n_threads": threads, "max_slots": 4,
+        **({"n_threads_batch": threads_batch} if threads_batch else {})}}))
     runtime.config.cache_clear()
     cfg = runtime.config()
     pm = runtime.plugin_manager()
@@ -244,7 +325,14 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None,
                         help="llama.cpp threads (default: orch's, half the cores)")
+    parser.add_argument("--threads-batch", type=int, default=None,
+                        help="llama-server threads for steps of several tokens (several slots "
+                        "or a prompt); default: orch's, the same as --threads")
     parser.add_argument("--skip-old", action="store_true", help="no llama_cpp.server run")
+    parser.add_argument("--baseline-binary", default=None,
+                        help="measure this llama-server binary (same flags) instead of the "
+                        "old llama_cpp.server, e.g. the build before a change of build flags")
+    parser.add_argument("--skip-engine", action="store_true", help="no wave through orch")
     args = parser.parse_args()
     offline()
     from orchestrator.local import build
@@ -253,25 +341,50 @@ def main() -> None:
 
     litellm()
     threads = args.threads or default_threads()
+    threads_batch = args.threads_batch or threads
     model = model_path()
     home = Path(tempfile.mkdtemp(prefix="orch-bench-servers-"))
     load_before = os.getloadavg()
-    new = bench_server("new (llama-server)", new_argv, model, build.require(), threads,
+
+    def tuned_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list[str]:
+        return new_argv(model, port, threads, slots, home, threads_batch)
+
+    new = bench_server("new (llama-server)", tuned_argv, model, build.require(), threads,
                        args.tokens, args.reps, home)
     old = None
-    if not args.skip_old:
+    if args.baseline_binary:  # another llama-server build, same flags, in the old one's place
+        other = Path(args.baseline_binary).resolve()
+
+        def other_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list:
+            return [str(other), *tuned_argv(model, port, threads, slots, home)[1:]]
+
+        old = bench_server(f"baseline llama-server ({other})", other_argv, model, other,
+                           threads, args.tokens, args.reps, home)
+    elif not args.skip_old:
         import llama_cpp
 
         lib = next(Path(llama_cpp.__file__).parent.glob("lib/libllama*"))
         old = bench_server("old (llama_cpp.server)", old_argv, model, lib, threads,
                            args.tokens, args.reps, home)
-    engine = bench_engine(args.tokens, threads, args.reps)
-    print(f"engine: {engine}")
+    engine = None
+    if not args.skip_engine:
+        engine = bench_engine(args.tokens, threads, args.reps, args.threads_batch)
+        print(f"engine: {engine}")
+    load_after = os.getloadavg()
     write_result("local", {
         "machine": machine(), "load_average_before": load_before,
-        "load_average_after": os.getloadavg(), "tokens_per_request": args.tokens,
-        "n_threads": threads, "new": new, "old": old, "engine": engine,
-        "build": build.built()})
+        "load_average_after": load_after, "tokens_per_request": args.tokens,
+        "n_threads": threads, "n_threads_batch": threads_batch, "new": new, "old": old,
+        "engine": engine, "build": build.built()})
+    print(f"\nnew server, --threads {threads} --threads-batch {threads_batch}, {args.tokens} "
+          f"tokens per request, load average {load_before[0]:.1f} -> {load_after[0]:.1f} "
+          f"on {os.cpu_count()} cores:")
+    print(f"  1 request {new['tok_s_1']} tok/s; 2 concurrent {new['tok_s_2_total']} tok/s; "
+          f"4 concurrent {new['tok_s_4_total']} tok/s in "
+          f"total; 4 concurrent {new['wall_4_concurrent_s']} s vs 4 one after another "
+          f"{new['wall_4_sequential_s']} s")
+    print("targets (issue 15, 2 cores):")
+    print("\n".join(verdicts(new, engine)))
 
 
 if __name__ == "__main__":

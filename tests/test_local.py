@@ -543,6 +543,48 @@ def test_slots_follow_the_wave_up_to_the_configured_maximum(local_home):
     assert "slots: 3 × 512 tokens" in orch("server", "status").stdout
 
 
+def seed_llama_server() -> None:
+    """A built ``llama-server`` in the data directory that is the stand-in: it takes
+    llama-server's flags and echoes its whole command line in every answer."""
+    from orchestrator.local import build
+
+    build.install_dir().mkdir(parents=True)
+    build.binary().write_text(
+        f"#!{sys.executable}\nimport sys\nargs = sys.argv[1:]\n"
+        "sys.argv = [sys.argv[0], args[args.index('--port') + 1], "
+        "args[args.index('--alias') + 1], '-', *args]\n" + FAKE_SERVER)
+    build.binary().chmod(0o755)
+    build.stamp_path().write_text(json.dumps({"version": build.SDIST_VERSION,
+                                              "flags": build.CMAKE_FLAGS}))
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_threads_for_one_token_and_for_several_reach_llama_servers_command_line(local_home):
+    seed_llama_server()
+    write_config(local_home, server_command=None, n_threads=1)
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x",
+                          "--json").stdout)
+    assert doc["status"] == "complete", doc
+    argv = json.loads(doc["legs"][0]["answer"])["argv"]
+    assert flag(argv, "--parallel") == "2" and flag(argv, "--ctx-size") == "4096"
+    assert flag(argv, "--threads") == "1" and flag(argv, "--threads-batch") == "1"
+    manager.stop()
+
+    write_config(local_home, n_threads_batch=2)
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
+    argv = json.loads(doc["legs"][0]["answer"])["argv"]
+    assert flag(argv, "--threads") == "1" and flag(argv, "--threads-batch") == "2"
+
+
+@pytest.mark.parametrize("value", [0, 1.5, "2", True])
+def test_a_bad_n_threads_batch_is_one_line(local_home, value):
+    write_config(local_home, n_threads_batch=value)
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "local.n_threads_batch")
+
+
 def test_a_server_that_cannot_say_it_is_idle_is_not_restarted_for_more_slots(local_home):
     first = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
     assert st.read_state()["slots"] == 1

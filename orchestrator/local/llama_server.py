@@ -40,12 +40,15 @@ PORTABLE_ENV = {"LLAMA_ARG_REPACK": "false"}
 
 def argv(binary: Path, *, model: Path, alias: str, port: int, host: str, slots: int,
          n_ctx: int, threads: int, chat_format: str | None, template_file: Path,
-         path: str) -> list[str]:
-    """The ``llama-server`` command for one model with ``slots`` parallel slots."""
+         path: str, threads_batch: int | None = None) -> list[str]:
+    """The ``llama-server`` command for one model with ``slots`` parallel slots.
+
+    ``--threads`` computes steps of one token (one busy slot); ``--threads-batch`` steps of
+    several (several busy slots, or a prompt): llama.cpp picks by the step's token count."""
     args = [str(binary), "--model", str(model), "--alias", alias, "--host", host,
             "--port", str(port), "--parallel", str(slots), "--cont-batching",
             "--ctx-size", str(n_ctx * slots), "--threads", str(threads),
-            "--threads-batch", str(threads), "--no-webui", "--log-timestamps"]
+            "--threads-batch", str(threads_batch or threads), "--no-webui", "--log-timestamps"]
     if chat_format == PLAIN:
         args += ["--jinja", "--chat-template-file", str(template_file)]
     elif chat_format:  # one of llama.cpp's named templates (chatml, llama3, ...)

@@ -212,7 +212,7 @@ def server_argv(settings: LocalSettings, model: LocalModel, path: Path, port: in
         return llama.argv(binary, model=path, alias=model.alias, port=port, host=HOST,
                           slots=slots, n_ctx=settings.n_ctx, threads=settings.n_threads,
                           chat_format=model.chat_format, template_file=_template_file(),
-                          path=cpu_path)
+                          path=cpu_path, threads_batch=settings.n_threads_batch)
     values = {"{python}": sys.executable, "{host}": HOST, "{port}": str(port),
               "{model}": str(path), "{alias}": model.alias, "{slots}": str(slots),
               "{n_ctx}": str(settings.n_ctx)}

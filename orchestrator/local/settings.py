@@ -25,6 +25,7 @@ class LocalSettings:
     max_slots: int = 4  # a wave of N local legs gets min(N, max_slots) parallel slots
     default_alias: str = "gemma3-270m"
     n_threads: int = 2
+    n_threads_batch: int | None = None  # steps of several tokens (slots, prompts); None: n_threads
     idle_s: float = 15 * 60.0  # 0: never stop for idleness
     port: int = 0  # 0: pick a free port
     max_tokens: int = 512  # cap a base model's completion unless the request sets one; 0: none
@@ -51,6 +52,7 @@ class LocalSettings:
             n_ctx=_number(raw, "n_ctx", 2048, int, 128, cfg),
             max_slots=_number(raw, "max_slots", 4, int, 1, cfg, top=64),
             n_threads=_number(raw, "n_threads", default_threads(), int, 1, cfg),
+            n_threads_batch=_number(raw, "n_threads_batch", None, int, 1, cfg),
             idle_s=_number(raw, "idle_minutes", 15, float, 0, cfg) * 60.0,
             port=_number(raw, "port", 0, int, 0, cfg, top=65535),
             max_tokens=_number(raw, "max_tokens", 512, int, 0, cfg),
@@ -61,8 +63,9 @@ class LocalSettings:
 
 
 def default_threads() -> int:
-    """Half the cores (llama.cpp's own default). Its threads spin while they wait for each
-    other, so on a busy machine more threads is much slower, not faster (docs/performance.md)."""
+    """Half the cores (llama.cpp's own default is every physical core). Its threads spin while
+    they wait for each other, so on a busy machine more threads is much slower, not faster
+    (docs/performance.md)."""
     return max(1, (os.cpu_count() or 1) // 2)
 
 
