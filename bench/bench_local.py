@@ -6,6 +6,7 @@ Run by hand (needs the local extra, ``orch local build``, and for the old server
 ``bench-legacy`` extra)::
 
     python bench/bench_local.py [--tokens 64] [--reps 3] [--threads N] [--threads-batch N]
+        [--server-flags "-fa off"] [--baseline-binary PATH] [--skip-old] [--skip-engine]
 
 Writes bench/results/local.json. Every request is the same raw-text completion of
 ``--tokens`` tokens (end-of-text banned through ``logit_bias``, so both servers generate
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -329,6 +331,9 @@ def main() -> None:
                         help="llama-server threads for steps of several tokens (several slots "
                         "or a prompt); default: orch's, the same as --threads")
     parser.add_argument("--skip-old", action="store_true", help="no llama_cpp.server run")
+    parser.add_argument("--server-flags", default="",
+                        help="more llama-server flags for the new server (and a baseline "
+                        "binary), e.g. \"-fa off\" or \"--samplers top_k;temperature\"")
     parser.add_argument("--baseline-binary", default=None,
                         help="measure this llama-server binary (same flags) instead of the "
                         "old llama_cpp.server, e.g. the build before a change of build flags")
@@ -347,7 +352,8 @@ def main() -> None:
     load_before = os.getloadavg()
 
     def tuned_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list[str]:
-        return new_argv(model, port, threads, slots, home, threads_batch)
+        return [*new_argv(model, port, threads, slots, home, threads_batch),
+                *shlex.split(args.server_flags)]
 
     new = bench_server("new (llama-server)", tuned_argv, model, build.require(), threads,
                        args.tokens, args.reps, home)
