@@ -118,7 +118,7 @@ def ledger_row() -> Check:
 
     url = ledger.default_url()
     if not url.startswith("sqlite:///"):
-        return Check("environment", "ledger", OK, "a non-SQLite ledger (not opened)")
+        return server_ledger_row(url)
     path = url.removeprefix("sqlite:///")
     if not os.path.exists(path):
         return Check("environment", "ledger", OK, f"{path}: none yet (made on the first run)")
@@ -133,6 +133,8 @@ def ledger_row() -> Check:
                 if "spend" in tables else 0
             waiting = sum(con.execute(f"select count(*) from {t}").fetchone()[0]
                           for t in tables if "outbox" in t)
+            revision = con.execute("select version_num from alembic_version").fetchone()[0] \
+                if "alembic_version" in tables else None
         finally:
             con.close()
     except sqlite3.Error as exc:
@@ -141,7 +143,54 @@ def ledger_row() -> Check:
     if waiting:
         return Check("environment", "ledger", WARN, f"{path}: {rows} rows, {waiting} in the "
                      "outbox", "run any orch command that spends; the outbox drains then")
+    stale = _stale_schema(revision, bool(tables & {"spend", "council"}))
+    if stale:
+        return Check("environment", "ledger", WARN, f"{path}: {rows} rows, {stale}",
+                     "run orch ledger upgrade")
     return Check("environment", "ledger", OK, f"{path}: {rows} rows")
+
+
+def _stale_schema(revision: str | None, tables: bool) -> str | None:
+    from orchestrator.ledger_schema import HEAD
+
+    if revision == HEAD or (revision is None and not tables):
+        return None
+    return f"schema at revision {revision or '(none)'}, this orch needs {HEAD}"
+
+
+def server_ledger_row(url: str) -> Check:
+    """A ledger on a database server (PostgreSQL): reachable, its schema, its rows. The URL
+    is shown with its password masked, and so is any error."""
+    import sqlalchemy as sa
+
+    from orchestrator import ledger_engine, ledger_migrate
+
+    where = ledger_engine.redact(url)
+    try:
+        with ledger_engine.engine(sa.make_url(url)).connect() as conn:
+            revision, tables = ledger_migrate.state(conn)
+            rows = conn.execute(sa.text("select count(*) from spend")).scalar() \
+                if tables else 0
+    except ImportError as exc:
+        return Check("environment", "ledger", FAIL, f"{where}: driver not installed "
+                     f"({exc.name})", "pip install 'orch[postgres]'")
+    except Exception as exc:  # noqa: BLE001 - any failure to reach it is the finding
+        return Check("environment", "ledger", FAIL, f"{where} does not answer: "
+                     f"{ledger_engine.brief(exc, url)}",
+                     "check ORCH_LEDGER_URL and that the database server is up (rows wait "
+                     "in the outbox meanwhile)")
+    from orchestrator import outbox
+
+    waiting = outbox.pending(url)
+    stale = _stale_schema(revision, tables)
+    if stale:
+        return Check("environment", "ledger", WARN, f"{where}: {rows} rows, {stale}",
+                     "run orch ledger upgrade")
+    if waiting:
+        return Check("environment", "ledger", WARN, f"{where}: {rows} rows, {waiting} in the "
+                     "outbox", "run any orch command that opens the ledger; it drains then")
+    return Check("environment", "ledger", OK, f"{where}: {rows} rows"
+                 + ("" if tables else " (empty: made on the first run)"))
 
 
 # -- providers ------------------------------------------------------------------------------

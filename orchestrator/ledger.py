@@ -1,18 +1,20 @@
 """The spend ledger: one row per model call (leg, chair, seat, judge...), rolled up by ``orch spend``.
 
-Rows live in SQLite (``<ORCH_HOME>/ledger.db``) or any SQLAlchemy URL in ``ORCH_LEDGER_URL``,
-so several orch processes, or a whole team, can share one ledger. A cost is recorded only when
-it is known: ``cost_usd`` null means unknown, and totals over such rows are floors, never
-guesses. The ledger stores what it is given; callers pass usage and cost, never keys.
+Rows live in SQLite (``<ORCH_HOME>/ledger.db``) or any SQLAlchemy URL in ``ORCH_LEDGER_URL``
+(PostgreSQL for a team: ``postgresql+psycopg://...``), so several orch processes, or a whole
+team, can share one ledger. A cost is recorded only when it is known: ``cost_usd`` null means
+unknown, and totals over such rows are floors, never guesses. The ledger stores what it is
+given, stamped with who and where (``user``, ``host``); callers pass usage and cost, never keys.
+
+The row and its vocabulary live in :mod:`orchestrator.ledger_schema`, the connection in
+:mod:`orchestrator.ledger_engine`, the schema's version in :mod:`orchestrator.ledger_migrate`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import random
 import re
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -22,170 +24,38 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.types import TypeDecorator
-from sqlmodel import Field, SQLModel
 
-from orchestrator import config
+from orchestrator import ledger_engine, ledger_migrate
 from orchestrator.errors import OrchError
-
-# The one vocabulary of a row's status and the source of its cost (docs/spend.md). The ledger
-# refuses any other value at write time: a typo would otherwise fall out of every rollup.
-STATUSES = ("complete", "error", "refused", "aborted")
-COST_SOURCES = (
-    "priced",  # litellm's price map x the reported tokens
-    "declared",  # the provider's declared prices x the reported tokens
-    "free",  # a provider declared with both prices 0
-    "reported",  # the provider or a bench command reported the dollars itself
-    "suspect",  # usage was impossible (negative, beyond any window) and was clamped
-    "unknown",  # no price known: cost_usd is null, never guessed
-    "none",  # no answer arrived, so nothing was reported: 0 tokens, $0
+from orchestrator.ledger_engine import BUSY_TIMEOUT_MS, default_url
+from orchestrator.ledger_schema import (  # noqa: F401 - the names callers import from here
+    COLUMNS,
+    COST_SOURCES,
+    DEFAULTS,
+    GROUP_BY,
+    REQUIRED,
+    STATUSES,
+    TABLE,
+    TOKENS,
+    SpendRow,
+    UTCDateTime,
+    stamp,
+    utcnow,
 )
-GROUP_BY = ("model", "day", "wave", "tag", "status")
 
-BUSY_TIMEOUT_MS = 30_000
 WRITE_ATTEMPTS = 5  # on top of SQLite's own busy_timeout wait
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-class UTCDateTime(TypeDecorator):
-    """Stored as naive UTC on every backend, read back as aware UTC: no local-time surprises."""
-
-    impl = sa.DateTime
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
-        if value is not None and value.tzinfo is not None:
-            value = value.astimezone(UTC).replace(tzinfo=None)
-        return value
-
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value is not None else None
-
-
-class SpendRow(SQLModel, table=True):
-    """One model call's usage and cost, written when the call ends however it ended."""
-
-    __tablename__ = "spend"
-
-    id: int | None = Field(default=None, primary_key=True)
-    ts: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
-    wave_id: str = Field(index=True)
-    leg_id: str
-    kind: str  # leg | chair | seat | judge | bench | ...
-    model: str  # canonical model name, e.g. "myvllm/qwen3-8b@hot"
-    provider: str
-    status: str  # one of STATUSES
-    reason: str | None = Field(default=None, sa_type=sa.Text)
-    finish_reason: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float | None = None  # None = unknown, never guessed
-    cost_source: str = "unknown"  # one of COST_SOURCES
-    duration_s: float = 0.0
-    tag: str | None = None
-    project_dir: str | None = Field(default=None, sa_type=sa.Text)
-    run_id: str | None = Field(default=None, index=True)  # a council run id
-
-
-TABLE: sa.Table = SpendRow.__table__  # type: ignore[attr-defined]
-COLUMNS = frozenset(c.name for c in TABLE.columns) - {"id"}
-REQUIRED = ("wave_id", "leg_id", "kind", "model", "provider", "status")
-DEFAULTS: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0,
-                            "cached_tokens": 0, "cost_source": "unknown", "duration_s": 0.0}
-TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens")
-
-
-# --- engines: one per URL per process ---------------------------------------------------------
-
-_engines: dict[str, sa.Engine] = {}
-_lock = threading.Lock()
-
-
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
-    """Readers never block the writer (WAL); writers queue instead of failing (busy_timeout)."""
-    cursor = dbapi_conn.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-    finally:
-        cursor.close()
-
-
-def _already_exists(exc: sa_exc.DBAPIError) -> bool:
-    """Another process won the race to create the table (or index): that is fine."""
-    text = str(exc.orig).lower()
-    return "already exists" in text or "duplicate key" in text
-
-
-def _create_schema(engine: sa.Engine) -> None:
-    for item in (TABLE, *sorted(TABLE.indexes, key=lambda i: i.name or "")):
-        try:
-            with engine.begin() as conn:
-                item.create(conn, checkfirst=True)
-        except (sa_exc.OperationalError, sa_exc.ProgrammingError, sa_exc.IntegrityError) as exc:
-            if not _already_exists(exc):
-                raise
-
-
-def _engine(url: sa.URL) -> sa.Engine:
-    key = url.render_as_string(hide_password=False)
-    with _lock:
-        engine = _engines.get(key)
-        if engine is None:
-            engine = sa.create_engine(url)
-            if url.get_backend_name() == "sqlite":
-                sa.event.listen(engine, "connect", _sqlite_pragmas)
-            _create_schema(engine)
-            _engines[key] = engine
-        return engine
-
-
-def _forget_engines() -> None:
-    """A forked child must not reuse its parent's pooled connections."""
-    for engine in _engines.values():
-        engine.dispose(close=False)
-    _engines.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_engines)
-
-
-def default_url() -> str:
-    env = os.environ.get("ORCH_LEDGER_URL")
-    if env:
-        return env
-    return f"sqlite:///{config.home() / 'ledger.db'}"
-
-
-def _redact(url: str) -> str:
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except sa_exc.ArgumentError:
-        return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)
-
-
-def _brief(exc: BaseException) -> str:
-    text = str(exc.orig) if isinstance(exc, sa_exc.DBAPIError) else str(exc)
-    return (text.strip().splitlines() or [type(exc).__name__])[0]
-
-
-def _is_locked(exc: sa_exc.OperationalError) -> bool:
-    text = str(exc.orig).lower()
-    return "database is locked" in text or "database is busy" in text
+_redact = ledger_engine.redact
+_is_locked = ledger_engine.is_locked
+SchemaOutOfDate = ledger_migrate.SchemaOutOfDate
 
 
 # --- the ledger ---------------------------------------------------------------------------------
 
 
 class Ledger:
-    """Append spend rows and roll them up. Opening creates the table if it is missing."""
+    """Append spend rows and roll them up. Opening checks the schema's revision: an empty
+    database is created at head, an older one is a one-line error naming `orch ledger upgrade`
+    (:class:`SchemaOutOfDate`)."""
 
     def __init__(self, url: str | None = None, *, replay: bool = True):
         raw = url or default_url()
@@ -201,13 +71,16 @@ class Ledger:
         if parsed.get_backend_name() == "sqlite":
             self._make_parent(parsed.database)
         try:
-            self.engine = _engine(parsed)
+            self.engine = ledger_engine.engine(parsed)
+            ledger_migrate.ensure(self.engine, self.location)
         except ImportError as exc:
+            extra = " (pip install 'orch[postgres]')" if "psycopg" in str(exc.name) else ""
             raise OrchError(
-                f"spend ledger {self.location}: database driver not installed ({exc.name or exc})"
-            ) from None
+                f"spend ledger {self.location}: database driver not installed "
+                f"({exc.name or exc}){extra}") from None
         except sa_exc.SQLAlchemyError as exc:
-            raise OrchError(f"cannot open spend ledger {self.location}: {_brief(exc)}") from None
+            raise OrchError(f"cannot open spend ledger {self.location}: "
+                            f"{ledger_engine.brief(exc, raw)}") from None
         # Rows a command before could not write wait in the outbox: this open takes them.
         self.replayed = 0
         if replay:
@@ -231,7 +104,8 @@ class Ledger:
         try:
             yield
         except sa_exc.SQLAlchemyError as exc:
-            raise OrchError(f"spend ledger {self.location}: cannot {doing}: {_brief(exc)}") from None
+            raise OrchError(f"spend ledger {self.location}: cannot {doing}: "
+                            f"{ledger_engine.brief(exc, self.url)}") from None
 
     # -- writing
 
@@ -305,6 +179,15 @@ class Ledger:
             result = conn.execute(query.order_by(TABLE.c.ts, TABLE.c.id))
             return [dict(r._mapping) for r in result]
 
+    def stream(self, since: datetime | None = None) -> Iterator[dict[str, Any]]:
+        """Rows oldest first, fetched in batches: an export of a team's year stays small."""
+        query = sa.select(TABLE).where(*self._filters(since, None, None))
+        with self._reporting("read"), self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=1000).execute(
+                query.order_by(TABLE.c.ts, TABLE.c.id))
+            for r in result:
+                yield dict(r._mapping)
+
     def rollup(self, since: datetime | None = None, group_by: str | None = None) -> dict[str, Any]:
         """Totals since ``since`` and, with ``group_by``, one entry per group: the ``orch spend
         --json`` contract. ``total_cost_usd`` sums known costs only, so it is a floor when
@@ -368,6 +251,7 @@ class Ledger:
 def _group_key(group_by: str):
     c = TABLE.c
     return {"model": c.model, "wave": c.wave_id, "tag": c.tag, "status": c.status,
+            "kind": c.kind, "user": c.user, "host": c.host,
             "day": sa.func.date(c.ts)}[group_by]
 
 
@@ -401,7 +285,7 @@ def _prepare(row: dict[str, Any]) -> dict[str, Any]:
     if missing:
         raise ValueError(f"spend row is missing: {', '.join(missing)}")
     _check_vocabulary(row)
-    prepared = {**DEFAULTS, **{k: v for k, v in row.items() if v is not None}}
+    prepared = {**DEFAULTS, **{k: v for k, v in stamp(row).items() if v is not None}}
     prepared["ts"] = _as_utc(row.get("ts") or utcnow())
     for name in COLUMNS - prepared.keys():
         prepared[name] = None  # every row binds every column: one executemany statement

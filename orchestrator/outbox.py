@@ -103,7 +103,9 @@ def _locked(path: Path, *, wait_s: float) -> Iterator[int]:
 def append(url: str, row: dict[str, Any]) -> Path:
     """Journal ``row`` durably; the path it went to. Raises OSError when no location takes
     it (the caller says so: the row is then only in the leg's metadata.json)."""
-    line = (encode(row) + "\n").encode("utf-8")
+    from orchestrator.ledger_schema import stamp
+
+    line = (encode(stamp(row)) + "\n").encode("utf-8")  # who and where: here, not the replayer
     errors: list[str] = []
     for path in locations(url):
         try:

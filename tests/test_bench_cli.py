@@ -233,7 +233,7 @@ def test_output_parsers(parser, stdout, answer, tokens, cost):
     assert got.cost_usd == cost
 
 
-def test_a_command_that_reports_cost_is_in_the_ledger_as_reported(orch_home, tmp_path):
+def test_a_command_that_reports_cost_is_in_the_ledger_as_reported(ledger_url, tmp_path):
     agent = tmp_path / "agent.py"
     agent.write_text("import json; print(json.dumps({'result': 'PONG', 'total_cost_usd': 0.25,"
                      " 'usage': {'input_tokens': 7, 'output_tokens': 3}}))")
@@ -261,7 +261,8 @@ timeout_s = 0.5
     claude, sleeper = doc["trials"]
     assert claude["passed"] and claude["cost_source"] == "reported"
     assert "timeout" in sleeper["reason"] and not sleeper["passed"]
-    con = sqlite3.connect(orch_home / "ledger.db")
-    rows = con.execute("select kind, model, cost_usd, cost_source, run_id, input_tokens "
-                       "from spend").fetchall()
+    from orchestrator.ledger import Ledger  # SQLite or PostgreSQL: ledger_url runs both
+
+    rows = [(r["kind"], r["model"], r["cost_usd"], r["cost_source"], r["run_id"],
+             r["input_tokens"]) for r in Ledger().rows()]
     assert rows == [("bench", "command/claude-like", 0.25, "reported", doc["bench_id"], 7)]

@@ -482,7 +482,8 @@ def test_diff_and_context_are_assembled_once(orch, scripted_server, orch_home, t
             assert "house rule: parameters only" in text
 
 
-def test_human_output_and_council_stats(orch, scripted_server):
+def test_human_output_and_council_stats(orch, scripted_server, ledger_url):
+    """Runs on SQLite and on PostgreSQL (ledger_url): the run's rows and its stats."""
     orch.provider()
     script_bench(scripted_server)
     result = council("run", "-p", "Review.", "-m", SEATS, "--chair", "scripted/delta", "-q")
@@ -505,6 +506,11 @@ def test_human_output_and_council_stats(orch, scripted_server):
     table = council("stats")
     assert table.exit_code == 0 and "scripted/charlie" in table.stdout
     assert "street-cred" in table.stdout
+    from orchestrator.council.ledger import CouncilLedger
+    from orchestrator.ledger import Ledger
+
+    who = {(r["user"], r["host"]) for r in CouncilLedger().rows() + Ledger().rows()}
+    assert len(who) == 1 and all(who.pop())  # every row says who and where
 
 
 def test_stats_with_no_runs(orch):

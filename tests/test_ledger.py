@@ -1,4 +1,7 @@
-"""The spend ledger on real SQLite files: rollups, honest unknown costs, and concurrent writers."""
+"""The spend ledger on real databases: rollups, honest unknown costs, and concurrent writers.
+
+Every test that takes ``ledger`` (or ``ledger_url``) runs twice: on a SQLite file and on a
+fresh database of a real PostgreSQL server (orchestrator.testing.postgres)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ def home(orch_home):
 
 
 @pytest.fixture
-def ledger(home):
+def ledger(ledger_url):
     led = Ledger()
     yield led
     led.close()
@@ -54,7 +57,8 @@ def filled(ledger):
     return ledger
 
 
-def test_default_location_is_orch_home(home, ledger):
+def test_default_location_is_orch_home(home):
+    ledger = Ledger()
     assert (home / "ledger.db").exists()
     assert ledger.location.endswith("ledger.db")
 
@@ -67,7 +71,8 @@ def test_ledger_url_env_wins(tmp_path, home, monkeypatch):
     assert not (home / "ledger.db").exists()
 
 
-def test_wal_mode_is_on(home, ledger):
+def test_wal_mode_is_on(home):
+    ledger = Ledger()
     ledger.append(row())
     with sqlite3.connect(home / "ledger.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -211,19 +216,6 @@ def test_password_never_shown(monkeypatch):
     assert "hunter2" not in str(info.value)
 
 
-def test_losing_the_table_creation_race_is_harmless(tmp_path, monkeypatch):
-    from orchestrator import ledger as ledger_mod
-
-    url = f"sqlite:///{tmp_path / 'race.db'}"
-    engine = Ledger(url).engine
-    Ledger(url).append(row())
-    # A process that checked before the winner created the table then runs CREATE TABLE anyway.
-    monkeypatch.setattr(engine.dialect, "has_table", lambda *a, **k: False)
-    monkeypatch.setattr(engine.dialect, "has_index", lambda *a, **k: False)
-    ledger_mod._create_schema(engine)
-    assert len(Ledger(url).rows()) == 1
-
-
 WRITER = """
 import sys, time
 from pathlib import Path
@@ -240,7 +232,7 @@ for i in range(50):
 """
 
 
-def test_four_processes_lose_no_row(home, tmp_path):
+def test_four_processes_lose_no_row(ledger_url, tmp_path):
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(go), str(n)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -253,7 +245,7 @@ def test_four_processes_lose_no_row(home, tmp_path):
     for proc in procs:
         _, err = proc.communicate(timeout=90)
         assert proc.returncode == 0, err
-    ledger = Ledger()  # the file did not exist before the writers raced to create it
+    ledger = Ledger()  # the database was empty before the writers raced to create the schema
     rows = ledger.rows()
     assert len(rows) == 200
     assert {r["leg_id"] for r in rows} == {f"{n}-{i}" for n in range(4) for i in range(50)}

@@ -184,7 +184,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
         raise OrchError(f"--out {path} is a directory; pass a file name")
     if resolved:
         import_litellm_quietly()
-    ledger = LedgerSink()
+    ledger = LedgerSink().preflight()  # a stale ledger schema: one line, before spend
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
                     on_trial=BenchProgress(plan))

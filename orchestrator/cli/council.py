@@ -238,6 +238,7 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
                      resolve=lambda name: resolve_all([name], cfg, pm)[0],
                      options={"plugins": not no_plugins, "tools": tools_mode,
                               "workspace": str(root) if root else None, **budgets})
+    run.spend.preflight()  # a stale ledger schema: one line, before any seat is paid for
     return run
 
 

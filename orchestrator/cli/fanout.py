@@ -222,7 +222,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
                             workspace=workspace, workspace_any=workspace_any,
                             max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
                             retry_of=retry_of, prior=prior, retry_options=retry_options)
-    doc = run_wave(spec, pm, cfg, LedgerSink(), quiet=quiet or as_json)
+    doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
     if as_json:
         print_json(doc)
     else:

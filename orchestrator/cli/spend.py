@@ -21,7 +21,8 @@ TOKEN_COLUMNS = (("input_tokens", "input"), ("output_tokens", "output"),
 @click.option("--group-by", type=click.Choice(GROUP_BY), help="One table row per group.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rollup as JSON on stdout.")
 def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
-    """Roll up the spend ledger: tokens and dollars by model, day, wave, tag or status.
+    """Roll up the spend ledger: tokens and dollars by model, day, wave, tag, status, kind,
+    user or host (user: ORCH_USER, else the OS user, as recorded with each row).
 
     Totals add up known costs only: when some legs have unknown cost the total is a floor,
     and orch says how many. The ledger is ORCH_LEDGER_URL, else ORCH_HOME/ledger.db.

@@ -1,6 +1,7 @@
 """The council ledger: one row per run × model in the spend ledger's database (table
-``council``), so ``orch council stats`` can show each model's track record across runs and the
-chair walk can promote the non-seat model with the best street-cred."""
+``council``, created and versioned by the ledger's migrations), so ``orch council stats`` can
+show each model's track record across runs and the chair walk can promote the non-seat model
+with the best street-cred."""
 
 from __future__ import annotations
 
@@ -9,11 +10,9 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 from sqlmodel import Field, SQLModel
 
-from orchestrator.errors import OrchError
-from orchestrator.ledger import Ledger, UTCDateTime, utcnow
+from orchestrator.ledger import Ledger, UTCDateTime, stamp, utcnow
 
 
 class CouncilRow(SQLModel, table=True):
@@ -37,22 +36,13 @@ class CouncilRow(SQLModel, table=True):
     confirmed: int = 0
     street_cred: float | None = None  # 0..1 from peers, 1 = first for every peer; None: unranked
     verdict: str | None = None  # chair rows
+    user: str | None = None  # ORCH_USER, else the OS user (as in the spend table)
+    host: str | None = None
 
 
 TABLE: sa.Table = CouncilRow.__table__  # type: ignore[attr-defined]
 COLUMNS = frozenset(c.name for c in TABLE.columns) - {"id"}
 
-
-def _create(engine: sa.Engine) -> None:
-    """Create the table (once per process and URL); losing a creation race is fine."""
-    try:
-        SQLModel.metadata.create_all(engine, tables=[TABLE])
-    except (sa_exc.OperationalError, sa_exc.ProgrammingError, sa_exc.IntegrityError) as exc:
-        if "already exists" not in str(exc.orig).lower():
-            raise
-
-
-_created: set[int] = set()
 
 MIN_RUNS_FOR_INTERVAL = 5
 # Student's t, two-sided 95%, by degrees of freedom (4..30); beyond 30 the normal 1.96.
@@ -79,15 +69,8 @@ class CouncilLedger:
     """The ``council`` table, on the same engine (same URL) as the spend ledger."""
 
     def __init__(self, url: str | None = None) -> None:
-        self.spend = Ledger(url)
+        self.spend = Ledger(url)  # its migrations own the council table too
         self.engine = self.spend.engine
-        if id(self.engine) not in _created:
-            try:
-                _create(self.engine)
-            except sa_exc.SQLAlchemyError as exc:
-                raise OrchError(f"cannot open the council ledger at {self.spend.location}: "
-                                f"{str(exc).splitlines()[0]}") from None
-            _created.add(id(self.engine))
 
     def append(self, rows: list[dict[str, Any]]) -> None:
         """One run's rows in one transaction."""
@@ -100,7 +83,7 @@ class CouncilLedger:
         from orchestrator.secrets import scrub
 
         prepared = [CouncilRow(**{k: scrub(v) if k == "verdict" and isinstance(v, str) else v
-                                  for k, v in r.items()}).model_dump(exclude={"id"})
+                                  for k, v in stamp(r).items()}).model_dump(exclude={"id"})
                     for r in rows]
         with self.engine.begin() as conn:
             conn.execute(sa.insert(TABLE), prepared)

@@ -36,6 +36,21 @@ class LedgerSink:
         self._pending: list[dict[str, Any]] = []
         self._outcome: dict[int, BaseException | str | None] = {}
 
+    def preflight(self) -> LedgerSink:
+        """Refuse to start spending on a ledger whose schema needs ``orch ledger upgrade``
+        (one line, before any request). One that cannot be reached is not refused: its rows
+        will wait in the outbox."""
+        from orchestrator.errors import OrchError
+        from orchestrator.ledger_migrate import SchemaOutOfDate
+
+        try:
+            self._open()
+        except SchemaOutOfDate:
+            raise
+        except OrchError:
+            pass
+        return self
+
     def _open(self):
         if self._ledger is None:
             from orchestrator.ledger import Ledger

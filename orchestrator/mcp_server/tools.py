@@ -72,7 +72,8 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
         max_legs=DEFAULT_MAX_LEGS, tag=args.get("tag"), no_plugins=False,
         budgets=_budgets(args))
     total = len(spec.models) + (1 if spec.chair else 0)
-    wave = Wave(spec, pm=pm, config=cfg, ledger=LedgerSink(), observe=LegProgress(job, total))
+    wave = Wave(spec, pm=pm, config=cfg, ledger=LedgerSink().preflight(),
+                observe=LegProgress(job, total))
     return scrub_doc(await job.run(wave.run, wave.interrupt))
 
 

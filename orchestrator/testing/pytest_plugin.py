@@ -3,7 +3,9 @@
 ``orch_home``: a temporary ORCH_HOME, litellm kept offline. ``scripted_server``: the scripted
 OpenAI-compatible server on 127.0.0.1. ``orch``: an :class:`~orchestrator.testing.kit.OrchKit`
 bound to both, with ``run_wave``/``run_leg`` that return the requests on the wire.
-Kept light: nothing heavy is imported until a fixture is used.
+``ledger_url``: each test that uses it runs twice, on a SQLite ledger and on a fresh database
+of a real PostgreSQL server (``pg_cluster``, one per session; skipped, saying why, when this
+machine has no PostgreSQL). Kept light: nothing heavy is imported until a fixture is used.
 """
 
 from __future__ import annotations
@@ -64,3 +66,31 @@ def orch(orch_home, scripted_server):
     from orchestrator.testing.kit import OrchKit
 
     return OrchKit(home=orch_home, server=scripted_server)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL server for the session (orchestrator.testing.postgres)."""
+    from orchestrator.testing import postgres
+
+    why = postgres.unavailable()
+    if why:
+        pytest.skip(f"PostgreSQL ledger tests: {why}")
+    cluster = postgres.Cluster()
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request, orch_home, monkeypatch):
+    """The ledger URL this test runs on, also set as ORCH_LEDGER_URL (subprocesses inherit it):
+    ORCH_HOME's SQLite file, or a new database on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{orch_home / 'ledger.db'}"
+    else:
+        url = request.getfixturevalue("pg_cluster").new_database()
+    monkeypatch.setenv("ORCH_LEDGER_URL", url)
+    yield url
+    from orchestrator import ledger_engine
+
+    ledger_engine.dispose_all()  # no idle connection outlives its test database

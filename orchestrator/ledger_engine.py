@@ -1,0 +1,112 @@
+"""The ledger's database connection: one SQLAlchemy engine per URL per process, tuned per
+backend, and a URL that is safe to print (its password masked, in errors too)."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from orchestrator import config
+
+BUSY_TIMEOUT_MS = 30_000
+CONNECT_TIMEOUT_S = 10  # a server that does not answer: the rows go to the outbox after this
+
+_engines: dict[str, sa.Engine] = {}
+_lock = threading.Lock()
+
+
+def default_url() -> str:
+    env = os.environ.get("ORCH_LEDGER_URL")
+    if env:
+        return env
+    return f"sqlite:///{config.home() / 'ledger.db'}"
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    """Readers never block the writer (WAL); writers queue instead of failing (busy_timeout)."""
+    cursor = dbapi_conn.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+    finally:
+        cursor.close()
+
+
+def engine(url: sa.URL) -> sa.Engine:
+    """The process's engine for ``url`` (created without connecting)."""
+    key = url.render_as_string(hide_password=False)
+    with _lock:
+        found = _engines.get(key)
+        if found is None:
+            found = _create(url)
+            _engines[key] = found
+        return found
+
+
+def _create(url: sa.URL) -> sa.Engine:
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        created = sa.create_engine(url)
+        sa.event.listen(created, "connect", _sqlite_pragmas)
+        return created
+    connect_args = {}
+    if backend == "postgresql" and "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+    # pre_ping: a pooled connection the server dropped (restart, idle timeout) is replaced
+    return sa.create_engine(url, connect_args=connect_args, pool_pre_ping=True)
+
+
+def forget_engines() -> None:
+    """A forked child must not reuse its parent's pooled connections."""
+    for found in _engines.values():
+        found.dispose(close=False)
+    _engines.clear()
+
+
+def dispose_all() -> None:
+    """Close every pooled connection and forget the engines (tests, between databases)."""
+    with _lock:
+        for found in _engines.values():
+            found.dispose()
+        _engines.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=forget_engines)
+
+
+def redact(url: str) -> str:
+    """``url`` with its password shown as ``***``: the only form of it orch prints."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except sa_exc.ArgumentError:
+        return re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", url)
+
+
+def mask(text: str, url: str) -> str:
+    """``text`` (a driver's error, say) with the URL's password, if any, masked."""
+    try:
+        password = sa.make_url(url).password
+    except sa_exc.ArgumentError:
+        match = re.search(r"//[^:/@]*:([^@/]*)@", url)
+        password = match.group(1) if match else None
+    if password:
+        text = text.replace(str(password), "***")
+    return text
+
+
+def brief(exc: BaseException, url: str | None = None) -> str:
+    """The first line of a database error, password masked."""
+    text = str(exc.orig) if isinstance(exc, sa_exc.DBAPIError) else str(exc)
+    line = (text.strip().splitlines() or [type(exc).__name__])[0]
+    return mask(line, url) if url else line
+
+
+def is_locked(exc: sa_exc.OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "database is busy" in text

@@ -1,0 +1,192 @@
+"""The ledger's schema versions (Alembic), on SQLite and on a real PostgreSQL (``ledger_url``):
+an empty database is made at head, a ledger made by the code before migrations is adopted
+without losing a row, and a stale one is a one-line error naming ``orch ledger upgrade``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from orchestrator.cli import cli
+from orchestrator.ledger import Ledger, SchemaOutOfDate
+from orchestrator.ledger_schema import HEAD
+from orchestrator.testing.scripted_server import Reply
+
+LEGACY_DDL = Path(__file__).parent / "data" / "ledger_schema_pre_alembic.sql"
+ORCH = [sys.executable, "-m", "orchestrator"]
+
+
+def orch_cli(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def engine_for(url: str) -> sa.Engine:
+    return sa.create_engine(url, poolclass=sa.pool.NullPool)
+
+
+def make_legacy(url: str) -> None:
+    """The schema exactly as the code on main before this change created it, with rows."""
+    statements = [s.strip() for s in LEGACY_DDL.read_text().split(";")]
+    engine = engine_for(url)
+    with engine.begin() as conn:
+        for statement in statements:
+            lines = [x for x in statement.splitlines() if not x.startswith("--")]
+            if not "".join(lines).strip():
+                continue
+            sql = "\n".join(lines)
+            if engine.dialect.name == "postgresql":  # what SQLAlchemy wrote there instead
+                sql = sql.replace("DATETIME", "TIMESTAMP WITHOUT TIME ZONE").replace(
+                    "id INTEGER NOT NULL", "id SERIAL NOT NULL")
+            conn.exec_driver_sql(sql)
+        for n in range(3):
+            conn.execute(sa.text(
+                "INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
+                "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
+                "cost_source, duration_s, tag) VALUES ('2025-03-01 12:00:00', 'old', :leg, "
+                "'leg', 'p/m', 'p', 'complete', 10, 5, 0, 0, :cost, 'priced', 1.5, 'x')"),
+                {"leg": f"old-{n}", "cost": 0.25 * (n + 1)})
+        conn.execute(sa.text(
+            "INSERT INTO council (ts, run_id, model, role, status, reviewed, cut, "
+            "findings_blocker, findings_major, findings_minor, findings_nit, confirmed, "
+            "street_cred) VALUES ('2025-03-01 12:00:00', 'run-1', 'p/m', 'seat', 'reviewed', "
+            "true, false, 1, 0, 0, 0, 1, 0.5)"))
+    engine.dispose()
+
+
+def revision_of(url: str) -> str | None:
+    engine = engine_for(url)
+    with engine.connect() as conn:
+        names = sa.inspect(conn).get_table_names()
+        found = conn.execute(sa.text("select version_num from alembic_version")).scalar() \
+            if "alembic_version" in names else None
+    engine.dispose()
+    return found
+
+
+def columns_of(url: str, table: str) -> set[str]:
+    engine = engine_for(url)
+    with engine.connect() as conn:
+        names = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+    engine.dispose()
+    return names
+
+
+def test_head_is_the_newest_migration():
+    """The constant a ledger open compares with (no Alembic import) is Alembic's own head."""
+    from alembic.script import ScriptDirectory
+
+    from orchestrator import ledger_migrate
+
+    script = ScriptDirectory.from_config(ledger_migrate._config())
+    assert script.get_current_head() == HEAD
+    assert ledger_migrate.known() == ["0001", "0002"]
+
+
+def test_an_empty_database_is_made_at_head_and_matches_the_models(ledger_url):
+    from orchestrator.council.ledger import TABLE as COUNCIL
+    from orchestrator.ledger import TABLE as SPEND
+
+    Ledger().append({"wave_id": "w", "leg_id": "w-a", "kind": "leg", "model": "p/m",
+                     "provider": "p", "status": "complete"})
+    assert revision_of(ledger_url) == HEAD
+    for table in (SPEND, COUNCIL):  # the migrations and the models agree, column for column
+        assert columns_of(ledger_url, table.name) == {c.name for c in table.columns}
+    (got,) = Ledger().rows()
+    assert got["user"] and got["host"]
+
+
+def test_a_ledger_made_before_migrations_is_refused_then_upgraded_with_every_row(
+        ledger_url, orch, scripted_server):
+    make_legacy(ledger_url)
+    with pytest.raises(SchemaOutOfDate) as info:
+        Ledger()
+    message = str(info.value)
+    assert "\n" not in message and "orch ledger upgrade" in message and "made before" in message
+    spent = orch_cli("spend", "--since", "all")
+    assert spent.exit_code == 1 and spent.output.count("\n") == 1
+    assert "run `orch ledger upgrade`" in spent.output
+    # a fanout refuses before any request: nothing paid for a row it could not record
+    orch.provider()
+    scripted_server.script("m", Reply(text="ok"))
+    fanned = orch_cli("fanout", "-m", "scripted/m", "-p", "x", "-q")
+    assert fanned.exit_code == 1 and "orch ledger upgrade" in fanned.output
+    assert scripted_server.count("m") == 0
+
+    up = orch_cli("ledger", "upgrade")
+    assert up.exit_code == 0, up.output
+    assert f"upgraded from made before schema versions to revision {HEAD} (3 rows kept)" \
+        in up.output
+    assert revision_of(ledger_url) == HEAD
+    assert {"user", "host"} <= columns_of(ledger_url, "spend")
+    rows = Ledger().rows()
+    assert [(r["leg_id"], r["cost_usd"], r["input_tokens"], r["tag"], r["user"])
+            for r in rows] == [("old-0", 0.25, 10, "x", None), ("old-1", 0.5, 10, "x", None),
+                               ("old-2", 0.75, 10, "x", None)]
+    from orchestrator.council.ledger import CouncilLedger
+
+    (seat,) = CouncilLedger().rows()
+    assert (seat["run_id"], seat["reviewed"], seat["street_cred"]) == ("run-1", True, 0.5)
+    # now the fanout runs, and its row says who ran it; the old rows group as "(none)"
+    fanned = orch_cli("fanout", "-m", "scripted/m", "-p", "x", "-q")
+    assert fanned.exit_code == 0, fanned.output
+    by_user = json.loads(orch_cli("spend", "--since", "all", "--group-by", "user",
+                                  "--json").stdout)
+    assert {g["key"]: g["legs"] for g in by_user["groups"]} == {
+        None: 3, Ledger().rows()[-1]["user"]: 1}
+    again = orch_cli("ledger", "upgrade")
+    assert again.exit_code == 0 and "nothing to do (4 rows)" in again.output
+
+
+def test_an_older_revision_names_the_upgrade_and_a_newer_one_names_orch(ledger_url):
+    from alembic import command
+
+    from orchestrator import ledger_migrate
+
+    engine = engine_for(ledger_url)
+    with engine.begin() as conn:
+        cfg = ledger_migrate._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+    engine.dispose()
+    with pytest.raises(SchemaOutOfDate, match=f"at schema revision 0001, this orch needs {HEAD}; "
+                                              "run `orch ledger upgrade`"):
+        Ledger()
+    up = orch_cli("ledger", "upgrade")
+    assert up.exit_code == 0 and f"from revision 0001 to revision {HEAD}" in up.output
+    engine = engine_for(ledger_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("update alembic_version set version_num = '9999'"))
+    engine.dispose()
+    from orchestrator import ledger_engine
+
+    ledger_engine.dispose_all()  # as a new process would: nothing known about this database
+    with pytest.raises(SchemaOutOfDate, match="revision 9999, newer than this orch knows"):
+        Ledger()
+    refused = orch_cli("ledger", "upgrade")
+    assert refused.exit_code == 1 and "upgrade orch on this machine" in refused.output
+
+
+UPGRADER = "from orchestrator.cli import main; import sys; sys.argv = ['orch', 'ledger', " \
+           "'upgrade']; main()"
+
+
+@pytest.mark.slow
+def test_four_machines_upgrading_at_once_migrate_once_and_keep_every_row(ledger_url):
+    make_legacy(ledger_url)
+    procs = [subprocess.Popen([sys.executable, "-c", UPGRADER], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=90) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outs
+    assert sum("upgraded from made before" in out for out, _ in outs) == 1
+    assert sum("nothing to do (3 rows)" in out for out, _ in outs) == 3
+    engine = engine_for(ledger_url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("select count(*) from alembic_version")).scalar() == 1
+        assert conn.execute(sa.text("select count(*) from spend")).scalar() == 3
+    engine.dispose()
