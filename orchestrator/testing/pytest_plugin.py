@@ -74,6 +74,8 @@ def pg_cluster():
     from orchestrator.testing import postgres
 
     why = postgres.unavailable()
+    if why and os.environ.get("ORCH_TEST_POSTGRES") == "require":  # .ci/run found binaries
+        pytest.fail(f"PostgreSQL ledger tests: {why}")
     if why:
         pytest.skip(f"PostgreSQL ledger tests: {why}")
     cluster = postgres.Cluster()
