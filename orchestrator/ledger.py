@@ -136,11 +136,14 @@ class Ledger:
                     time.sleep(0.05 * 2**attempt + random.uniform(0, 0.05))
 
     def _bound(self, conn, deadline: float | None) -> None:
-        if self.engine.dialect.name != "sqlite":
-            return
+        """No write waits past ``deadline``: SQLite's busy timeout, PostgreSQL's statement
+        timeout (a table another session locked would otherwise hold the leg forever)."""
         left = BUSY_TIMEOUT_MS if deadline is None else \
             max(0, min(BUSY_TIMEOUT_MS, int((deadline - time.monotonic()) * 1000)))
-        conn.exec_driver_sql(f"PRAGMA busy_timeout = {left}")
+        if self.engine.dialect.name == "sqlite":
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {left}")
+        elif self.engine.dialect.name == "postgresql":  # 0 would mean no limit at all
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, left)}")
 
     def take_outbox(self, rows: list[dict[str, Any]]) -> tuple[set[int], int]:
         """Insert journaled rows the ledger does not hold yet: the indexes of the rows now in
@@ -299,8 +302,21 @@ def _scrubbed(row: dict[str, Any]) -> dict[str, Any]:
     """No key value reaches the database (or its WAL); identifiers keep their exact bytes."""
     from orchestrator.secrets import scrub, scrub_values
 
-    return {k: (scrub if k in FREE_TEXT else scrub_values)(v) if isinstance(v, str) else v
-            for k, v in row.items()}
+    return {k: storable((scrub if k in FREE_TEXT else scrub_values)(v)) if isinstance(v, str)
+            else v for k, v in row.items()}
+
+
+def storable(text: str) -> str:
+    """Text every backend takes: PostgreSQL refuses NUL bytes, and no driver encodes a lone
+    surrogate (an undecodable byte in an environment variable). A row refused for either
+    would wait in the outbox for ever."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def _check_vocabulary(row: dict[str, Any]) -> None:

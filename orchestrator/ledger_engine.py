@@ -50,6 +50,8 @@ def engine(url: sa.URL) -> sa.Engine:
 
 def _create(url: sa.URL) -> sa.Engine:
     backend = url.get_backend_name()
+    if url.drivername == "postgresql":  # SQLAlchemy's default is psycopg2; orch ships psycopg 3
+        url = url.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         created = sa.create_engine(url)
         sa.event.listen(created, "connect", _sqlite_pragmas)

@@ -261,3 +261,65 @@ def test_sqlalchemy_sees_the_same_schema_on_both_backends(ledger_url):
         indexes = {i["name"] for i in inspector.get_indexes("spend")}
     engine.dispose()
     assert {"ix_spend_ts", "ix_spend_wave_id", "ix_spend_run_id", "ix_spend_user"} <= indexes
+
+
+@pytest.mark.parametrize("name", ["al\x00ice", "b\udcffob", "x" * 5000, "\u00e9ve \U0001f600"])
+def test_hostile_text_is_stored_not_spooled_for_ever(ledger_url, monkeypatch, name):
+    """PostgreSQL refuses NUL bytes and no driver encodes a lone surrogate: such a row would
+    be refused by the database and wait in the outbox for ever. It is stored, cleaned."""
+    if "\x00" not in name:  # an environment variable cannot hold a NUL: a caller's row can
+        monkeypatch.setenv("ORCH_USER", name)
+    Ledger().append(row(leg_id="env", reason=f"error: {name}", tag=name))
+    Ledger().append(row(leg_id="given", user=name, host=name))
+    env, given = Ledger().rows()
+    for value in (env["user"], env["reason"], env["tag"], given["user"], given["host"]):
+        assert "\x00" not in value and value.encode("utf-8")
+    assert len(env["user"]) <= 200 and env["user"].strip()
+    if name.isprintable():
+        assert env["tag"] == name and given["user"] == name
+
+
+def test_a_plain_postgresql_url_means_psycopg_3(pg_cluster, orch_home, monkeypatch):
+    url = pg_cluster.new_database().replace("postgresql+psycopg://", "postgresql://")
+    monkeypatch.setenv("ORCH_LEDGER_URL", url)
+    Ledger().append(row())
+    assert Ledger().engine.dialect.driver == "psycopg"
+    from orchestrator import ledger_engine
+
+    ledger_engine.dispose_all()
+
+
+def test_a_locked_postgres_table_costs_one_bound_and_loses_no_row(
+        orch, scripted_server, pg_cluster, monkeypatch):
+    """Another session holds an exclusive lock on the spend table: the statement timeout,
+    bounded by the wave's budget, sends the rows to the outbox instead of hanging the legs."""
+    import psycopg
+
+    from orchestrator.engine import ledger_sink
+    from orchestrator.runtime import litellm
+
+    litellm()
+    monkeypatch.setattr(ledger_sink, "BUDGET_S", 1.0)
+    url = pg_cluster.new_database()
+    monkeypatch.setenv("ORCH_LEDGER_URL", url)
+    Ledger().close()
+    orch.provider()
+    for n in range(3):
+        scripted_server.script(f"m{n}", Reply(text="ok", latency=0.2 * n))
+    holder = psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"))
+    holder.execute("LOCK TABLE spend IN ACCESS EXCLUSIVE MODE")
+    try:
+        run = orch.run_wave([f"m{n}" for n in range(3)])
+    finally:
+        holder.rollback()
+        holder.close()
+    doc = run.doc
+    assert doc["status"] == "complete" and doc["ledger_errors"] == []
+    assert all("ledger_outbox" in leg for leg in doc["legs"])
+    assert max(leg["duration_s"] for leg in doc["legs"]) < 1.0 + 0.4 + 5
+    spent = orch_cli("spend", "--since", "all", "--json")
+    assert "replayed 3 rows" in spent.output
+    assert json.loads(spent.stdout)["legs"] == 3
+    from orchestrator import ledger_engine
+
+    ledger_engine.dispose_all()

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
-from orchestrator.ledger import Ledger, UTCDateTime, stamp, utcnow
+from orchestrator.ledger import Ledger, UTCDateTime, stamp, storable, utcnow
 
 
 class CouncilRow(SQLModel, table=True):
@@ -82,7 +82,8 @@ class CouncilLedger:
             return
         from orchestrator.secrets import scrub
 
-        prepared = [CouncilRow(**{k: scrub(v) if k == "verdict" and isinstance(v, str) else v
+        prepared = [CouncilRow(**{k: storable(scrub(v) if k == "verdict" else v)
+                                  if isinstance(v, str) else v
                                   for k, v in stamp(r).items()}).model_dump(exclude={"id"})
                     for r in rows]
         with self.engine.begin() as conn:
