@@ -26,6 +26,19 @@ def default_url() -> str:
     return f"sqlite:///{config.home() / 'ledger.db'}"
 
 
+def missing_sqlite_file(url: str) -> str | None:
+    """The path of a SQLite ledger at ``url`` that does not exist yet, else None."""
+    try:
+        parsed = sa.make_url(url)
+    except sa_exc.ArgumentError:
+        return None  # opening the ledger says what is wrong with the URL
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" \
+            or database.startswith("file:"):
+        return None
+    return None if os.path.exists(os.path.expanduser(database)) else database
+
+
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
     """Readers never block the writer (WAL); writers queue instead of failing (busy_timeout)."""
     cursor = dbapi_conn.cursor()

@@ -29,6 +29,16 @@ LOCK_WAIT_S = 5.0  # an appender waits this long for a replay to let go, then fa
 
 
 def _fingerprint(url: str) -> str:
+    """The journal's name for the ledger at ``url``; a password is left out, so rows spooled
+    before a password change still replay after it."""
+    try:
+        import sqlalchemy as sa
+
+        parsed = sa.make_url(url)
+        if parsed.password is not None:
+            url = parsed.set(password=None).render_as_string(hide_password=False)
+    except Exception:  # noqa: BLE001 - not a URL: the text itself names the journal
+        pass
     return hashlib.sha256(url.encode()).hexdigest()[:12]
 
 

@@ -323,3 +323,13 @@ def test_a_locked_postgres_table_costs_one_bound_and_loses_no_row(
     from orchestrator import ledger_engine
 
     ledger_engine.dispose_all()
+
+
+def test_rows_spooled_before_a_password_change_still_replay(orch_home):
+    from orchestrator import outbox
+
+    old = outbox.locations("postgresql+psycopg://team:first-pw@db.example/orch")
+    new = outbox.locations("postgresql+psycopg://team:second-pw@db.example/orch")
+    other = outbox.locations("postgresql+psycopg://team:first-pw@db.example/other")
+    assert old == new and old != other
+    assert all("pw" not in str(path) for path in old)

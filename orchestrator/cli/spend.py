@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import click
@@ -82,20 +81,12 @@ def spend_json(since_text: str, group_by: str | None) -> dict[str, Any]:
 
 def _missing_sqlite_file() -> str | None:
     """The path of a SQLite ledger that does not exist yet, else None."""
-    import sqlalchemy as sa
-
     from orchestrator import outbox
-    from orchestrator.ledger import default_url
+    from orchestrator.ledger_engine import default_url, missing_sqlite_file
 
     if outbox.pending(default_url()):
         return None  # rows wait to be replayed: the ledger is created to take them
-    try:
-        url = sa.make_url(default_url())
-    except Exception:
-        return None  # Ledger() says what is wrong with the URL
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    return None if Path(url.database).exists() else url.database
+    return missing_sqlite_file(default_url())
 
 
 def _print_table(group_by: str, groups: list[dict[str, Any]]) -> None:

@@ -41,8 +41,11 @@ class LedgerSink:
         (one line, before any request). One that cannot be reached is not refused: its rows
         will wait in the outbox."""
         from orchestrator.errors import OrchError
+        from orchestrator.ledger_engine import default_url, missing_sqlite_file
         from orchestrator.ledger_migrate import SchemaOutOfDate
 
+        if missing_sqlite_file(self.url or default_url()):
+            return self  # a new ledger is made at head, when a row first needs it
         try:
             self._open()
         except SchemaOutOfDate:
