@@ -35,8 +35,8 @@ def _fingerprint(url: str) -> str:
         import sqlalchemy as sa
 
         parsed = sa.make_url(url)
-        if parsed.password is not None:
-            url = parsed.set(password=None).render_as_string(hide_password=False)
+        if parsed.password is not None:  # every password renders as the same "***"
+            url = parsed.render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - not a URL: the text itself names the journal
         pass
     return hashlib.sha256(url.encode()).hexdigest()[:12]

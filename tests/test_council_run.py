@@ -554,7 +554,7 @@ def test_a_signal_mid_run_still_writes_run_json(orch, scripted_server, orch_home
     rows = spend_rows(orch_home, doc["run_id"])
     assert sorted(r["status"] for r in rows if r["kind"] == "judge") == ["aborted"] * 3
     con = sqlite3.connect(orch_home / "ledger.db")  # an aborted run is no track record
-    assert not con.execute("select name from sqlite_master where name = 'council'").fetchall()
+    assert con.execute("select count(*) from council").fetchone() == (0,)  # (table: migrations)
 
 
 def test_seats_can_read_the_workspace_and_the_chair_gets_no_tools(orch, scripted_server,

@@ -70,7 +70,9 @@ def test_four_concurrent_fanouts_lose_no_ledger_row(orch, scripted_server, orch_
 
 
 def test_an_api_key_never_appears_in_output_logs_artifacts_or_ledger(
-        orch, scripted_server, orch_home):
+        orch, scripted_server, orch_home, ledger_url, request):
+    """On SQLite (its file and WAL under ORCH_HOME) and on PostgreSQL (every file of the
+    server's data directory, WAL included, after a checkpoint)."""
     secret = "sk-test-TOPSECRET-0123456789abcdef"
     orch.provider(api_key_env="SCRIPTED_API_KEY")
     scripted_server.script("ok", Reply(text="fine"))
@@ -86,6 +88,26 @@ def test_an_api_key_never_appears_in_output_logs_artifacts_or_ledger(
     doc = json.loads(proc.stdout)
     assert doc["legs"][1]["reason"].startswith("auth:")
     assert secret not in proc.stdout and secret not in proc.stderr
-    for path in orch_home.rglob("*"):
-        if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
+    from orchestrator.ledger import Ledger
+
+    rows = {r["model"]: r for r in Ledger().rows()}
+    assert rows["scripted/ok"]["status"] == "complete"
+    assert rows["scripted/denied"]["reason"].startswith("auth:")  # the row that quoted the key
+    assert secret not in json.dumps(list(rows.values()), default=str)
+    stores = [orch_home]
+    if ledger_url.startswith("postgresql"):
+        import psycopg
+
+        cluster = request.getfixturevalue("pg_cluster")
+        with psycopg.connect(host="127.0.0.1", port=cluster.port, user="postgres",
+                             dbname="postgres", autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        stores.append(cluster.data)
+    for store in stores:
+        seen = False  # the scan reads where the rows are: their wave id is there
+        for path in store.rglob("*"):
+            if path.is_file():
+                data = path.read_bytes()
+                assert secret.encode() not in data, path
+                seen = seen or doc["wave_id"].encode() in data
+        assert seen, store
