@@ -2,7 +2,7 @@
 and upgraded by ``orch ledger upgrade`` (Alembic, the migrations in orchestrator/migrations,
 the same ones on SQLite and PostgreSQL).
 
-Opening a ledger that is at head costs one small query and never imports Alembic. An empty
+Opening a ledger that is at head costs two small queries and never imports Alembic. An empty
 database (no ledger tables) is created at head on first use, so a single user's set-up stays
 two commands. A ledger at an older revision, or one made before migrations existed, is not
 changed behind anyone's back: opening it is a one-line error naming ``orch ledger upgrade``.
