@@ -190,3 +190,12 @@ def test_four_machines_upgrading_at_once_migrate_once_and_keep_every_row(ledger_
         assert conn.execute(sa.text("select count(*) from alembic_version")).scalar() == 1
         assert conn.execute(sa.text("select count(*) from spend")).scalar() == 3
     engine.dispose()
+
+
+def test_doctor_names_the_upgrade_for_a_stale_ledger_and_never_migrates_it(ledger_url):
+    make_legacy(ledger_url)
+    result = orch_cli("doctor", "--json")
+    (row,) = [r for r in json.loads(result.stdout)["checks"] if r["check"] == "ledger"]
+    assert row["status"] == "warn" and "3 rows" in row["detail"]
+    assert "schema at revision (none)" in row["detail"] and "orch ledger upgrade" in row["fix"]
+    assert revision_of(ledger_url) is None  # doctor only looks
