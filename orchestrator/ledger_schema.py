@@ -108,9 +108,11 @@ def host() -> str:
 def stamp(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with ``user`` and ``host`` filled where the caller left them empty: stamped
     where the call was made, so a replay elsewhere cannot take the credit."""
+    from orchestrator.secrets import scrub_values  # a key in $USER stays out of the outbox
+
     out = dict(row)
     if not out.get("user"):
-        out["user"] = user()
+        out["user"] = scrub_values(user())
     if not out.get("host"):
-        out["host"] = host()
+        out["host"] = scrub_values(host())
     return out
