@@ -24,6 +24,23 @@ def pytest_configure(config):
         os.environ.setdefault(key, value)
 
 
+@pytest.fixture(autouse=True)
+def _secrets_as_at_start():
+    """Each test ends with the secret registry as it began: in orch one process is one run,
+    and values left by earlier tests (hypothesis registers hundreds) would make every later
+    scrub walk them all, and mask text that is no secret of this test."""
+    from orchestrator import secrets
+
+    reg = secrets._registry
+    with reg._lock:
+        saved = (dict(reg.sources), reg.needles, reg.identifiers)
+    yield
+    with reg._lock:
+        reg.sources, reg.needles, reg.identifiers = saved
+        reg._env = None  # rescan the environment the next test runs in
+        reg.version += 1
+
+
 @pytest.fixture
 def orch_home(tmp_path, monkeypatch):
     from orchestrator import runtime
