@@ -12,7 +12,8 @@ from orchestrator.errors import OrchError
 from orchestrator.store import write_json_atomic
 
 SECTIONS = ("providers", "aliases", "councils", "variants", "plugins", "plugin_config", "defaults",
-            "local")
+            "local", "serve")
+SETTINGS = ("daemon",)  # top-level values that are not sections
 
 
 def home() -> Path:

@@ -48,6 +48,8 @@ SCHEMA: dict[str, Any] = {
                      "properties": {"models": _STRINGS, "chair": _STR,
                                     "max_concurrent": _POS_INT}},
         "local": {"type": "object"},
+        "daemon": _STR,  # "auto": the first fanout/council/bench starts `orch serve`
+        "serve": {"type": "object", "properties": {"idle_minutes": _NUM}},
     },
 }
 

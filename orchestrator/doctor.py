@@ -103,7 +103,7 @@ def config_rows(cfg: config_mod.Config) -> list[Check]:
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
         rows.append(Check("environment", f"config {where}", FAIL, error.message,
                           f"fix {where} in {cfg.path}"))
-    for key in sorted(set(cfg.data) - set(config_mod.SECTIONS)):
+    for key in sorted(set(cfg.data) - {*config_mod.SECTIONS, *config_mod.SETTINGS}):
         rows.append(Check("environment", f"config {key}", WARN, "an unknown section "
                           "(a typo, or from a newer orch)", f"remove or rename {key}"))
     if not rows:

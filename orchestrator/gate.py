@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,26 @@ class Hold:
 HoldSink = Callable[[Hold], None]
 
 
+class _Waiter:
+    """A caller waiting for a slot, on the event loop (and thread) it waits in."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.event = anyio.Event()
+        self.thread = threading.get_ident()
+        self.loop = asyncio.get_running_loop()
+
+    def set(self) -> None:
+        if threading.get_ident() == self.thread:
+            self.event.set()
+            return
+        try:  # another client's wave released the slot (orch serve)
+            self.loop.call_soon_threadsafe(self.event.set)
+        except RuntimeError:  # that loop has closed: its wave is over
+            pass
+
+
 @dataclass
 class Gate:
     endpoint: str  # for people: the endpoint only, never the key
@@ -67,7 +88,8 @@ class Gate:
     retries: int = 0
     halvings: int = 0
     lowest: int = 0
-    _waiters: list[anyio.Event] = field(default_factory=list, repr=False)
+    _waiters: list[_Waiter] = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.limit = self.limit or self.ceiling
@@ -80,30 +102,37 @@ class Gate:
         self.limit = self.ceiling if untouched else min(self.limit, self.ceiling)
 
     # -- slots ---------------------------------------------------------------------------
+    # ``orch serve`` shares one gate between clients whose waves run on their own event
+    # loops (one thread each): slots are counted under a lock, and a waiter on another
+    # loop is woken through that loop.
     async def _acquire(self) -> int:
         while True:
             wait = self.paused_until - time.monotonic()
             if wait > 0:
                 await anyio.sleep(wait)
                 continue
-            if self.in_flight < self.limit:
-                self.in_flight += 1
-                return self.epoch
-            event = anyio.Event()
-            self._waiters.append(event)
+            with self._lock:
+                if self.in_flight < self.limit:
+                    self.in_flight += 1
+                    return self.epoch
+                waiter = _Waiter()
+                self._waiters.append(waiter)
             try:
-                await event.wait()
+                await waiter.event.wait()
             finally:
-                if event in self._waiters:
-                    self._waiters.remove(event)
+                with self._lock:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
 
     def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for event in waiters:
-            event.set()
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.set()
 
     def _release(self) -> None:
-        self.in_flight -= 1
+        with self._lock:
+            self.in_flight -= 1
         self._wake()
 
     # -- the call ------------------------------------------------------------------------

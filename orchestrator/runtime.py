@@ -41,41 +41,57 @@ def log_as_json() -> bool:
     return os.environ.get("ORCH_LOG_JSON") == "1" or not sys.stderr.isatty()
 
 
+# ``orch serve`` runs many clients' commands in one process: it sets this to an object whose
+# ``configure()`` and ``quiet()`` act on the current job only (orchestrator/daemon/jobio.py).
+job_logging = None
+
+
 @functools.cache
 def configure_logging() -> None:
     """One renderer for every record, standard library (litellm, httpx, ...) and structlog
     alike: JSON lines on stderr when it is not a terminal or with --log-json, one human line
     each on a terminal, at LOG_LEVEL (default warning); stdout stays clean. A record with
     ``exc_info`` carries its traceback (LOG_LEVEL=debug shows an internal error's)."""
+    if job_logging is not None:
+        return job_logging.configure()
     import structlog
 
-    level_name = os.environ.get("LOG_LEVEL", "warning").upper()
-    level = getattr(logging, level_name, logging.WARNING)
-    if not isinstance(level, int):
-        level = logging.WARNING
-    shared = [
-        structlog.stdlib.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    renderer = structlog.processors.JSONRenderer() if log_as_json() else \
+    handler = _StderrHandler()
+    handler.setFormatter(formatter(log_as_json()))
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(log_level())
+    structlog.configure(
+        processors=[*_shared(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        wrapper_class=structlog.make_filtering_bound_logger(log_level()),
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        cache_logger_on_first_use=True,
+    )
+
+
+def log_level() -> int:
+    level = getattr(logging, os.environ.get("LOG_LEVEL", "warning").upper(), logging.WARNING)
+    return level if isinstance(level, int) else logging.WARNING
+
+
+def _shared() -> list:
+    import structlog
+
+    return [structlog.stdlib.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True)]
+
+
+def formatter(as_json: bool) -> logging.Formatter:
+    """The formatter of orch's log lines: JSON lines or one human line each."""
+    import structlog
+
+    renderer = structlog.processors.JSONRenderer() if as_json else \
         structlog.dev.ConsoleRenderer(colors=False)
-    formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, *_shared()],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     structlog.processors.format_exc_info,
                     _scrub_event,  # log lines are output too: no key value, no key shape
                     renderer])
-    handler = _StderrHandler()
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    root.handlers = [handler]
-    root.setLevel(level)
-    structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        cache_logger_on_first_use=True,
-    )
 
 
 def _scrub_event(logger, method, event: dict) -> dict:
@@ -91,6 +107,8 @@ def quiet() -> None:
     and the next ``log()``."""
     if os.environ.get("LOG_LEVEL"):
         return
+    if job_logging is not None:
+        return job_logging.quiet()
     import structlog
 
     configure_logging()

@@ -9,9 +9,8 @@ import re
 import sqlite3
 
 import pytest
-from click.testing import CliRunner
 
-from orchestrator.cli import cli
+from orchestrator.testing.daemon import invoke
 from orchestrator.testing.scripted_server import Reply
 
 SEATS = "scripted/alpha,scripted/bravo,scripted/charlie"
@@ -121,7 +120,11 @@ def chair(answer: str = SYNTHESIS, verdict_fix: str = "VERDICT: rethink"):
 # -- running it ----------------------------------------------------------------------------
 
 def council(*args: str, input: str | None = None):
-    return CliRunner().invoke(cli, ["council", *args], input=input)
+    """``orch council ARGS``: in-process, or through a warm daemon (the ``both_ways`` param)."""
+    return invoke(["council", *args], input=input)
+
+
+both_ways = pytest.mark.usefixtures("both_ways")  # every assertion holds both ways
 
 
 def run_council(*extra: str, models: str = SEATS, chair_model: str = "scripted/delta"):
@@ -159,6 +162,7 @@ ARTIFACTS = {"run.json", "briefing.md", "bundle.json", "bundle.md", "chair-packe
              "chair-output.md", "tally.json", "verdict.json", "report.md", "report.html"}
 
 
+@both_ways
 def test_a_clean_three_seat_run(orch, scripted_server, orch_home):
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
     script_bench(scripted_server)
@@ -228,6 +232,7 @@ def test_a_clean_three_seat_run(orch, scripted_server, orch_home):
     assert ledger["scripted/delta"]["verdict"] == "fix-first"
 
 
+@both_ways
 def test_judges_never_see_a_model_name(orch, scripted_server, orch_home):
     orch.provider()
     script_bench(scripted_server)
@@ -259,6 +264,7 @@ def test_judges_never_see_a_model_name(orch, scripted_server, orch_home):
     assert {r["label"] for r in bundle["reviews"]} == set(label.values())
 
 
+@both_ways
 def test_garbage_json_is_repaired_or_reprompted(orch, scripted_server, orch_home):
     orch.provider()
     repairable = ('[{"id": "1", severity: "blocker", "claim": "SQL injection: build_query '
@@ -297,6 +303,7 @@ def test_garbage_json_is_repaired_or_reprompted(orch, scripted_server, orch_home
     assert [s["name"] for s in doc["stages"]] == ["review", "repair", "judge", "chair-1"]
 
 
+@both_ways
 def test_a_dead_seat_is_retried_once_then_announced(orch, scripted_server, orch_home):
     orch.provider()
     script_bench(scripted_server, charlie=Reply(status=500, error_message="upstream exploded"))
@@ -321,6 +328,7 @@ def test_a_dead_seat_is_retried_once_then_announced(orch, scripted_server, orch_
     assert council_rows(orch_home, doc["run_id"])["scripted/charlie"]["reviewed"] == 0
 
 
+@both_ways
 def test_an_empty_review_is_an_error_as_in_fanout(orch, scripted_server, orch_home):
     orch.provider()
     script_bench(scripted_server, charlie=Reply(text=""))
@@ -336,6 +344,7 @@ def test_an_empty_review_is_an_error_as_in_fanout(orch, scripted_server, orch_ho
                                       "text nor a tool call") for r in rows)
 
 
+@both_ways
 def test_fewer_than_two_reviews_is_council_quorum(orch, scripted_server, orch_home):
     orch.provider()
     dead = Reply(status=503)
@@ -365,6 +374,7 @@ def test_fewer_than_two_reviews_is_council_quorum(orch, scripted_server, orch_ho
     (["-m", SEATS, "--chair", "scripted/delta", "--diff", "no-such-rev..HEAD"],
      "--diff needs a git work tree"),
 ])
+@both_ways
 def test_preflight_refuses_before_any_request(orch, scripted_server, monkeypatch, tmp_path,
                                               args, message):
     orch.provider()
@@ -384,6 +394,7 @@ def test_preflight_refuses_before_any_request(orch, scripted_server, monkeypatch
     (Reply(text="The injection must go.\nVERDICT: rethink"), "rethink", 0),
     (Reply(status=500), None, 2),
 ])
+@both_ways
 def test_a_failed_chair_walks_retry_then_promotion_then_null(
         orch, scripted_server, orch_home, echo, expected_verdict, exit_code):
     from orchestrator.council.ledger import CouncilLedger
@@ -416,6 +427,7 @@ def test_a_failed_chair_walks_retry_then_promotion_then_null(
     assert sum(r["kind"] == "chair" for r in spend_rows(orch_home, doc["run_id"])) == 3
 
 
+@both_ways
 def test_a_missing_verdict_gets_one_repair_prompt(orch, scripted_server, orch_home):
     orch.provider()
     script_bench(scripted_server, delta=chair(answer="Fix the injection.",
@@ -429,6 +441,7 @@ def test_a_missing_verdict_gets_one_repair_prompt(orch, scripted_server, orch_ho
     assert (run_dir / "chair-output.md").read_text() == "Fix the injection."
 
 
+@both_ways
 def test_no_chair_and_no_promotion_means_a_null_verdict(orch, scripted_server):
     orch.provider()
     script_bench(scripted_server, delta=Reply(status=500))
@@ -440,6 +453,7 @@ def test_no_chair_and_no_promotion_means_a_null_verdict(orch, scripted_server):
                             open(f"{doc['dir']}/report.md").read())
 
 
+@both_ways
 def test_a_cut_review_is_marked_cut(orch, scripted_server, orch_home):
     orch.provider()
     cut = review_text("charlie")[:-8]  # the closing fence never came
@@ -455,6 +469,7 @@ def test_a_cut_review_is_marked_cut(orch, scripted_server, orch_home):
     assert any("CUT" in n for n in doc["notices"])
 
 
+@both_ways
 def test_diff_and_context_are_assembled_once(orch, scripted_server, orch_home, tmp_path,
                                              monkeypatch):
     import subprocess
@@ -482,6 +497,7 @@ def test_diff_and_context_are_assembled_once(orch, scripted_server, orch_home, t
             assert "house rule: parameters only" in text
 
 
+@both_ways
 def test_human_output_and_council_stats(orch, scripted_server, ledger_url):
     """Runs on SQLite and on PostgreSQL (ledger_url): the run's rows and its stats."""
     orch.provider()
@@ -520,6 +536,7 @@ def test_stats_with_no_runs(orch):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum, code", [(2, 130), (15, 143)])
+@both_ways
 def test_a_signal_mid_run_still_writes_run_json(orch, scripted_server, orch_home, signum,
                                                 code):
     import os
@@ -557,6 +574,7 @@ def test_a_signal_mid_run_still_writes_run_json(orch, scripted_server, orch_home
     assert con.execute("select count(*) from council").fetchone() == (0,)  # (table: migrations)
 
 
+@both_ways
 def test_seats_can_read_the_workspace_and_the_chair_gets_no_tools(orch, scripted_server,
                                                                   tmp_path, monkeypatch):
     orch.provider()
@@ -585,6 +603,7 @@ def test_seats_can_read_the_workspace_and_the_chair_gets_no_tools(orch, scripted
     assert "tools" not in scripted_server.requests[-2].body  # a judge, with --tools none
 
 
+@both_ways
 def test_max_cost_bounds_the_whole_run_not_each_stage(orch, scripted_server, orch_home):
     # output at $1000/Mtok: a launch claims 4096 reserved tokens = $4.10; reviews cost ~$3 each
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1000.0)
@@ -610,6 +629,7 @@ def test_max_cost_bounds_the_whole_run_not_each_stage(orch, scripted_server, orc
     assert not any(s["name"] == "judge-retry" for s in doc["stages"])
 
 
+@both_ways
 def test_a_key_a_seat_echoes_reaches_no_artifact_and_no_other_model(orch, scripted_server,
                                                                     orch_home, monkeypatch):
     secret = "sk-test-TOPSECRET-0123456789abcdef"
@@ -630,6 +650,7 @@ def test_a_key_a_seat_echoes_reaches_no_artifact_and_no_other_model(orch, script
     assert others and all(secret not in json.dumps(r.body["messages"]) for r in others)
 
 
+@both_ways
 def test_a_saved_council_and_the_default_chair(orch, scripted_server):
     orch.provider()
     orch.config(defaults={"chair": "scripted/delta"})

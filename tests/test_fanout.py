@@ -9,12 +9,16 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
+from orchestrator.testing.daemon import invoke
 from orchestrator.testing.scripted_server import Reply
 
 
 def fanout(*args: str, input: str | None = None):
-    result = CliRunner().invoke(cli, ["fanout", *args], input=input)
-    return result
+    """``orch fanout ARGS``: in-process, or through a warm daemon (the ``both_ways`` param)."""
+    return invoke(["fanout", *args], input=input)
+
+
+both_ways = pytest.mark.usefixtures("both_ways")  # every assertion holds both ways
 
 
 def ledger_rows(home):
@@ -23,6 +27,7 @@ def ledger_rows(home):
     return [dict(r) for r in con.execute("select * from spend order by id")]
 
 
+@both_ways
 def test_three_legs_run_concurrently_and_land_in_the_ledger(orch, scripted_server, orch_home):
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
     for name, latency in (("a", 0.2), ("b", 0.6), ("c", 1.0)):
@@ -57,6 +62,7 @@ def test_three_legs_run_concurrently_and_land_in_the_ledger(orch, scripted_serve
         assert [json.loads(x)["type"] for x in lines.splitlines()] == ["request", "response"]
 
 
+@both_ways
 def test_a_failing_leg_gives_partial_and_exit_2_without_touching_the_others(
         orch, scripted_server, orch_home):
     orch.provider()
@@ -77,6 +83,7 @@ def test_a_failing_leg_gives_partial_and_exit_2_without_touching_the_others(
     assert doc["cost_exact"] is False
 
 
+@both_ways
 def test_chair_gets_every_complete_answer_labelled_by_model(orch, scripted_server):
     orch.provider()
     scripted_server.script("a", Reply(text="A says 42"))
@@ -92,6 +99,7 @@ def test_chair_gets_every_complete_answer_labelled_by_model(orch, scripted_serve
     assert "### scripted/a" in packet and "A says 42" in packet and "B says 41" in packet
 
 
+@both_ways
 def test_human_output_has_each_answer_and_totals(orch, scripted_server):
     orch.provider()
     scripted_server.script("a", Reply(text="the answer"))
@@ -101,6 +109,7 @@ def test_human_output_has_each_answer_and_totals(orch, scripted_server):
     assert "Wave " in result.stdout and "complete" in result.stdout
 
 
+@both_ways
 def test_briefing_from_stdin_and_context_file(orch, scripted_server, tmp_path):
     orch.provider()
     ctx = tmp_path / "test_x.py"
@@ -119,6 +128,7 @@ def test_briefing_from_stdin_and_context_file(orch, scripted_server, tmp_path):
     (["--council", "ghost", "-p", "x"], "no saved council"),
     (["-p", "x"], "no models given"),
 ])
+@both_ways
 def test_bad_input_is_one_line_exit_1(orch, args, message):
     orch.provider()
     result = fanout(*args, input="")
@@ -127,6 +137,7 @@ def test_bad_input_is_one_line_exit_1(orch, args, message):
     assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
 
 
+@both_ways
 def test_retry_failed_reruns_only_failed_legs(orch, scripted_server):
     orch.provider()
     scripted_server.script("ok", Reply(text="fine"))
@@ -199,6 +210,7 @@ def test_status_rebuilds_a_wave_from_its_legs(orch, scripted_server, orch_home):
     assert [leg["status"] for leg in doc["legs"]] == ["complete", "aborted"]
 
 
+@both_ways
 def test_a_hanging_leg_times_out_alone_and_a_dropped_one_is_named(orch, scripted_server):
     orch.provider()
     scripted_server.script("ok", Reply(text="fine"))
@@ -222,6 +234,7 @@ def unwritable_ledger(orch_home, monkeypatch):
     return blocker
 
 
+@both_ways
 def test_a_ledger_that_cannot_be_written_never_fails_the_run_nor_loses_a_row(
         orch, scripted_server, orch_home, monkeypatch):
     orch.provider()
@@ -248,6 +261,7 @@ def test_a_ledger_that_cannot_be_written_never_fails_the_run_nor_loses_a_row(
     assert not list(fallback.glob("ledger-outbox-*.jsonl"))
 
 
+@both_ways
 def test_a_row_no_ledger_and_no_outbox_takes_is_said_and_exits_2(
         orch, scripted_server, orch_home, monkeypatch):
     orch.provider()
@@ -263,10 +277,10 @@ def test_a_row_no_ledger_and_no_outbox_takes_is_said_and_exits_2(
     assert len(wave["ledger_errors"]) == 2 and wave["exit_code"] == 2
 
 
+@both_ways
 def test_non_utf8_stdin_is_read_leniently(orch, scripted_server):
     orch.provider()
-    result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/a", "--json"],
-                                input=b"why \xff\xfe this?")
+    result = invoke(["fanout", "-m", "scripted/a", "--json"], input=b"why \xff\xfe this?")
     assert result.exit_code == 0, result.output
     content = scripted_server.requests_for("a")[0].body["messages"][-1]["content"]
     assert content.startswith("why") and "this?" in content
@@ -277,12 +291,14 @@ def test_non_utf8_stdin_is_read_leniently(orch, scripted_server):
     ["-m", "scripted/a", "-p", "q", "-f", "f.md"],
     ["--retry-failed", "W", "-m", "scripted/a"],
 ])
+@both_ways
 def test_conflicting_options_are_usage_errors(orch, args):
     orch.provider()
     result = fanout(*args)
     assert result.exit_code == 2 and "Traceback" not in result.output
 
 
+@both_ways
 def test_an_unknown_provider_or_a_missing_key_stops_the_wave_before_any_spend(
         orch, scripted_server, monkeypatch):
     orch.provider()

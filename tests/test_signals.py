@@ -54,6 +54,7 @@ def test_sigterm_during_wave_start_leaves_a_final_wave_json(orch_home, tmp_path)
     assert wave["legs"][0]["status"] == "aborted"
 
 
+@pytest.mark.usefixtures("both_ways")  # also through orch serve: the client's SIGTERM
 def test_sigterm_before_any_wave_is_one_line_and_143(orch_home, scripted_server):
     """Outside a wave (reading a briefing from a stdin that never ends) SIGTERM is still
     handled: one line, exit 143, no traceback."""

@@ -30,6 +30,7 @@ COMMANDS = {
     "models": "orchestrator.cli.models_cmd:models",
     "completion": "orchestrator.cli.completion:completion",
     "mcp": "orchestrator.cli.mcp_cmd:mcp",
+    "serve": "orchestrator.cli.serve:serve",
 }
 
 
@@ -108,6 +109,7 @@ SUMMARIES = {
     "models": "Every model you can address, with window, ceiling, prices and abilities.",
     "completion": "Print the shell completion script (completion bash|zsh|fish).",
     "mcp": "Serve orch's tools to coding agents over MCP on stdio (fanout, council, spend, runs).",
+    "serve": "The warm daemon that makes fanout/council/bench start fast (serve start|stop|...).",
 }
 
 
@@ -174,6 +176,11 @@ def main() -> None:
     # Watched from the first line to the last: SIGINT is KeyboardInterrupt already; SIGTERM
     # becomes Terminated (exit 143, one line) instead of a silent kill mid-write.
     signal.signal(signal.SIGTERM, _terminate)
+    from orchestrator.daemon.client import delegate  # standard library only: no litellm
+
+    code = delegate(sys.argv[1:])  # a warm `orch serve` runs it, when one fits
+    if code is not None:
+        sys.exit(code)
     try:
         _register_plugin_commands()
     except OrchError as exc:

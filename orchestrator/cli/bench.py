@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.cli.serve import no_daemon_option
 from orchestrator.errors import OrchError
 
 PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothing else.",
@@ -39,6 +40,7 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.option("--out", type=click.Path(path_type=Path), metavar="FILE",
               help="Where the results go (default ORCH_HOME/bench/<id>.json).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON.")
+@no_daemon_option
 @click.pass_context
 def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, timeout_s,
           selftest, dry_run, check, probe, yes, max_cost, out, as_json):

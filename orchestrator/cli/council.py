@@ -13,6 +13,7 @@ import click
 from orchestrator.cli.config_cmds import check_name, echo_json
 from orchestrator.cli.fanout import budget_options, require_budget_plugins
 from orchestrator.cli.params import FiniteFloat
+from orchestrator.cli.serve import no_daemon_option
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
 from orchestrator.models import parse_model_list, resolve
@@ -142,6 +143,7 @@ def council_remove(name: str) -> None:
               help="Where council-<run_id>/ goes (default ORCH_HOME/runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print run.json on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@no_daemon_option
 @budget_options
 def council_run(prompt, prompt_file, diff, context, models, council_name, chair, timeout_min,
                 max_steps, tools_mode, workspace, workspace_any, tag, no_plugins, runs_dir, as_json, quiet,

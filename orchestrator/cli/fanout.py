@@ -19,6 +19,7 @@ from orchestrator.briefing import (
 )
 from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
 from orchestrator.cli.params import FiniteFloat, model_list
+from orchestrator.cli.serve import no_daemon_option
 from orchestrator.errors import OrchError
 from orchestrator.models import check_key
 from orchestrator.workspace_root import choose as choose_workspace
@@ -146,6 +147,7 @@ class NoModels(OrchError):
               help="Where wave and leg directories go (default ORCH_HOME/runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the wave document as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@no_daemon_option
 @budget_options
 def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, max_steps,
            tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from orchestrator import jobscope
 from orchestrator.config import Config
 from orchestrator.council.artifacts import Artifacts
 from orchestrator.council.bundle import Bundle, build_bundle
@@ -145,10 +146,11 @@ class CouncilRun:
         return wave.records
 
     async def _watch_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with jobscope.interrupts() as signals:  # the process's, or its job's (serve)
             async for signum in signals:
                 if self.signum is not None:
-                    os._exit(128 + signum)  # a second signal: leave at once
+                    jobscope.leave_now(signum)  # a second signal: leave at once
+                    continue
                 self.interrupt(signum)
 
     def interrupt(self, signum: int) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets as _random
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from orchestrator import jobscope
 from orchestrator.config import Config
 from orchestrator.engine.ceiling import degradations, over_ceiling
 from orchestrator.engine.chair import chair_packet
@@ -147,6 +147,7 @@ class Wave:
         arrives while ``wave_start`` hooks run (the local server starting) still ends the
         wave with its ``wave.json``; ``wave.json`` is final however the legs ended."""
         self._create_dir()
+        jobscope.wave_started(self.wave_id)  # a daemon's client names it if the daemon dies
         refused: Exception | None = None
         async with anyio.create_task_group() as outer:
             if handle_signals:
@@ -268,11 +269,12 @@ class Wave:
         await leg.run()
 
     async def _watch_signals(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with jobscope.interrupts() as signals:  # the process's, or its job's (serve)
             task_status.started()
             async for signum in signals:
                 if self.signum is not None:
-                    os._exit(128 + signum)  # a second signal: leave at once
+                    jobscope.leave_now(signum)  # a second signal: leave at once
+                    continue
                 self.interrupt(signum)
 
     def interrupt(self, signum: int) -> None:

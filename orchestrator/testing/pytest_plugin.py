@@ -113,3 +113,20 @@ def ledger_url(request, orch_home, monkeypatch):
     from orchestrator import ledger_engine
 
     ledger_engine.dispose_all()  # no idle connection outlives its test database
+
+
+@pytest.fixture(params=["in-process", "daemon"])
+def both_ways(request, orch_home, tmp_path, monkeypatch):
+    """Run the test twice: CLI calls through ``orchestrator.testing.daemon.invoke`` go
+    in-process, then to a warm ``orch serve`` on a socket in a temporary XDG_RUNTIME_DIR."""
+    if request.param == "in-process":
+        yield "in-process"
+        return
+    from orchestrator.testing.daemon import daemon_in_thread
+
+    run = tmp_path / "xdg-run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    with daemon_in_thread() as daemon:
+        yield "daemon"
+        assert daemon.served, "no command of this test reached the daemon"

@@ -1,0 +1,220 @@
+"""The client side of ``orch serve``: send this command to a warm daemon and relay it back.
+
+``orch fanout``, ``orch council run`` and ``orch bench`` go to a compatible daemon when one
+listens (the same orch version, ``ORCH_HOME``, ``config.json`` and plugin switches); their
+stdout, stderr and exit code come back as the command wrote them. This module imports only
+the standard library (and orch's own stdlib-only modules): a client never loads litellm.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator.daemon import paths
+from orchestrator.daemon.protocol import Channel, Closed, connect
+
+GLOBAL_FLAGS = ("--log-json",)
+
+
+def job_command(argv: list[str]) -> str | None:
+    """``fanout``, ``council run`` or ``bench`` when ``argv`` runs one through a daemon."""
+    if "_ORCH_COMPLETE" in os.environ:
+        return None
+    args = [a for a in argv if a not in GLOBAL_FLAGS]
+    if not args or any(a in ("--no-daemon", "--help", "-h", "--version") for a in argv):
+        return None
+    if args[0] in ("fanout", "bench"):
+        return args[0]
+    if args[0] == "council" and len(args) > 1 and args[1] == "run":
+        return "council run"
+    return None
+
+
+def hello(path: Path, timeout: float = 5.0) -> tuple[Channel, dict] | None:
+    """A connection and the daemon's greeting, or None when nothing answers there."""
+    try:
+        chan = connect(path, timeout)
+    except OSError:
+        return None
+    try:
+        chan.send({"t": "hello", "compat": paths.compat()})
+        reply = chan.recv()
+    except Closed:
+        chan.close()
+        return None
+    return chan, reply
+
+
+def _config_daemon() -> str:
+    import json
+
+    try:
+        data = json.loads((paths.home() / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "off"
+    value = data.get("daemon") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else "off"
+
+
+def spawn_daemon() -> None:
+    """Start ``orch serve`` in the background, detached from this terminal."""
+    subprocess.Popen([sys.executable, "-m", "orchestrator", "serve", "start", "--quiet"],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def delegate(argv: list[str]) -> int | None:
+    """Run ``argv`` on the daemon and return its exit code; None: run it in-process."""
+    command = job_command(argv)
+    if command is None:
+        return None
+    path = paths.socket_path()
+    greeted = hello(path) if path.exists() else None
+    if greeted is None:
+        if _config_daemon() == "auto":
+            spawn_daemon()  # this run goes in-process; the next finds it warm
+        return None
+    chan, reply = greeted
+    if not reply.get("ok"):
+        chan.close()
+        why, theirs = reply.get("why"), reply.get("compat") or {}
+        if why == "version":
+            print(f"orch: the running daemon is orch {theirs.get('version')}, this is orch "
+                  f"{paths.compat()['version']}: it was refused; stop it with `orch serve "
+                  "stop` (this run goes in-process)", file=sys.stderr)
+        elif why == "config":
+            print("orch: the daemon runs on an older config.json while other jobs run; "
+                  "this run goes in-process (`orch serve reload` when they end)",
+                  file=sys.stderr)
+        return None  # "home": a daemon for another ORCH_HOME, as if none ran
+    return Relay(chan, argv, send_all_keys=command == "bench").run()
+
+
+def _secret_named(name: str) -> bool:
+    from orchestrator.secrets import _NOT_SECRET_NAME, _SECRET_NAME
+
+    return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET_NAME.search(name)
+
+
+class _Signalled(Exception):  # noqa: N818 - a signal, carried out of a blocking read
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+
+class Relay:
+    """One job: send it, then write what comes back until its exit code arrives."""
+
+    def __init__(self, chan: Channel, argv: list[str], *, send_all_keys: bool) -> None:
+        self.chan = chan
+        self.argv = argv
+        self.send_all_keys = send_all_keys  # bench: command contestants inherit every key
+        self.wave_id: str | None = None
+        self.signals = 0
+        self._sending = False
+        self._pending: list[int] = []
+
+    def request(self) -> dict:
+        env = dict(os.environ)
+        secret = {k for k in env if _secret_named(k)} if not self.send_all_keys else set()
+        tty = {"in": sys.stdin.isatty(), "out": sys.stdout.isatty(),
+               "err": sys.stderr.isatty()}
+        if tty["out"] or tty["err"]:  # the daemon has no terminal to measure
+            size = shutil.get_terminal_size()
+            env.setdefault("COLUMNS", str(size.columns))
+            env.setdefault("LINES", str(size.lines))
+        return {"t": "run", "argv": self.argv, "cwd": os.getcwd(), "tty": tty,
+                "env": {k: v for k, v in env.items() if k not in secret},
+                "secret_names": sorted(secret)}
+
+    def run(self) -> int:
+        from orchestrator.secrets import scrub_values
+
+        self._scrub = scrub_values  # the client's own keys too, whatever the daemon knew
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._send(self.request())
+            return self._loop()
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+            self.chan.close()
+
+    def _on_signal(self, signum: int, frame) -> None:
+        self.signals += 1
+        if self.signals > 1:  # a second signal: leave at once, as in-process
+            os._exit(128 + signum)
+        if self._sending:
+            self._pending.append(signum)
+        else:
+            raise _Signalled(signum)
+
+    def _send(self, message: dict) -> None:
+        self._sending = True
+        try:
+            self.chan.send(message)
+        finally:
+            self._sending = False
+        while self._pending:
+            self._send({"t": "signal", "n": self._pending.pop(0)})
+
+    def _loop(self) -> int:
+        while True:
+            try:
+                message = self.chan.recv()
+            except _Signalled as sig:
+                try:
+                    self._send({"t": "signal", "n": sig.signum})
+                except Closed:
+                    return self._daemon_died()
+                continue
+            except Closed:
+                return self._daemon_died()
+            try:
+                code = self._handle(message)
+            except _Signalled as sig:
+                self._pending.append(sig.signum)
+                code = None
+            except Closed:
+                return self._daemon_died()
+            if code is not None:
+                return code
+            while self._pending:
+                self._send({"t": "signal", "n": self._pending.pop(0)})
+
+    def _handle(self, message: dict) -> int | None:
+        kind = message.get("t")
+        if kind in ("out", "err"):
+            stream = sys.stdout if kind == "out" else sys.stderr
+            stream.write(self._scrub(message.get("d", "")))
+            stream.flush()
+        elif kind == "env":
+            self._send({"t": "reply", "id": message.get("id"),
+                        "value": os.environ.get(message.get("name", ""))})
+        elif kind == "stdin":
+            if message.get("mode") == "line":
+                data = sys.stdin.buffer.readline()
+            else:
+                data = sys.stdin.buffer.read()
+            self._send({"t": "reply", "id": message.get("id"),
+                        "value": base64.b64encode(data).decode("ascii")})
+        elif kind == "wave":
+            self.wave_id = message.get("id")
+        elif kind == "exit":
+            sys.stdout.flush()
+            return int(message.get("code", 1))
+        return None
+
+    def _daemon_died(self) -> int:
+        if self.wave_id:
+            print(f"orch: the orch daemon died; the run's files are as after a kill: "
+                  f"`orch status {self.wave_id}`", file=sys.stderr)
+        else:
+            print("orch: the orch daemon died before the run began; run it again (or pass "
+                  "--no-daemon)", file=sys.stderr)
+        return 1

@@ -1,0 +1,293 @@
+"""The daemon: one warm process per user, serving jobs on a Unix socket.
+
+Loaded once and shared by every job: litellm (imported and warm), the plugin manager, the
+local-server manager, the ledger's engine and the rate gates (one per endpoint and key, so
+two terminals fanning out to one provider discover its limits together). Only the owner's
+uid may connect: the directory is 0700, the socket 0600, and each peer's uid is checked
+(``SO_PEERCRED``). There is no TCP listener. It stops after ``idle_s`` without a job.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator import __version__
+from orchestrator.daemon import paths
+from orchestrator.daemon.protocol import Channel, Closed
+from orchestrator.errors import OrchError
+
+DEFAULT_IDLE_MIN = 30.0
+STOP_GRACE_S = 30.0  # running jobs get this long to finalise on stop
+
+
+def peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+class _PerLoopLoggingWorker:
+    """litellm's one logging worker is bound to one event loop; each job runs its own loop
+    (on its own thread), so each loop gets its own worker instead of a warning and a
+    queue shared across threads."""
+
+    def __init__(self, original) -> None:
+        import weakref
+
+        self._original = original
+        self._workers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def _worker(self):
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return self._original
+        with self._lock:
+            worker = self._workers.get(loop)
+            if worker is None:
+                worker = self._workers[loop] = type(self._original)()
+        return worker
+
+    def __getattr__(self, name: str):
+        return getattr(self._worker(), name)
+
+
+def warm() -> None:
+    """Pay every start-up cost once: litellm and its first call, config, plugins, ledger."""
+    import anyio
+
+    from orchestrator import runtime
+    from orchestrator.cli import bench, council, fanout  # noqa: F401 - the commands, loaded
+    from orchestrator.ledger import Ledger
+    from orchestrator.local import manager  # noqa: F401 - the local-server manager
+
+    lm = runtime.litellm()
+    from litellm.litellm_core_utils import logging_worker
+
+    if not isinstance(logging_worker.GLOBAL_LOGGING_WORKER, _PerLoopLoggingWorker):
+        logging_worker.GLOBAL_LOGGING_WORKER = _PerLoopLoggingWorker(  # type: ignore[misc]
+            logging_worker.GLOBAL_LOGGING_WORKER)
+    runtime.config()
+    runtime.plugin_manager(True)
+    runtime.plugin_manager(False)
+    try:
+        Ledger()
+    except Exception:  # the first job says what is wrong with it, in its own words
+        pass
+
+    async def first_call() -> None:  # litellm's lazy imports on the request path
+        await lm.acompletion(model="openai/warm", messages=[{"role": "user", "content": "x"}],
+                             mock_response="ok", api_key="unused")
+
+    try:
+        anyio.run(first_call)
+    except Exception:
+        pass
+
+
+class Daemon:
+    def __init__(self, *, idle_s: float, log=None) -> None:
+        self.idle_s = idle_s
+        self.path = paths.socket_path()
+        self.compat = paths.compat()
+        self.jobs: set[Any] = set()
+        self.started = time.time()
+        self.last_active = time.monotonic()
+        self.served = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._listener: socket.socket | None = None
+        self.log = log or (lambda text: print(f"orch serve: {text}", file=sys.__stderr__,
+                                               flush=True))
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def bind(self) -> None:
+        """Take the socket (refusing a live one), 0600 from the moment it exists."""
+        from orchestrator.daemon.client import hello
+
+        paths.ensure_run_dir()
+        if self.path.exists():
+            if hello(self.path) is not None:
+                raise OrchError(f"a daemon already listens on {self.path}; stop it first: "
+                                "`orch serve stop`")
+            self.path.unlink(missing_ok=True)  # a stale socket from a killed daemon
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            sock.bind(str(self.path))
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+        sock.listen(64)
+        sock.settimeout(0.5)
+        self._listener = sock
+        paths.pid_path().write_text(f"{os.getpid()}\n", encoding="ascii")
+
+    def serve_forever(self) -> None:
+        from orchestrator.daemon import jobio
+        from orchestrator.daemon.job import per_thread_cwd_works
+
+        if not hasattr(socket, "SO_PEERCRED") or not per_thread_cwd_works():
+            raise OrchError("orch serve needs Linux (SO_PEERCRED and a per-thread current "
+                            "directory); run commands in-process (drop `daemon` from config)")
+        warm()
+        jobio.install()
+        self.bind()
+        self.log(f"listening on {self.path} (pid {os.getpid()}, orch {__version__}, "
+                 f"idle stop after {self.idle_s / 60:g} min)")
+        try:
+            while not self._stop.is_set():
+                try:
+                    conn, _ = self._listener.accept()
+                except TimeoutError:
+                    if self._idle():
+                        self.log("idle: stopping")
+                        break
+                    continue
+                threading.Thread(target=self._connection, args=(conn,), daemon=True,
+                                 name="orch-conn").start()
+        finally:
+            self._shutdown()
+
+    def _idle(self) -> bool:
+        with self._lock:
+            busy = bool(self.jobs)
+        return not busy and time.monotonic() - self.last_active > self.idle_s
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _shutdown(self) -> None:
+        import signal
+
+        if self._listener is not None:
+            self._listener.close()
+        for path in (self.path, paths.pid_path()):
+            path.unlink(missing_ok=True)
+        with self._lock:
+            jobs = list(self.jobs)
+        for job in jobs:  # finalised as SIGTERM finalises an in-process run
+            job.signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for job in jobs:
+            job.thread.join(max(0.0, deadline - time.monotonic()))
+        self.log("stopped")
+
+    # -- one connection ----------------------------------------------------------------------
+    def _connection(self, conn: socket.socket) -> None:
+        chan = Channel(conn)
+        try:
+            if peer_uid(conn) != os.getuid():
+                return  # another user: not a word
+            first = chan.recv()
+            if first.get("t") != "hello":
+                return
+            verdict = self._check(first.get("compat") or {})
+            chan.send({"t": "hello", "ok": verdict is None, "why": verdict,
+                       "compat": self.compat, "pid": os.getpid()})
+            request = chan.recv()  # control requests are served whatever the verdict
+            kind = request.get("t")
+            if kind == "run" and verdict is None:
+                self._run(chan, request)
+            elif kind == "status":
+                chan.send({"t": "status", **self.status()})
+            elif kind == "reload":
+                chan.send({"t": "reload", "error": self.reload()})
+            elif kind == "stop":
+                chan.send({"t": "stop", "pid": os.getpid()})
+                self.stop()
+        except Closed:
+            pass
+        finally:
+            chan.close()
+            self.last_active = time.monotonic()
+
+    def _check(self, theirs: dict) -> str | None:
+        """Why this daemon cannot run the client's jobs alike, or None."""
+        if theirs.get("version") != self.compat["version"] or \
+                theirs.get("protocol") != self.compat["protocol"]:
+            return "version"
+        if theirs.get("home") != self.compat["home"]:
+            return "home"
+        if theirs.get("config") != self.compat["config"]:
+            # config.json (or the plugin switches) changed since start: reload when no job
+            # runs on the old one; else this client runs in-process.
+            if self.reload() is not None or theirs.get("config") != self.compat["config"]:
+                return "config"
+        return None
+
+    def _run(self, chan: Channel, request: dict) -> None:
+        from orchestrator.daemon.job import Job
+
+        job = Job(chan, request, self._job_done)
+        with self._lock:
+            self.jobs.add(job)
+            self.served += 1
+        job.start()
+        while True:
+            try:
+                message = chan.recv()
+            except Closed:
+                if job.exit_code is None:
+                    self.log("a client went away: its job is cancelled")
+                    job.disconnected()
+                return
+            kind = message.get("t")
+            if kind == "signal":
+                job.signal(int(message.get("n", 2)))
+            elif kind == "reply":
+                job.reply(message.get("id"), message.get("value"))
+
+    def _job_done(self, job) -> None:
+        with self._lock:
+            self.jobs.discard(job)
+        self.last_active = time.monotonic()
+
+    # -- control -----------------------------------------------------------------------------
+    def status(self) -> dict:
+        from orchestrator import gate
+
+        with self._lock:
+            running = len(self.jobs)
+        gates = [{"endpoint": g.endpoint, "limit": g.limit, "ceiling": g.ceiling,
+                  "in_flight": g.in_flight, "rate_limited": g.rate_limited}
+                 for g in list(gate._GATES.values())]
+        return {"pid": os.getpid(), "version": __version__, "socket": str(self.path),
+                "home": self.compat["home"], "uptime_s": round(time.time() - self.started, 1),
+                "jobs_running": running, "jobs_served": self.served,
+                "idle_stop_min": self.idle_s / 60, "gates": gates}
+
+    def reload(self) -> str | None:
+        """Re-read config.json and the plugins; refused while a job runs on the old ones."""
+        from orchestrator import runtime
+
+        with self._lock:
+            if self.jobs:
+                return f"{len(self.jobs)} job(s) running; reload when they end"
+            runtime.config.cache_clear()
+            runtime.plugin_manager.cache_clear()
+            self.compat = paths.compat()
+            runtime.config()
+            runtime.plugin_manager(True)
+            runtime.plugin_manager(False)
+        self.log(f"reloaded config {self.compat['config']}")
+        return None
+
+
+def run(idle_min: float | None) -> None:
+    """``orch serve start --foreground``."""
+    idle = DEFAULT_IDLE_MIN if idle_min is None else idle_min
+    Daemon(idle_s=idle * 60).serve_forever()
+
+
+def log_file() -> Path:
+    return paths.log_path()
