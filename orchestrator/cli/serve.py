@@ -190,6 +190,9 @@ def _why(why: str | None, theirs: dict) -> str:
         return f"it is orch {theirs.get('version')}; stop it: `orch serve stop`"
     if why == "home":
         return f"it serves ORCH_HOME {theirs.get('home')}"
+    if why == "config":
+        return ("its plugin switches (ORCH_PLUGINS, ORCH_DISABLE_PLUGINS) differ from this "
+                "shell's; start it from here: `orch serve stop && orch serve start`")
     return "its config is older and jobs run; `orch serve reload` when they end"
 
 

@@ -88,11 +88,13 @@ def delegate(argv: list[str]) -> int | None:
             print(f"orch: the running daemon is orch {theirs.get('version')}, this is orch "
                   f"{paths.compat()['version']}: it was refused; stop it with `orch serve "
                   "stop` (this run goes in-process)", file=sys.stderr)
-        elif why == "config":
+        elif why == "busy":
             print("orch: the daemon runs on an older config.json while other jobs run; "
                   "this run goes in-process (`orch serve reload` when they end)",
                   file=sys.stderr)
-        return None  # "home": a daemon for another ORCH_HOME, as if none ran
+        # "home", "config": a daemon for another ORCH_HOME or other plugin switches
+        # (ORCH_PLUGINS, ORCH_DISABLE_PLUGINS): as if none ran (docs/serve.md)
+        return None
     return Relay(chan, argv, send_all_keys=command == "bench").run()
 
 
@@ -191,8 +193,12 @@ class Relay:
         kind = message.get("t")
         if kind in ("out", "err"):
             stream = sys.stdout if kind == "out" else sys.stderr
-            stream.write(self._scrub(message.get("d", "")))
-            stream.flush()
+            try:
+                stream.write(self._scrub(message.get("d", "")))
+                stream.flush()
+            except BrokenPipeError:  # `orch fanout … | head -1`: the rest goes nowhere
+                devnull = open(os.devnull, "w")  # noqa: SIM115 - for the process's life
+                os.dup2(devnull.fileno(), stream.fileno())
         elif kind == "env":
             self._send({"t": "reply", "id": message.get("id"),
                         "value": os.environ.get(message.get("name", ""))})

@@ -61,6 +61,7 @@ def compat() -> dict:
     except OSError:
         data = b""
     digest = hashlib.sha256(data)
-    digest.update(os.environ.get("ORCH_DISABLE_PLUGINS", "").encode())
+    for name in ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS"):  # which plugins load
+        digest.update(f"\0{name}={os.environ.get(name, '')}".encode())
     return {"version": __version__, "protocol": PROTOCOL, "home": str(root),
             "config": digest.hexdigest()[:16]}

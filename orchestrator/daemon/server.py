@@ -219,9 +219,12 @@ class Daemon:
         if theirs.get("home") != self.compat["home"]:
             return "home"
         if theirs.get("config") != self.compat["config"]:
-            # config.json (or the plugin switches) changed since start: reload when no job
-            # runs on the old one; else this client runs in-process.
-            if self.reload() is not None or theirs.get("config") != self.compat["config"]:
+            # config.json changed since start: reload when no job runs on the old one (else
+            # "busy": this client runs in-process). Still different after a reload: the
+            # client's plugin switches (ORCH_PLUGINS...) differ from the daemon's.
+            if self.reload() is not None:
+                return "busy"
+            if theirs.get("config") != self.compat["config"]:
                 return "config"
         return None
 

@@ -1,0 +1,267 @@
+"""`orch serve`: what a warm daemon saves, side by side in one run.
+
+Run by hand: ``.venv/bin/python bench/bench_daemon.py [--reps 7] [--llm PATH]``.
+
+1. One single-leg ``orch fanout`` at 0 ms latency, process wall and peak RSS of the process
+   the user starts: through a warm daemon (the client), in-process (``--no-daemon``), and
+   ``llm -m … hi`` (simonw/llm; pass ``--llm`` the path of an ``llm`` installed in some venv,
+   configured here for the scripted server through ``extra-openai-models.yaml``). Target:
+   the daemon's ≤ 0.3 s.
+2. A 64-leg wave (3 steps a leg, ``noop`` tool calls, 1,000 ms latency) through the daemon,
+   client wall, against the bare litellm gather of the same requests in this process (as
+   bench/bench_wave.py). Target ≤ 1.15×.
+3. Two concurrent clients of 16 legs against a server that answers 429 beyond 8 requests in
+   flight: the 429s of both together, through the daemon (one shared gate) and in-process
+   (two gates), against one client alone. Target (daemon) ≤ 1.25×.
+
+Runs alternate between the sides so background load hits them alike; medians are reported.
+Writes bench/results/daemon.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import (
+    OFFLINE,
+    PROVIDER,
+    ModelNames,
+    machine,
+    offline,
+    plugin_env,
+    provider_entry,
+    scripted_server,
+    write_result,
+    write_script,
+)
+from bench_wave import STEPS, bare_chain, cli_plugin_dir
+
+ORCH = os.path.join(os.path.dirname(sys.executable), "orch")
+
+
+def timed_process(argv: list[str], env: dict) -> tuple[float, float, dict]:
+    """(wall s, peak RSS MiB, {pid, stdout, stderr}) of one process, as the user's shell
+    sees it; the RSS is that child's own high-water mark (wait4)."""
+    import threading
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    chunks: dict[str, bytes] = {}
+
+    def drain(name: str, stream) -> None:
+        chunks[name] = stream.read()
+
+    readers = [threading.Thread(target=drain, args=(n, s))
+               for n, s in (("stdout", proc.stdout), ("stderr", proc.stderr))]
+    for r in readers:
+        r.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    for r in readers:
+        r.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done = {"pid": proc.pid, "stdout": chunks["stdout"].decode(),
+            "stderr": chunks["stderr"].decode()}
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:3]} exited {proc.returncode}: {done['stderr'][-400:]}")
+    return wall, usage.ru_maxrss / 1024, done
+
+
+def llm_setup(llm: str, url: str, tmp: Path) -> tuple[list[str], dict]:
+    home = tmp / "llm-home"
+    home.mkdir()
+    (home / "extra-openai-models.yaml").write_text(
+        f"- model_id: scripted\n  model_name: m\n  api_base: \"{url}\"\n", encoding="utf-8")
+    env = {**os.environ, "LLM_USER_PATH": str(home), "OPENAI_API_KEY": "sk-bench"}
+    return [llm, "-m", "scripted", "--no-stream", "--no-log", "hi"], env
+
+
+def single_leg(url: str, env: dict, reps: int, llm: str | None, tmp: Path) -> dict:
+    daemon = [ORCH, "fanout", "-m", f"{PROVIDER}/m", "-p", "hi"]
+    sides = {"daemon": (daemon, env), "in_process": ([*daemon, "--no-daemon"], env)}
+    if llm:
+        sides["llm"] = llm_setup(llm, url, tmp)
+    walls: dict[str, list[float]] = {k: [] for k in sides}
+    rss: dict[str, list[float]] = {k: [] for k in sides}
+    for argv, side_env in sides.values():  # warm-up: caches, page cache
+        timed_process(argv, side_env)
+    for rep in range(reps):
+        order = list(sides) if rep % 2 == 0 else list(sides)[::-1]
+        for name in order:
+            argv, side_env = sides[name]
+            wall, peak, _ = timed_process(argv, side_env)
+            walls[name].append(wall)
+            rss[name].append(peak)
+    out = {}
+    for name in sides:
+        out[name] = {"wall_s": walls[name], "median_s": statistics.median(walls[name]),
+                     "peak_rss_mb": max(rss[name])}
+        print(f"  single leg, {name}: {out[name]['median_s']:.3f} s median, peak RSS "
+              f"{out[name]['peak_rss_mb']:.0f} MiB", flush=True)
+    return out
+
+
+def bare_gather(url: str, models: list[str]) -> float:
+    from orchestrator.runtime import litellm
+
+    lm = litellm()
+
+    async def gather():
+        return await asyncio.gather(*(bare_chain(lm, url, m, STEPS) for m in models))
+
+    t0 = time.perf_counter()
+    asyncio.run(gather())
+    return time.perf_counter() - t0
+
+
+def wave_through_daemon(env: dict, models: list[str]) -> float:
+    argv = [ORCH, "fanout", "--models", ",".join(f"{PROVIDER}/{m}" for m in models),
+            "--prompt", "Benchmark briefing: call noop, then answer.", "--json",
+            "--max-legs", str(len(models))]
+    wall, _, done = timed_process(argv, env)
+    doc = json.loads(done["stdout"])
+    if {leg["requests"] for leg in doc["legs"]} != {STEPS} or doc["pid"] == done["pid"]:
+        raise RuntimeError("the daemon's wave did not run 3 steps a leg")
+    return wall
+
+
+def rate_limited(env: dict, names: ModelNames, clients: int, legs: int, daemon: bool) -> int:
+    """429s the gate(s) saw (retries in wave.json) when ``clients`` fan out at once."""
+    procs = []
+    for _ in range(clients):
+        argv = [ORCH, "fanout", "--models", ",".join(f"{PROVIDER}/{m}" for m in
+                                                     names.take(legs)),
+                "-p", "hi", "--json", "--max-legs", str(legs)]
+        if not daemon:
+            argv.append("--no-daemon")
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    total = 0
+    for proc in procs:
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"fanout exited {proc.returncode}: {err[-300:]}")
+        gate = json.loads(out)["server"]["rate_gate"]
+        total += sum(entry["retries"] for entry in gate.values())
+    return total
+
+
+def start_daemon(env: dict) -> None:
+    subprocess.run([ORCH, "serve", "start"], env=env, check=True, capture_output=True)
+
+
+def stop_daemon(env: dict) -> None:
+    subprocess.run([ORCH, "serve", "stop"], env=env, capture_output=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=7, help="timed runs per side")
+    parser.add_argument("--wave-reps", type=int, default=3)
+    parser.add_argument("--legs", type=int, default=64)
+    parser.add_argument("--llm", default=shutil.which("llm"), help="an `llm` executable")
+    args = parser.parse_args()
+    offline()
+    results: dict = {"machine": machine(), "reps": args.reps}
+    names = ModelNames("d", 2 + args.legs * (args.wave_reps * 2 + 2))
+    rl_names = ModelNames("r", 16 * 8)
+    with tempfile.TemporaryDirectory(prefix="orch-bench-daemon-") as tmp:
+        tmp = Path(tmp)
+        home, xdg = tmp / "home", tmp / "xdg"
+        xdg.mkdir(mode=0o700)
+        env = {**os.environ, **OFFLINE, **plugin_env(True), "ORCH_HOME": str(home),
+               "XDG_RUNTIME_DIR": str(xdg), "PYTHONPATH": str(cli_plugin_dir(tmp / "plugin"))}
+        os.environ.update(env)
+        home.mkdir()
+
+        def declare(url: str) -> None:
+            (home / "config.json").write_text(json.dumps({"providers": {
+                PROVIDER: provider_entry(url, None)}}), encoding="utf-8")
+
+        print("1. single-leg fanout at 0 ms", flush=True)
+        with scripted_server(latency_ms=0, script=write_script(tmp / "s0.json", [], 1)) as url:
+            declare(url)
+            start_daemon(env)
+            try:
+                results["single_leg"] = single_leg(url, env, args.reps, args.llm, tmp)
+            finally:
+                stop_daemon(env)
+        print(f"2. a {args.legs}-leg wave at 1,000 ms: daemon client against the bare gather",
+              flush=True)
+        script = write_script(tmp / "s1.json", names.all(), STEPS)
+        with scripted_server(latency_ms=1000, script=script) as url:
+            (home / "config.json").write_text(json.dumps({"providers": {
+                PROVIDER: provider_entry(url, args.legs)}}), encoding="utf-8")
+            start_daemon(env)
+            try:
+                wave_through_daemon(env, names.take(1))  # warm: the first HTTP session
+                bare_gather(url, names.take(1))
+                daemon_s, bare_s = [], []
+                for rep in range(args.wave_reps):
+                    runs = [("d", lambda: daemon_s.append(
+                                wave_through_daemon(env, names.take(args.legs)))),
+                            ("b", lambda: bare_s.append(bare_gather(url,
+                                                                    names.take(args.legs))))]
+                    for _, run in (runs if rep % 2 == 0 else runs[::-1]):
+                        run()
+            finally:
+                stop_daemon(env)
+        results["wave"] = {"legs": args.legs, "daemon_s": daemon_s, "bare_s": bare_s,
+                           "ratio": statistics.median(daemon_s) / statistics.median(bare_s)}
+        print(f"  {args.legs} legs: daemon {statistics.median(daemon_s):.2f} s, bare "
+              f"{statistics.median(bare_s):.2f} s, ratio {results['wave']['ratio']:.3f}")
+        print("3. two clients against 8 in flight, 429 beyond", flush=True)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.testing.scripted_server", "--port", "0",
+             "--latency-ms", "200", "--max-in-flight", "8"], stdout=subprocess.PIPE,
+            text=True, env=env)
+        try:
+            url = server.stdout.readline().strip()
+            declare(url)
+            alone = rate_limited(env, rl_names, 1, 16, daemon=False)
+            two_apart = rate_limited(env, rl_names, 2, 16, daemon=False)
+            start_daemon(env)
+            try:
+                alone_d = rate_limited(env, rl_names, 1, 16, daemon=True)
+                two_shared = rate_limited(env, rl_names, 2, 16, daemon=True)
+            finally:
+                stop_daemon(env)
+        finally:
+            server.terminate()
+            server.wait()
+        results["rate_limits"] = {"one_client_in_process": alone,
+                                  "two_clients_in_process": two_apart,
+                                  "one_client_daemon": alone_d,
+                                  "two_clients_daemon": two_shared,
+                                  "ratio_daemon": two_shared / max(1, alone_d),
+                                  "ratio_in_process": two_apart / max(1, alone)}
+        print(f"  429s: one client {alone} (in-process) / {alone_d} (daemon); two clients "
+              f"{two_apart} in-process, {two_shared} through the daemon")
+    single = results["single_leg"]
+    print("\nsingle-leg orch fanout at 0 ms, process wall (median) and peak RSS:")
+    for name, r in single.items():
+        print(f"  {name:<10} {r['median_s']:.3f} s  {r['peak_rss_mb']:.0f} MiB")
+    print(f"daemon client: {single['daemon']['median_s']:.3f} s "
+          f"({'meets' if single['daemon']['median_s'] <= 0.3 else 'MISSES'} the 0.3 s target)")
+    w = results["wave"]
+    print(f"{w['legs']}-leg wave through the daemon / bare gather: {w['ratio']:.3f}x "
+          f"({'meets' if w['ratio'] <= 1.15 else 'MISSES'} the 1.15x target)")
+    rl = results["rate_limits"]
+    print(f"two clients' 429s / one client's: daemon {rl['ratio_daemon']:.2f}x "
+          f"({'meets' if rl['ratio_daemon'] <= 1.25 else 'MISSES'} 1.25x), in-process "
+          f"{rl['ratio_in_process']:.2f}x")
+    write_result("daemon", results)
+
+
+if __name__ == "__main__":
+    main()
