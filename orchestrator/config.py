@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchError
-from orchestrator.store import write_json_atomic
 
 SECTIONS = ("providers", "aliases", "councils", "variants", "plugins", "plugin_config", "defaults",
             "local", "serve")
@@ -82,6 +81,8 @@ class Config:
 
     def save(self) -> None:
         # names, never values: never through the shape scrubber (it would corrupt them)
+        from orchestrator.store import write_json_atomic  # not on the daemon client's path
+
         try:
             write_json_atomic(self.path, {k: v for k, v in self.data.items() if v != {}},
                               scrubber=None)

@@ -12,11 +12,16 @@ from click.testing import CliRunner
 
 from orchestrator.bakeoff import tasks as tasks_mod
 from orchestrator.cli import cli
+from orchestrator.testing.daemon import invoke
 from orchestrator.testing.scripted_server import Reply
 
 
 def bench(*args, input=None):
-    return CliRunner().invoke(cli, ["bench", *args], input=input)
+    """``orch bench ARGS``: in-process, or through a warm daemon (the ``both_ways`` param)."""
+    return invoke(["bench", *args], input=input)
+
+
+both_ways = pytest.mark.usefixtures("both_ways")  # every assertion holds both ways
 
 
 def test_selftest_over_every_builtin_suite():
@@ -45,6 +50,7 @@ def test_selftest_reports_a_check_that_cannot_fail(tmp_path):
     assert "wrong: the solution fails its own check" in result.stdout
 
 
+@both_ways
 def test_init_writes_a_starter_and_never_overwrites(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert bench("--init").exit_code == 0
@@ -109,6 +115,7 @@ command = "no-such-agent-cli-xyz"
     assert scripted_server.count() == 0
 
 
+@both_ways
 def test_without_a_terminal_yes_or_max_cost_is_required(orch, scripted_server):
     orch.provider()
     result = bench("--builtin", "format", "--models", "scripted/a", "--trials", "1")
@@ -116,6 +123,7 @@ def test_without_a_terminal_yes_or_max_cost_is_required(orch, scripted_server):
     assert scripted_server.count() == 0
 
 
+@both_ways
 def test_duplicate_and_bad_input_is_one_line(orch, tmp_path):
     orch.provider()
     dup = bench("--builtin", "format", "--models", "scripted/a,scripted/a", "--yes")
@@ -135,6 +143,7 @@ def test_duplicate_and_bad_input_is_one_line(orch, tmp_path):
     assert missing.exit_code == 1 and "does not exist" in missing.output
 
 
+@both_ways
 def test_max_cost_bounds_the_whole_bench(orch, scripted_server, orch_home):
     # dear enough that one trial's allowance (~4k output tokens) is most of the ceiling
     orch.provider(input_cost_per_mtok=1000.0, output_cost_per_mtok=1000.0)
@@ -159,6 +168,7 @@ def test_max_cost_bounds_the_whole_bench(orch, scripted_server, orch_home):
                                                       f"{doc['bench_id']}.json")]).stdout
 
 
+@both_ways
 def test_probe_runs_one_tiny_task_per_contestant(orch, scripted_server):
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
     scripted_server.script("good", Reply(text="PONG", usage={"prompt_tokens": 20,
@@ -173,6 +183,7 @@ def test_probe_runs_one_tiny_task_per_contestant(orch, scripted_server):
     assert scripted_server.count("good") == 1
 
 
+@both_ways
 def test_models_shortcut_prints_live_lines_and_tables(orch, scripted_server):
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
     scripted_server.script("a", Reply(text='{"year": 2026, "month": 11, "day": 30}'))

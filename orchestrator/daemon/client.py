@@ -8,11 +8,8 @@ the standard library (and orch's own stdlib-only modules): a client never loads 
 
 from __future__ import annotations
 
-import base64
 import os
-import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -64,6 +61,8 @@ def _config_daemon() -> str:
 
 def spawn_daemon() -> None:
     """Start ``orch serve`` in the background, detached from this terminal."""
+    import subprocess
+
     subprocess.Popen([sys.executable, "-m", "orchestrator", "serve", "start", "--quiet"],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True)
@@ -127,6 +126,8 @@ class Relay:
         tty = {"in": sys.stdin.isatty(), "out": sys.stdout.isatty(),
                "err": sys.stderr.isatty()}
         if tty["out"] or tty["err"]:  # the daemon has no terminal to measure
+            import shutil
+
             size = shutil.get_terminal_size()
             env.setdefault("COLUMNS", str(size.columns))
             env.setdefault("LINES", str(size.lines))
@@ -203,6 +204,8 @@ class Relay:
             self._send({"t": "reply", "id": message.get("id"),
                         "value": os.environ.get(message.get("name", ""))})
         elif kind == "stdin":
+            import base64
+
             if message.get("mode") == "line":
                 data = sys.stdin.buffer.readline()
             else:

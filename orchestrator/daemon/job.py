@@ -162,8 +162,12 @@ class Job:
     def _main(self) -> None:
         jobio.ensure_streams()
         jobio.bind(self)
-        with jobscope.running(self.scope):
-            code = self._run()
+        jobio.job_level(self, entering=True)
+        try:
+            with jobscope.running(self.scope):
+                code = self._run()
+        finally:
+            jobio.job_level(self, entering=False)
         self._finish(code)
         self._on_done(self)
 

@@ -198,6 +198,24 @@ class JobLogHandler(logging.Handler):
             self.handleError(record)
 
 
+_running: dict[int, int] = {}  # id(job) -> its LOG_LEVEL
+_levels_lock = threading.Lock()
+
+
+def job_level(job, entering: bool) -> None:
+    """The root logger's level is the lowest any running job asked for (LOG_LEVEL): a record
+    no job wants (httpcore's debug lines at every request) is dropped before it is made."""
+    with _levels_lock:
+        if entering:
+            name = str(job.env.get("LOG_LEVEL", "warning")).upper()
+            level = getattr(logging, name, logging.WARNING)
+            _running[id(job)] = level if isinstance(level, int) else logging.WARNING
+        else:
+            _running.pop(id(job), None)
+        logging.getLogger().setLevel(min([_saved.get("daemon_level", logging.WARNING),
+                                          *_running.values()]))
+
+
 class JobLogging:
     """What ``runtime.configure_logging`` and ``runtime.quiet`` do in the daemon."""
 
@@ -229,7 +247,8 @@ def install() -> None:
     os.environ = JobEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003
     root = logging.getLogger()
     root.handlers = [JobLogHandler()]
-    root.setLevel(logging.DEBUG)
+    _saved["daemon_level"] = runtime.log_level()  # the daemon's own, before any job
+    root.setLevel(_saved["daemon_level"])  # lowered while a job asks for more (job_level)
     structlog.configure(
         processors=[*runtime._shared(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
