@@ -20,7 +20,11 @@ def pid_alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    try:  # a zombie (another process's exited child, not reaped yet) has stopped all the same
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 def process_started(pid: int | None) -> str | None:

@@ -13,6 +13,7 @@ import click
 
 from orchestrator.cli.params import FiniteFloat
 from orchestrator.errors import OrchError
+from orchestrator.pids import pid_alive
 
 START_TIMEOUT_S = 60.0  # importing litellm on a busy machine
 
@@ -127,9 +128,9 @@ def stop() -> None:
             return
         os.kill(pid, signal.SIGTERM)  # it does not answer on its socket: ask it the old way
     deadline = time.monotonic() + 40
-    while pid and _alive(pid) and time.monotonic() < deadline:
+    while pid and pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if pid and _alive(pid):
+    if pid and pid_alive(pid):
         raise OrchError(f"orch serve (pid {pid}) did not stop; kill it: `kill {pid}`")
     paths.socket_path().unlink(missing_ok=True)
     click.echo(f"orch serve: stopped (pid {pid})")
@@ -142,20 +143,7 @@ def _pid_from_file() -> int | None:
         pid = int(paths.pid_path().read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (its parent has not reaped it yet) has stopped all the same
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    return pid if pid_alive(pid) else None
 
 
 @serve.command("status")
