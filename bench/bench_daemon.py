@@ -9,7 +9,8 @@ Run by hand: ``.venv/bin/python bench/bench_daemon.py [--reps 7] [--llm PATH]``.
    the daemon's ≤ 0.3 s.
 2. A 64-leg wave (3 steps a leg, ``noop`` tool calls, 1,000 ms latency) through the daemon,
    client wall, against the bare litellm gather of the same requests in this process (as
-   bench/bench_wave.py). Target ≤ 1.15×.
+   bench/bench_wave.py), and against the same wave run by the engine in this process
+   (bench_wave.py's engine side). Target ≤ 1.15×.
 3. Two concurrent clients of 16 legs against a server that answers 429 beyond 8 requests in
    flight: the 429s of both together, through the daemon (one shared gate) and in-process
    (two gates), against one client alone. Target (daemon) ≤ 1.25×.
@@ -36,6 +37,7 @@ from _common import (
     OFFLINE,
     PROVIDER,
     ModelNames,
+    engine_setup,
     machine,
     offline,
     plugin_env,
@@ -44,7 +46,7 @@ from _common import (
     write_result,
     write_script,
 )
-from bench_wave import STEPS, bare_chain, cli_plugin_dir
+from bench_wave import STEPS, bare_chain, cli_plugin_dir, run_engine
 
 ORCH = os.path.join(os.path.dirname(sys.executable), "orch")
 
@@ -164,102 +166,133 @@ def stop_daemon(env: dict) -> None:
     subprocess.run([ORCH, "serve", "stop"], env=env, capture_output=True)
 
 
+def part_single(args, env: dict, home: Path, tmp: Path) -> dict:
+    print("1. single-leg fanout at 0 ms", flush=True)
+    with scripted_server(latency_ms=0, script=write_script(tmp / "s0.json", [], 1)) as url:
+        declare(home, url, None)
+        start_daemon(env)
+        try:
+            return single_leg(url, env, args.reps, args.llm, tmp)
+        finally:
+            stop_daemon(env)
+
+
+def part_wave(args, env: dict, home: Path, tmp: Path) -> dict:
+    print(f"2. a {args.legs}-leg wave at 1,000 ms: daemon client, engine in-process, bare",
+          flush=True)
+    names = ModelNames("d", 3 + args.legs * 3 * (args.wave_reps + 1))
+    script = write_script(tmp / "s1.json", names.all(), STEPS)
+    daemon_s, bare_s, engine_s = [], [], []
+    with scripted_server(latency_ms=1000, script=script) as url:
+        declare(home, url, args.legs)
+        start_daemon(env)
+        try:
+            engine = engine_setup(tmp / "engine-home", url, max_concurrent=args.legs)
+            runs = tmp / "engine-home" / "runs"
+            wave_through_daemon(env, names.take(1))  # warm: the first HTTP session
+            bare_gather(url, names.take(1))
+            run_engine(*engine, runs, names.take(1))
+
+            def in_process() -> None:
+                t0 = time.perf_counter()
+                run_engine(*engine, runs, names.take(args.legs))
+                engine_s.append(time.perf_counter() - t0)
+
+            sides = [lambda: daemon_s.append(wave_through_daemon(env, names.take(args.legs))),
+                     lambda: bare_s.append(bare_gather(url, names.take(args.legs))),
+                     in_process]
+            for rep in range(args.wave_reps):
+                for run in (sides if rep % 2 == 0 else sides[::-1]):
+                    run()
+        finally:
+            stop_daemon(env)
+    bare = statistics.median(bare_s)
+    out = {"legs": args.legs, "daemon_s": daemon_s, "bare_s": bare_s,
+           "engine_in_process_s": engine_s, "ratio": statistics.median(daemon_s) / bare,
+           "engine_ratio": statistics.median(engine_s) / bare}
+    print(f"  daemon client {statistics.median(daemon_s):.2f} s, engine in this process "
+          f"{statistics.median(engine_s):.2f} s, bare {bare:.2f} s: {out['ratio']:.3f}x and "
+          f"{out['engine_ratio']:.3f}x", flush=True)
+    return out
+
+
+def part_rate_limits(env: dict, home: Path) -> dict:
+    print("3. two clients against 8 in flight, 429 beyond", flush=True)
+    names = ModelNames("r", 16 * 6)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "orchestrator.testing.scripted_server", "--port", "0",
+         "--latency-ms", "200", "--max-in-flight", "8"], stdout=subprocess.PIPE, text=True,
+        env=env)
+    try:
+        declare(home, server.stdout.readline().strip(), None)
+        alone = rate_limited(env, names, 1, 16, daemon=False)
+        two_apart = rate_limited(env, names, 2, 16, daemon=False)
+        start_daemon(env)
+        try:
+            alone_d = rate_limited(env, names, 1, 16, daemon=True)
+            two_shared = rate_limited(env, names, 2, 16, daemon=True)
+        finally:
+            stop_daemon(env)
+    finally:
+        server.terminate()
+        server.wait()
+    print(f"  429s: one client {alone} (in-process) / {alone_d} (daemon); two clients "
+          f"{two_apart} in-process, {two_shared} through the daemon", flush=True)
+    return {"one_client_in_process": alone, "two_clients_in_process": two_apart,
+            "one_client_daemon": alone_d, "two_clients_daemon": two_shared,
+            "ratio_daemon": two_shared / max(1, alone_d),
+            "ratio_in_process": two_apart / max(1, alone)}
+
+
+def declare(home: Path, url: str, max_concurrent: int | None) -> None:
+    (home / "config.json").write_text(json.dumps({"providers": {
+        PROVIDER: provider_entry(url, max_concurrent)}}), encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=7, help="timed runs per side")
     parser.add_argument("--wave-reps", type=int, default=3)
     parser.add_argument("--legs", type=int, default=64)
     parser.add_argument("--llm", default=shutil.which("llm"), help="an `llm` executable")
+    parser.add_argument("--parts", default="1,2,3", help="which of the three to run")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     offline()
     results: dict = {"machine": machine(), "reps": args.reps}
-    names = ModelNames("d", 2 + args.legs * (args.wave_reps * 2 + 2))
-    rl_names = ModelNames("r", 16 * 8)
     with tempfile.TemporaryDirectory(prefix="orch-bench-daemon-") as tmp:
         tmp = Path(tmp)
         home, xdg = tmp / "home", tmp / "xdg"
         xdg.mkdir(mode=0o700)
+        home.mkdir()
         env = {**os.environ, **OFFLINE, **plugin_env(True), "ORCH_HOME": str(home),
                "XDG_RUNTIME_DIR": str(xdg), "PYTHONPATH": str(cli_plugin_dir(tmp / "plugin"))}
         os.environ.update(env)
-        home.mkdir()
-
-        def declare(url: str) -> None:
-            (home / "config.json").write_text(json.dumps({"providers": {
-                PROVIDER: provider_entry(url, None)}}), encoding="utf-8")
-
-        print("1. single-leg fanout at 0 ms", flush=True)
-        with scripted_server(latency_ms=0, script=write_script(tmp / "s0.json", [], 1)) as url:
-            declare(url)
-            start_daemon(env)
-            try:
-                results["single_leg"] = single_leg(url, env, args.reps, args.llm, tmp)
-            finally:
-                stop_daemon(env)
-        print(f"2. a {args.legs}-leg wave at 1,000 ms: daemon client against the bare gather",
-              flush=True)
-        script = write_script(tmp / "s1.json", names.all(), STEPS)
-        with scripted_server(latency_ms=1000, script=script) as url:
-            (home / "config.json").write_text(json.dumps({"providers": {
-                PROVIDER: provider_entry(url, args.legs)}}), encoding="utf-8")
-            start_daemon(env)
-            try:
-                wave_through_daemon(env, names.take(1))  # warm: the first HTTP session
-                bare_gather(url, names.take(1))
-                daemon_s, bare_s = [], []
-                for rep in range(args.wave_reps):
-                    runs = [("d", lambda: daemon_s.append(
-                                wave_through_daemon(env, names.take(args.legs)))),
-                            ("b", lambda: bare_s.append(bare_gather(url,
-                                                                    names.take(args.legs))))]
-                    for _, run in (runs if rep % 2 == 0 else runs[::-1]):
-                        run()
-            finally:
-                stop_daemon(env)
-        results["wave"] = {"legs": args.legs, "daemon_s": daemon_s, "bare_s": bare_s,
-                           "ratio": statistics.median(daemon_s) / statistics.median(bare_s)}
-        print(f"  {args.legs} legs: daemon {statistics.median(daemon_s):.2f} s, bare "
-              f"{statistics.median(bare_s):.2f} s, ratio {results['wave']['ratio']:.3f}")
-        print("3. two clients against 8 in flight, 429 beyond", flush=True)
-        server = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator.testing.scripted_server", "--port", "0",
-             "--latency-ms", "200", "--max-in-flight", "8"], stdout=subprocess.PIPE,
-            text=True, env=env)
-        try:
-            url = server.stdout.readline().strip()
-            declare(url)
-            alone = rate_limited(env, rl_names, 1, 16, daemon=False)
-            two_apart = rate_limited(env, rl_names, 2, 16, daemon=False)
-            start_daemon(env)
-            try:
-                alone_d = rate_limited(env, rl_names, 1, 16, daemon=True)
-                two_shared = rate_limited(env, rl_names, 2, 16, daemon=True)
-            finally:
-                stop_daemon(env)
-        finally:
-            server.terminate()
-            server.wait()
-        results["rate_limits"] = {"one_client_in_process": alone,
-                                  "two_clients_in_process": two_apart,
-                                  "one_client_daemon": alone_d,
-                                  "two_clients_daemon": two_shared,
-                                  "ratio_daemon": two_shared / max(1, alone_d),
-                                  "ratio_in_process": two_apart / max(1, alone)}
-        print(f"  429s: one client {alone} (in-process) / {alone_d} (daemon); two clients "
-              f"{two_apart} in-process, {two_shared} through the daemon")
-    single = results["single_leg"]
-    print("\nsingle-leg orch fanout at 0 ms, process wall (median) and peak RSS:")
-    for name, r in single.items():
-        print(f"  {name:<10} {r['median_s']:.3f} s  {r['peak_rss_mb']:.0f} MiB")
-    print(f"daemon client: {single['daemon']['median_s']:.3f} s "
-          f"({'meets' if single['daemon']['median_s'] <= 0.3 else 'MISSES'} the 0.3 s target)")
-    w = results["wave"]
-    print(f"{w['legs']}-leg wave through the daemon / bare gather: {w['ratio']:.3f}x "
-          f"({'meets' if w['ratio'] <= 1.15 else 'MISSES'} the 1.15x target)")
-    rl = results["rate_limits"]
-    print(f"two clients' 429s / one client's: daemon {rl['ratio_daemon']:.2f}x "
-          f"({'meets' if rl['ratio_daemon'] <= 1.25 else 'MISSES'} 1.25x), in-process "
-          f"{rl['ratio_in_process']:.2f}x")
+        if "1" in parts:
+            results["single_leg"] = part_single(args, env, home, tmp)
+        if "2" in parts:
+            results["wave"] = part_wave(args, env, home, tmp)
+        if "3" in parts:
+            results["rate_limits"] = part_rate_limits(env, home)
+    print()
+    if "single_leg" in results:
+        single = results["single_leg"]
+        print("single-leg orch fanout at 0 ms, process wall (median) and peak RSS:")
+        for name, r in single.items():
+            print(f"  {name:<10} {r['median_s']:.3f} s  {r['peak_rss_mb']:.0f} MiB")
+        print(f"daemon client: {single['daemon']['median_s']:.3f} s ("
+              f"{'meets' if single['daemon']['median_s'] <= 0.3 else 'MISSES'} the 0.3 s "
+              "target)")
+    if "wave" in results:
+        w = results["wave"]
+        print(f"{w['legs']}-leg wave through the daemon / bare gather: {w['ratio']:.3f}x "
+              f"({'meets' if w['ratio'] <= 1.15 else 'MISSES'} the 1.15x target); in-process "
+              f"engine / bare: {w['engine_ratio']:.3f}x")
+    if "rate_limits" in results:
+        rl = results["rate_limits"]
+        print(f"two clients' 429s / one client's: daemon {rl['ratio_daemon']:.2f}x "
+              f"({'meets' if rl['ratio_daemon'] <= 1.25 else 'MISSES'} 1.25x), in-process "
+              f"{rl['ratio_in_process']:.2f}x")
     write_result("daemon", results)
 
 

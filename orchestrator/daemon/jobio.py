@@ -132,12 +132,17 @@ class JobEnviron(MutableMapping):
             job.fetch_env(name)
         return job.env[name]
 
+    def get(self, name: str, default: Any = None) -> Any:  # litellm reads env at every call
+        job = _job.get()
+        if job is None:
+            return self.base.get(name, default)
+        env = job.env
+        if name not in env and name in job.secret_names:
+            job.fetch_env(name)
+        return env.get(name, default)
+
     def __contains__(self, name: object) -> bool:
-        try:
-            self[name]  # type: ignore[index]
-        except KeyError:
-            return False
-        return True
+        return self.get(name) is not None  # type: ignore[arg-type]
 
     def __setitem__(self, name: str, value: str) -> None:
         job = _job.get()
@@ -165,7 +170,8 @@ class JobEnviron(MutableMapping):
 
     @property
     def _data(self):  # secrets.scan_env compares this to see whether anything changed
-        return dict(self._env())
+        job = _job.get()
+        return getattr(self.base, "_data", None) if job is None else job.env
 
 
 class JobLogHandler(logging.Handler):
