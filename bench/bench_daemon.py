@@ -126,15 +126,25 @@ def bare_gather(url: str, models: list[str]) -> float:
     return time.perf_counter() - t0
 
 
-def wave_through_daemon(env: dict, models: list[str]) -> float:
+def wave_through_daemon(env: dict, models: list[str], *, daemon: bool = True) -> float:
     argv = [ORCH, "fanout", "--models", ",".join(f"{PROVIDER}/{m}" for m in models),
             "--prompt", "Benchmark briefing: call noop, then answer.", "--json",
-            "--max-legs", str(len(models))]
+            "--max-legs", str(len(models)), *([] if daemon else ["--no-daemon"])]
     wall, _, done = timed_process(argv, env)
     doc = json.loads(done["stdout"])
-    if {leg["requests"] for leg in doc["legs"]} != {STEPS} or doc["pid"] == done["pid"]:
-        raise RuntimeError("the daemon's wave did not run 3 steps a leg")
+    if {leg["requests"] for leg in doc["legs"]} != {STEPS} or \
+            (doc["pid"] == done["pid"]) == daemon:
+        raise RuntimeError("the wave did not run 3 steps a leg where it should have")
+    from datetime import datetime
+
+    inside = (datetime.fromisoformat(doc["ended_at"]) -
+              datetime.fromisoformat(doc["created_at"])).total_seconds()
+    # the wave from its directory's creation to its end, without the process around it
+    WAVE_INSIDE["daemon" if daemon else "cli"].append(inside)
     return wall
+
+
+WAVE_INSIDE: dict[str, list[float]] = {"daemon": [], "cli": []}
 
 
 def rate_limited(env: dict, names: ModelNames, clients: int, legs: int, daemon: bool) -> int:
@@ -180,7 +190,7 @@ def part_single(args, env: dict, home: Path, tmp: Path) -> dict:
 def part_wave(args, env: dict, home: Path, tmp: Path) -> dict:
     print(f"2. a {args.legs}-leg wave at 1,000 ms: daemon client, engine in-process, bare",
           flush=True)
-    names = ModelNames("d", 3 + args.legs * 3 * (args.wave_reps + 1))
+    names = ModelNames("d", 3 + args.legs * 4 * (args.wave_reps + 1))
     script = write_script(tmp / "s1.json", names.all(), STEPS)
     daemon_s, bare_s, engine_s = [], [], []
     with scripted_server(latency_ms=1000, script=script) as url:
@@ -200,7 +210,8 @@ def part_wave(args, env: dict, home: Path, tmp: Path) -> dict:
 
             sides = [lambda: daemon_s.append(wave_through_daemon(env, names.take(args.legs))),
                      lambda: bare_s.append(bare_gather(url, names.take(args.legs))),
-                     in_process]
+                     in_process,
+                     lambda: wave_through_daemon(env, names.take(args.legs), daemon=False)]
             for rep in range(args.wave_reps):
                 for run in (sides if rep % 2 == 0 else sides[::-1]):
                     run()
@@ -209,10 +220,15 @@ def part_wave(args, env: dict, home: Path, tmp: Path) -> dict:
     bare = statistics.median(bare_s)
     out = {"legs": args.legs, "daemon_s": daemon_s, "bare_s": bare_s,
            "engine_in_process_s": engine_s, "ratio": statistics.median(daemon_s) / bare,
-           "engine_ratio": statistics.median(engine_s) / bare}
+           "engine_ratio": statistics.median(engine_s) / bare,
+           "daemon_wave_inside_s": WAVE_INSIDE["daemon"][1:],
+           "in_process_cli_wave_inside_s": WAVE_INSIDE["cli"]}
     print(f"  daemon client {statistics.median(daemon_s):.2f} s, engine in this process "
           f"{statistics.median(engine_s):.2f} s, bare {bare:.2f} s: {out['ratio']:.3f}x and "
-          f"{out['engine_ratio']:.3f}x", flush=True)
+          f"{out['engine_ratio']:.3f}x; the CLI's wave itself took "
+          f"{statistics.median(WAVE_INSIDE['daemon'][1:]):.2f} s in the daemon, "
+          f"{statistics.median(WAVE_INSIDE['cli']):.2f} s in `orch fanout --no-daemon`",
+          flush=True)
     return out
 
 
