@@ -40,9 +40,11 @@ def hello(path: Path, timeout: float = 5.0) -> tuple[Channel, dict] | None:
     except OSError:
         return None
     try:
+        chan.sock.settimeout(timeout)  # a wedged daemon is as good as none
         chan.send({"t": "hello", "compat": paths.compat()})
         reply = chan.recv()
-    except Closed:
+        chan.sock.settimeout(None)
+    except (Closed, OSError, ValueError):
         chan.close()
         return None
     return chan, reply

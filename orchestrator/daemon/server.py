@@ -124,6 +124,10 @@ class Daemon:
         old = os.umask(0o177)
         try:
             sock.bind(str(self.path))
+        except OSError as exc:  # a path too long for a socket (108 bytes), a full disk...
+            sock.close()
+            raise OrchError(f"cannot listen on {self.path} ({exc.strerror or exc}); set "
+                            "XDG_RUNTIME_DIR to a short directory of yours") from None
         finally:
             os.umask(old)
         os.chmod(self.path, 0o600)
@@ -139,6 +143,11 @@ class Daemon:
         if not hasattr(socket, "SO_PEERCRED") or not per_thread_cwd_works():
             raise OrchError("orch serve needs Linux (SO_PEERCRED and a per-thread current "
                             "directory); run commands in-process (drop `daemon` from config)")
+        from orchestrator.daemon.client import hello
+
+        if self.path.exists() and hello(self.path) is not None:  # said before the warm-up
+            raise OrchError(f"a daemon already listens on {self.path}; stop it first: "
+                            "`orch serve stop`")
         warm()
         jobio.install()
         self.bind()
