@@ -79,6 +79,10 @@ def test_socket_and_directory_are_the_owners_only(xdg, daemon_process):
     status = client(["serve", "status", "--json"])
     doc = json.loads(status.stdout)
     assert status.exit_code == 0 and doc["socket"] == str(sock(xdg))
+    again = client(["serve", "start"])
+    assert again.exit_code == 0 and f"already running (pid {doc['pid']})" in again.stdout
+    reload = client(["serve", "reload"])
+    assert reload.exit_code == 0 and "reloaded" in reload.stdout
     assert client(["serve", "stop"]).exit_code == 0
     assert not sock(xdg).exists()
     gone = client(["serve", "status"])
