@@ -216,6 +216,9 @@ class Daemon:
                 self.stop()
         except Closed:
             pass
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # not our protocol
+            self.log(f"a connection sent what orch does not speak ({type(exc).__name__}); "
+                     "closed it")
         finally:
             chan.close()
             self.last_active = time.monotonic()
