@@ -303,3 +303,21 @@ def test_the_client_path_imports_neither_litellm_nor_sqlmodel(orch, scripted_ser
         assert daemon.served == 1
     assert "light" in proc.stdout, proc.stderr
     assert proc.stderr.splitlines()[-1] == "HEAVY []"
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x00\x00\x05nope!", b"\xff\xff\xff\xffxx",
+                                     b"\x00\x00\x00\x02[]", b"GET / HTTP/1.0\r\n\r\n"])
+def test_garbage_on_the_socket_is_closed_and_the_daemon_goes_on(orch, scripted_server, xdg,
+                                                               garbage):
+    orch.provider()
+    scripted_server.script("m", Reply(text="still here"))
+    with daemon_in_thread() as daemon:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(str(daemon.path))
+        s.sendall(garbage)
+        s.shutdown(socket.SHUT_WR)
+        assert s.recv(1 << 16) == b""  # closed, nothing said
+        s.close()
+        result = client(["fanout", "-m", "scripted/m", "-p", "x"])
+    assert result.exit_code == 0 and "still here" in result.stdout
