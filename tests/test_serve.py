@@ -317,7 +317,11 @@ def test_garbage_on_the_socket_is_closed_and_the_daemon_goes_on(orch, scripted_s
         s.connect(str(daemon.path))
         s.sendall(garbage)
         s.shutdown(socket.SHUT_WR)
-        assert s.recv(1 << 16) == b""  # closed, nothing said
+        try:
+            said = s.recv(1 << 16)
+        except ConnectionResetError:  # closed with the rest unread
+            said = b""
+        assert said == b""  # closed, nothing said
         s.close()
         result = client(["fanout", "-m", "scripted/m", "-p", "x"])
     assert result.exit_code == 0 and "still here" in result.stdout
