@@ -61,6 +61,7 @@ class _Worker(threading.Thread):
 
     _idle: list[_Worker] = []
     _lock = threading.Lock()
+    busy = 0  # calls running now, abandoned ones included
 
     def __init__(self) -> None:
         super().__init__(name="orch-tool", daemon=True)
@@ -74,6 +75,8 @@ class _Worker(threading.Thread):
             worker = cls._idle.pop() if cls._idle else None
         if worker is None:
             worker = cls()
+        with cls._lock:
+            cls.busy += 1
         with worker._job:
             worker._work = work
             worker._job.notify()
@@ -84,9 +87,19 @@ class _Worker(threading.Thread):
                 while self._work is None:
                     self._job.wait()
                 work, self._work = self._work, None
-            work()
-            with _Worker._lock:
-                _Worker._idle.append(self)
+            try:
+                work()
+            finally:
+                with _Worker._lock:
+                    _Worker.busy -= 1
+                    _Worker._idle.append(self)
+
+
+def still_running() -> bool:
+    """Whether an abandoned call is still in native code (re2, file reads). The interpreter's
+    exit would kill its thread mid-call, which C++ code answers with abort() (exit -6 after
+    the results were printed): the CLI then leaves with ``os._exit`` instead."""
+    return _Worker.busy > 0
 
 
 async def run_sync(fn: Callable[[], T], *, seconds: float) -> T:

@@ -189,4 +189,30 @@ def main() -> None:
             sys.exit(1)
     except (KeyboardInterrupt, Terminated) as exc:
         sys.exit(130 if isinstance(exc, KeyboardInterrupt) else 143)
-    cli(prog_name="orch")
+    try:
+        cli(prog_name="orch")
+    except SystemExit as done:
+        _exit_past_busy_tools(done)
+        raise
+
+
+def _exit_past_busy_tools(done: SystemExit) -> None:
+    """Leave at once when a tool thread the wave abandoned is still working: everything is
+    written and flushed by now, and interpreter shutdown would abort that thread's C++ frames
+    (SIGABRT, a crash after a clean run)."""
+    tools = sys.modules.get("orchestrator.tool_thread")
+    if tools is None or not tools.still_running():
+        return
+    code = done.code
+    if code is not None and not isinstance(code, int):
+        click.echo(code, err=True)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    import logging
+
+    logging.shutdown()
+    os._exit(code or 0)
