@@ -79,6 +79,18 @@ class _Registry:
                 self.identifiers = (*self.identifiers, text)
                 self.version += 1
 
+    def snapshot(self) -> tuple:
+        with self._lock:
+            return dict(self.sources), self.needles, self.identifiers
+
+    def restore(self, saved: tuple) -> None:
+        """Back to a :meth:`snapshot`; the environment is rescanned at the next scrub."""
+        with self._lock:
+            sources, self.needles, self.identifiers = saved
+            self.sources = dict(sources)
+            self._env = None
+            self.version += 1
+
     def scan_env(self) -> None:
         """Register secret-named environment values; rescanned only when the environment
         changed (a C-level dict compare of os.environ's raw data)."""
@@ -92,6 +104,11 @@ class _Registry:
 
 
 _registry = _Registry()
+
+
+def registry() -> _Registry:
+    """This process's registry (tests snapshot and restore it around each test)."""
+    return _registry
 
 
 def _encodings(value: str) -> Iterable[str]:

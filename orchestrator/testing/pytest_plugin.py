@@ -31,14 +31,9 @@ def _secrets_as_at_start():
     scrub walk them all, and mask text that is no secret of this test."""
     from orchestrator import secrets
 
-    reg = secrets._registry
-    with reg._lock:
-        saved = (dict(reg.sources), reg.needles, reg.identifiers)
+    saved = secrets.registry().snapshot()
     yield
-    with reg._lock:
-        reg.sources, reg.needles, reg.identifiers = saved
-        reg._env = None  # rescan the environment the next test runs in
-        reg.version += 1
+    secrets.registry().restore(saved)
 
 
 @pytest.fixture
