@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,33 +156,35 @@ def register_litellm_keys(model: ResolvedModel) -> None:
 
     litellm sends them itself, so orch asks it which names it checks: its
     ``validate_environment`` run once per model against an empty environment lists them all
-    as missing. (Synchronous, no await: no other task of the wave runs meanwhile.)"""
+    as missing (:func:`_names_litellm_checks`)."""
     if model.declared or model.api_base:
         return
     names = _litellm_names.get(model.litellm_model)
     if names is None:
-        from orchestrator.runtime import litellm
-
-        lm, real = litellm(), os.environ
-        os.environ = _EmptyEnv()  # type: ignore[assignment]  # noqa: B003
         try:
-            names = tuple(lm.validate_environment(model=model.litellm_model)
-                          .get("missing_keys") or ())
+            names = _names_litellm_checks(model.litellm_model)
         except Exception:
             names = ()
-        finally:
-            os.environ = real  # noqa: B003
         _litellm_names[model.litellm_model] = names
     for name in names:
         if not name.endswith(("_BASE", "_VERSION", "_REGION", "_REGION_NAME", "_URL")):
             register_env(name)
 
 
-class _EmptyEnv(dict):
-    """An environment that holds nothing (and tells no one)."""
+def _names_litellm_checks(litellm_model: str) -> tuple[str, ...]:
+    """Every variable ``validate_environment`` checks for ``litellm_model``: it is run, once,
+    as a copy whose ``os`` shows an empty environment, so all of them come back missing.
 
-    def __contains__(self, key: object) -> bool:
-        return False
+    The copy has its own globals: the process's ``os.environ`` is never swapped, so threads
+    that read it meanwhile (concurrent jobs in ``orch serve``, litellm sending a key) see it
+    whole, and no key value is read."""
+    import types
 
-    def get(self, key, default=None):  # noqa: ANN001
-        return default
+    from orchestrator.runtime import litellm
+
+    real = litellm().validate_environment
+    scope = dict(real.__globals__, os=types.SimpleNamespace(environ={}))
+    probe = types.FunctionType(real.__code__, scope, real.__name__, real.__defaults__,
+                               real.__closure__)
+    probe.__kwdefaults__ = real.__kwdefaults__
+    return tuple(probe(model=litellm_model).get("missing_keys") or ())

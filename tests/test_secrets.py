@@ -65,6 +65,57 @@ def test_litellm_provider_variables_are_registered_by_name_litellm_reads(monkeyp
     assert scrub_values("litellm-reads-this-one-99") == "***"
 
 
+def test_learning_litellm_names_never_swaps_the_process_environment(monkeypatch):
+    """The daemon resolves models for many jobs at once on threads of one process: learning
+    which variables litellm reads must never hide the environment from another thread (nor,
+    restored out of order, leave it empty for good)."""
+    import sys
+    import threading
+
+    from orchestrator import models
+    from orchestrator.models import ResolvedModel, register_litellm_keys
+
+    monkeypatch.setenv("ORCH_RACE_PROBE", "still-here")
+    monkeypatch.setenv("OPENAI_API_KEY", "race-openai-value-8181")
+    monkeypatch.setattr(models, "_litellm_names", {})  # every call below asks litellm
+    environ = os.environ
+    providers = ("openai", "anthropic", "groq", "mistral", "deepseek", "cohere", "xai")
+    blind: list[object] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            if os.environ.get("ORCH_RACE_PROBE") != "still-here":
+                blind.append(type(os.environ).__name__)
+
+    def resolver(n: int) -> None:
+        for i in range(40):
+            provider = providers[(n + i) % len(providers)]
+            register_litellm_keys(ResolvedModel(name=f"{provider}/m-{n}-{i}", provider=provider,
+                                                litellm_model=f"{provider}/m-{n}-{i}"))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        watch = threading.Thread(target=reader)
+        watch.start()
+        workers = [threading.Thread(target=resolver, args=(n,)) for n in range(6)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        stop.set()
+        watch.join()
+    finally:
+        sys.setswitchinterval(interval)
+        left = os.environ
+        os.environ = environ  # noqa: B003  # (the old swap's worst case: back for the rest)
+    assert left is environ
+    assert blind == []
+    assert models._litellm_names["openai/m-0-0"] == ("OPENAI_API_KEY",)
+    assert scrub_values("race-openai-value-8181") == "***"  # still registered, never written
+
+
 def test_headers_and_url_credentials_are_registered():
     from orchestrator.secrets import register_headers, register_url
 
