@@ -77,10 +77,12 @@ async def _ensure(config, need: set[str], slots: int = 1):
 
     settings = _settings(config)
     try:
-        # a daemon thread: a signal while the server starts ends the wave at once (the
-        # supervisor goes on starting it, and stops it when idle)
+        # a daemon thread: a signal while the server starts ends the wave at once; the thread
+        # then stops a start it began and lets go of the server lock (tool_thread.expired:
+        # in orch serve it outlives the job, and the next job must not wait for it)
         state, started = await tool_thread.run_sync(
-            lambda: ensure(settings, need, slots=slots), seconds=START_WAIT_S)
+            lambda: ensure(settings, need, slots=slots, abandoned=tool_thread.expired),
+            seconds=START_WAIT_S)
     except OrchError:
         raise
     except Exception as exc:  # never let a broken start pass as "no change" (isolated)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,8 +20,12 @@ ORCH = [sys.executable, "-m", "orchestrator"]
 NEVER_HEALTHY = "import time; time.sleep(120)"  # a local server that never comes up
 
 
+@pytest.mark.usefixtures("both_ways")  # through orch serve, the start runs on the daemon
 def test_sigterm_during_wave_start_leaves_a_final_wave_json(orch_home, tmp_path):
+    """...and the interrupted start lets go of the server lock at once (in the daemon, the
+    next job must not wait for it) and leaves no server that nothing tracks."""
     from orchestrator.local import manager
+    from orchestrator.local import state as st
 
     gguf = tmp_path / "tiny.gguf"
     gguf.write_bytes(b"GGUF tiny")
@@ -28,7 +33,7 @@ def test_sigterm_during_wave_start_leaves_a_final_wave_json(orch_home, tmp_path)
 
     (orch_home / "config.json").write_text(json.dumps({"local": {
         "models": {"gemma3-270m": {"path": str(gguf), "sha256": sha256_file(gguf)}},
-        "server_command": ["{python}", "-c", NEVER_HEALTHY]}}))
+        "server_command": ["{python}", "-c", f"{NEVER_HEALTHY}  # {tmp_path}"]}}))
     env = dict(os.environ, ORCH_HOME=str(orch_home))
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         env.pop(key, None)
@@ -43,15 +48,37 @@ def test_sigterm_during_wave_start_leaves_a_final_wave_json(orch_home, tmp_path)
         time.sleep(0.5)  # wave_start is waiting for the server
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
+        with st.server_lock(timeout_s=10):  # free: another job can check or start a server
+            tracked = st.read_state() or {}
+            left = _processes_naming(str(tmp_path))
+            assert set(left) <= {tracked.get("pid"), tracked.get("server_pid")}, left
     finally:
         if proc.poll() is None:
             proc.kill()
         manager.stop()
+    assert not _processes_naming(str(tmp_path))
     assert proc.returncode == 143, err
     doc = json.loads(out)
     wave = json.loads(next(runs.glob("*/wave.json")).read_text())
     assert wave["status"] == doc["status"] == "aborted" and wave["signal"] == signal.SIGTERM
     assert wave["legs"][0]["status"] == "aborted"
+
+
+def _processes_naming(text: str) -> dict[int, str]:
+    """Live processes whose command line holds ``text`` (the supervisor names its launch file
+    under ORCH_HOME; the fake server's command carries the test's directory)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            zombie = "Z" in (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in argv and not zombie:
+            found[int(entry.name)] = argv
+    return found
 
 
 @pytest.mark.usefixtures("both_ways")  # also through orch serve: the client's SIGTERM

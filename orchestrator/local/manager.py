@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +40,24 @@ class _PortTaken(Exception):
 
 
 def ensure(settings: LocalSettings, need: Collection[str] = (), *, slots: int = 1,
-           retry_failed: bool = False) -> tuple[dict[str, Any], bool]:
+           retry_failed: bool = False,
+           abandoned: Callable[[], bool] = lambda: False) -> tuple[dict[str, Any], bool]:
     """The running server's state (starting it first if needed) and whether this call started
     it. ``need``: the alias the wave uses (one server holds one model). ``slots``: how many
     legs will decode at once; the server gets min(slots, ``local.max_slots``), and a running
     one with fewer is restarted for more when no slot is busy. ``retry_failed``: start again
     even if the server failed within the restart window (``orch server start``). Notices for
-    the user (a moved model file) come back in the state's ``notices``."""
+    the user (a moved model file) come back in the state's ``notices``. ``abandoned()``
+    true: nobody waits any more (an interrupted job in ``orch serve``, where this thread
+    outlives it): stop waiting and let go of the lock, undoing a start this call began, so
+    the next job goes on and no untracked server is left (:class:`state.Abandoned`)."""
     alias = _one_alias(settings, need)
     want = max(1, min(slots, settings.max_slots))
-    with st.server_lock(settings.start_timeout_s + 30):
+    with st.server_lock(settings.start_timeout_s + 30, abandoned=abandoned):
         st.touch_last_used()
         state = st.read_state()
         if state is not None and st.is_supervisor(state.get("pid")):
-            state = _wait_ready(state["pid"], settings.start_timeout_s)
+            state = _wait_ready(state["pid"], settings.start_timeout_s, abandoned)
             _check_served(state, need)
             if (state.get("slots") or want) >= want or not _idle(state):
                 return state, False
@@ -62,7 +66,7 @@ def ensure(settings: LocalSettings, need: Collection[str] = (), *, slots: int = 
         if state is not None:
             _clear_stale(state, retry_failed)
         notices: list[str] = []
-        state = _launch(settings, alias, want, notices)
+        state = _launch(settings, alias, want, notices, abandoned)
         _check_served(state, need)
         st.touch_last_used()
         return {**state, "notices": notices}, True
@@ -150,8 +154,8 @@ class Lease:
 
 
 # -- starting ------------------------------------------------------------------------------
-def _launch(settings: LocalSettings, alias: str, slots: int,
-            notices: list[str]) -> dict[str, Any]:
+def _launch(settings: LocalSettings, alias: str, slots: int, notices: list[str],
+            abandoned: Callable[[], bool]) -> dict[str, Any]:
     models = catalogue(settings.models)
     if alias not in models:
         raise OrchError(f"no local model {alias!r} (known: {', '.join(sorted(models))})")
@@ -162,7 +166,10 @@ def _launch(settings: LocalSettings, alias: str, slots: int,
         port = _pick_port(settings)
         pid = _spawn(settings, model, path, port, slots, binary)
         try:
-            return _wait_ready(pid, settings.start_timeout_s)
+            return _wait_ready(pid, settings.start_timeout_s, abandoned)
+        except st.Abandoned:
+            _undo_start(pid)
+            raise
         except _PortTaken:
             st.clear_state(pid)
             if settings.port:
@@ -271,11 +278,27 @@ def _spawn(settings: LocalSettings, model: LocalModel, path: Path, port: int, sl
     return proc.pid
 
 
-def _wait_ready(pid: int, timeout_s: float) -> dict[str, Any]:
+def _undo_start(pid: int) -> None:
+    """Stop the supervisor this call launched, and its server, before anyone relies on it."""
+    if st.is_supervisor(pid):
+        os.kill(pid, signal.SIGTERM)
+        if not _wait_gone(pid, 15.0):
+            os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid, 5)
+    state = st.read_state()
+    if state is not None and state.get("pid") == pid:
+        _kill_orphan(state)
+        st.clear_state(pid)
+
+
+def _wait_ready(pid: int, timeout_s: float,
+                abandoned: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Wait until supervisor ``pid`` reports its server running and it answers (a server that
     just crashed is being restarted: wait for that too), or say why it will not."""
     deadline = time.monotonic() + timeout_s
     while True:
+        if abandoned():
+            raise st.Abandoned
         state = st.read_state()
         mine = state if state is not None and state.get("pid") == pid else None
         if mine is not None and mine.get("status") == st.RUNNING:

@@ -17,7 +17,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,10 @@ from orchestrator.store import write_json_atomic
 
 STARTING, RUNNING, RESTARTING, FAILED = "starting", "running", "restarting", "failed"
 SUPERVISOR_MODULE = "orchestrator.local.supervisor"
+
+
+class Abandoned(Exception):  # noqa: N818 - what happened, not an error anyone reads
+    """The caller stopped waiting (its job was interrupted while a start was under way)."""
 
 
 def local_dir() -> Path:
@@ -92,9 +96,11 @@ def last_used(path: Path | None = None) -> float | None:
 
 
 @contextlib.contextmanager
-def server_lock(timeout_s: float = 300.0, path: Path | None = None) -> Iterator[None]:
+def server_lock(timeout_s: float = 300.0, path: Path | None = None,
+                abandoned: Callable[[], bool] = lambda: False) -> Iterator[None]:
     """One process at a time checks, starts or stops the server. Waits up to ``timeout_s``
-    for another process that is starting it (a start holds the lock until ready)."""
+    for another process that is starting it (a start holds the lock until ready), or until
+    ``abandoned()`` says nobody waits for this call any more (:class:`Abandoned`)."""
     path = path or lock_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as fh:
@@ -104,6 +110,8 @@ def server_lock(timeout_s: float = 300.0, path: Path | None = None) -> Iterator[
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if abandoned():
+                    raise Abandoned from None
                 if time.monotonic() > deadline:
                     raise OrchError(f"another orch process has held {path} for {timeout_s:g} s "
                                     f"while starting the local server; see {log_path()}") from None
