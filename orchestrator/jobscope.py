@@ -27,9 +27,11 @@ class JobScope:
     """One command run on behalf of someone else: its interrupts, its waves."""
 
     def __init__(self, *, on_wave: Callable[[str], None] | None = None,
-                 on_leave: Callable[[int], None] | None = None) -> None:
+                 on_leave: Callable[[int], None] | None = None,
+                 client_pid: int | None = None) -> None:
         self.on_wave = on_wave  # told each wave id as its directory is made
         self.on_leave = on_leave  # a second interrupt: the job's owner ends it at once
+        self.client_pid = client_pid  # the `orch` process that asked (serve: SO_PEERCRED)
         self.waves: list[str] = []
         self._lock = threading.Lock()
         self._receivers: list[tuple[Any, Any]] = []  # (event loop, send stream)
@@ -99,6 +101,14 @@ def leave_now(signum: int) -> None:
         scope.on_leave(signum)
         return
     os._exit(128 + signum)
+
+
+def client_pid() -> int | None:
+    """The pid of the ``orch`` command that was run for this run: this process in-process
+    (``orch mcp`` included), the client under ``orch serve`` (its ``SO_PEERCRED``). Only
+    recorded (wave.json ``client_pid``): liveness is the runner's ``pid``."""
+    scope = _current.get()
+    return os.getpid() if scope is None else scope.client_pid
 
 
 def wave_started(wave_id: str) -> None:

@@ -373,6 +373,7 @@ def test_sigterm_to_orch_mcp_finalises_its_wave_answers_the_call_and_exits_143(
     assert doc["signal"] == signal.SIGTERM and doc["exit_code"] == 143
     wave = json.loads((runs / doc["wave_id"] / "wave.json").read_text())
     assert wave["status"] == "aborted" and wave["legs"][0]["status"] == "aborted"
+    assert wave["client_pid"] == wave["pid"]  # orch mcp is the `orch` command that was run
     assert [r["status"] for r in ledger(orch_home, doc["wave_id"])] == ["aborted"]
     assert sess.exit_code == 143
 

@@ -143,8 +143,18 @@ def test_the_daemon_killed_mid_wave_is_one_line_and_status_rebuilds_the_wave(
     wait_for(lambda: (orch_home / "runs" / f"{wave.name}-1" / "metadata.json").exists()
              and json.loads((orch_home / "runs" / f"{wave.name}-1" / "metadata.json")
                             .read_text())["status"] == "complete", what="leg 1's end")
+    recorded = json.loads((wave / "wave.json").read_text())
+    assert (recorded["pid"], recorded["client_pid"]) == (daemon.pid, proc.pid)
+    running = json.loads(client(["status", wave.name, "--json"]).stdout)
+    assert running["status"] == "running"  # its runner, the daemon, is alive
+    proc.send_signal(signal.SIGSTOP)  # the client stays alive while its runner dies:
     daemon.kill()
     daemon.wait()  # reaped: a zombie would still look alive to `orch status`
+    try:  # liveness is the runner's pid, never the client's
+        meanwhile = json.loads(client(["status", wave.name, "--json"]).stdout)
+        assert meanwhile["status"] == "partial" and meanwhile.get("rebuilt") is True
+    finally:
+        proc.send_signal(signal.SIGCONT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert err.strip().splitlines()[-1] == (
@@ -181,9 +191,12 @@ def test_no_daemon_runs_in_process(orch, scripted_server, xdg):
         assert result.exit_code == 0 and daemon.served == 0
         doc = json.loads(result.stdout)
         assert doc["pid"] != os.getpid()  # that subprocess ran the wave itself
+        assert doc["client_pid"] == doc["pid"]  # ...and was the command the user ran
         via = client(["fanout", "-m", "scripted/m", "-p", "x", "--json"])
         assert via.exit_code == 0 and daemon.served == 1
-        assert json.loads(via.stdout)["pid"] == os.getpid()  # the daemon (this process) did
+        served = json.loads(via.stdout)
+        assert served["pid"] == os.getpid()  # the daemon (this process) did
+        assert served["client_pid"] not in (os.getpid(), doc["pid"], None)  # for its client
 
 
 def test_only_the_keys_a_job_reads_are_sent_and_none_is_written(

@@ -368,6 +368,7 @@ class CouncilRun:
             "created_at": self._created,
             "ended_at": None if self.status == "running" else now_iso(),
             "pid": os.getpid(), "pid_started": process_started(os.getpid()),
+            "client_pid": jobscope.client_pid(),
             "dir": str(self.dir), "briefing": "briefing.md", "context": self.plan.context,
             "line": CONCURRENCE_LINE,
             "seats": summary.seat_entries(self),

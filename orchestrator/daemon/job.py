@@ -55,7 +55,8 @@ def per_thread_cwd_works() -> bool:
 
 
 class Job:
-    def __init__(self, chan: Channel, request: dict[str, Any], on_done) -> None:
+    def __init__(self, chan: Channel, request: dict[str, Any], on_done,
+                 client_pid: int | None = None) -> None:
         self.chan = chan
         self.argv: list[str] = list(request["argv"])
         self.cwd: str = request["cwd"]
@@ -65,7 +66,8 @@ class Job:
         self.quiet = False
         self.detached = False  # the client is gone, or was told its exit code already
         self.exit_code: int | None = None
-        self.scope = jobscope.JobScope(on_wave=self._on_wave, on_leave=self._leave)
+        self.scope = jobscope.JobScope(on_wave=self._on_wave, on_leave=self._leave,
+                                       client_pid=client_pid)
         self._on_done = on_done
         self._replies: queue.Queue = queue.Queue()
         self._ask_lock = threading.Lock()

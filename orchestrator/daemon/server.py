@@ -27,9 +27,11 @@ DEFAULT_IDLE_MIN = 30.0
 STOP_GRACE_S = 30.0  # running jobs get this long to finalise on stop
 
 
-def peer_uid(sock: socket.socket) -> int:
+def peer_creds(sock: socket.socket) -> tuple[int, int, int]:
+    """The connecting process's (pid, uid, gid), as the kernel saw them at connect()."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+    return struct.unpack("3i", creds)
+
 
 
 class _PerLoopLoggingWorker:
@@ -195,7 +197,8 @@ class Daemon:
     def _connection(self, conn: socket.socket) -> None:
         chan = Channel(conn)
         try:
-            if peer_uid(conn) != os.getuid():
+            client_pid, uid, _ = peer_creds(conn)
+            if uid != os.getuid():
                 return  # another user: not a word
             first = chan.recv()
             if first.get("t") != "hello":
@@ -206,7 +209,7 @@ class Daemon:
             request = chan.recv()  # control requests are served whatever the verdict
             kind = request.get("t")
             if kind == "run" and verdict is None:
-                self._run(chan, request)
+                self._run(chan, request, client_pid)
             elif kind == "status":
                 chan.send({"t": "status", **self.status()})
             elif kind == "reload":
@@ -240,10 +243,10 @@ class Daemon:
                 return "config"
         return None
 
-    def _run(self, chan: Channel, request: dict) -> None:
+    def _run(self, chan: Channel, request: dict, client_pid: int) -> None:
         from orchestrator.daemon.job import Job
 
-        job = Job(chan, request, self._job_done)
+        job = Job(chan, request, self._job_done, client_pid)
         with self._lock:
             self.jobs.add(job)
             self.served += 1

@@ -305,6 +305,7 @@ class Wave:
                 "chair_model": self.spec.chair.name if self.spec.chair else None,
                 "options": self.spec.options, "pid": os.getpid(),
                 "pid_started": process_started(os.getpid()),
+                "client_pid": jobscope.client_pid(),
                 "notices": self.context.notices,
                 "budget_refusals": self.budget_refusals,
                 "ledger_errors": self.ledger.errors if self.ledger else [],
