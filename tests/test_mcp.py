@@ -239,6 +239,45 @@ def test_bad_input_is_a_tool_error_in_one_line_and_nothing_is_sent(
     assert scripted_server.count() == 0
 
 
+def test_errors_from_the_shared_checks_name_the_tools_arguments_not_cli_flags(
+        mcp_env, tmp_path, scripted_server):
+    """The checks are the CLI's (one copy); an MCP client cannot pass `--context`, so its
+    tool errors say `context`. A command to run (in backticks) keeps its flags, and a flag no
+    argument stands for is named as the CLI's."""
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    odd = tmp_path / "not --models but a file name"
+    two = ["scripted/a", "scripted/b"]
+    calls = [
+        ("fanout", {"prompt": "x", "models": ["scripted/a"], "context": [str(folder)]},
+         f"fanout: context {folder} is a directory; pass files (e.g. context {folder}/"),
+        ("fanout", {"prompt": "x", "models": ["scripted/a"], "context": [str(odd)]},
+         f"fanout: context {odd} does not exist"),  # the path is quoted as given
+        ("fanout", {"prompt": "x", "models": ["scripted/a"], "council": "c"},
+         "fanout: pass either models or council, not both"),
+        ("council_run", {"prompt": "x", "models": two, "chair": "scripted/a"},
+         "pass a chair that is not in models"),
+        ("council_run", {"prompt": "x", "models": two, "chair": "scripted/c", "diff": "-x"},
+         "council_run: diff '-x' is not a revision range"),
+        ("council_run", {"prompt": "x", "council": "nope", "chair": "scripted/c"},
+         "save one with `orch council save NAME --models a,b,c`"),
+        ("runs", {"action": "show", "id": "no-such-run"},
+         "(--runs-dir: an option of `orch runs` only; this tool has no such argument)"),
+    ]
+
+    async def body(session):
+        return [await session.call_tool(name, args) for name, args, _ in calls]
+
+    _, results = run_session(mcp_env, tmp_path, body)
+    for (name, _, expected), result in zip(calls, results, strict=True):
+        text = one_line(result)
+        assert expected in text, (name, text)
+        outside = "".join(text.replace(str(odd), "").split("`")[::2])  # commands to run
+        flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", outside))
+        assert flags <= {"--runs-dir"}, (name, text)
+    assert scripted_server.count() == 0
+
+
 def test_a_missing_key_is_refused_before_any_request(mcp_env, tmp_path, scripted_server):
     env = {k: v for k, v in mcp_env.items() if k != "SCRIPTED_KEY"}
 

@@ -187,6 +187,7 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs):
 
     from orchestrator.mcp_server.schemas import TOOLS
     from orchestrator.mcp_server.tools import JOBS, failure
+    from orchestrator.mcp_server.wording import in_tool_words
 
     tool = TOOLS.get(name)
     if tool is None:
@@ -203,10 +204,10 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs):
     jobs.add(job)
     try:
         doc = await JOBS[name](args, job)
-    except OrchError as exc:
-        return tool_error(f"{name}: {exc}")
+    except OrchError as exc:  # the CLI's shared checks: said with this tool's arguments
+        return tool_error(f"{name}: {in_tool_words(name, str(exc), args)}")
     except click.ClickException as exc:
-        return tool_error(f"{name}: {exc.format_message()}")
+        return tool_error(f"{name}: {in_tool_words(name, exc.format_message(), args)}")
     except Exception as exc:  # a bug, not bad input: still one line, the trace in the log
         from orchestrator.runtime import log
 
@@ -216,7 +217,7 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs):
     finally:
         jobs.remove(job)
     reason = failure(doc)
-    return _text_result(doc, one_line(reason) if reason else None)
+    return _text_result(doc, one_line(in_tool_words(name, reason, args)) if reason else None)
 
 
 def build(jobs: Jobs):
