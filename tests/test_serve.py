@@ -229,6 +229,38 @@ def test_only_the_keys_a_job_reads_are_sent_and_none_is_written(
     assert other not in result.output
 
 
+def test_two_jobs_at_once_each_send_their_own_clients_key(
+        orch, scripted_server, orch_home, xdg):
+    """Two clients with different values of one key variable, their waves overlapping in one
+    daemon (and a third resolving litellm models meanwhile): every request carries its own
+    client's key, and no job ever sees an empty environment."""
+    orch.provider(api_key_env="SCRIPTED_TEST_KEY")
+    keys = {"a": "sk-serve-a-0123456789abcdef", "b": "sk-serve-b-fedcba9876543210"}
+    for side in keys:
+        for i in range(6):
+            scripted_server.script(f"{side}{i}", Reply(text=f"{side}{i}", latency=0.3))
+    with daemon_in_thread() as daemon:
+        procs = {}
+        for side, key in keys.items():
+            env = dict(os.environ, SCRIPTED_TEST_KEY=key)
+            models = ",".join(f"scripted/{side}{i}" for i in range(6))
+            procs[side] = subprocess.Popen([*ORCH, "fanout", "-m", models, "-p", "x", "--json"],
+                                           env=env, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True)
+        litellm_names = client(["fanout", "-m", "openai/o1,anthropic/c1,groq/g1", "-p", "x"],
+                               env={k: v for k, v in os.environ.items()
+                                    if not k.endswith("_API_KEY")})
+        done = {side: proc.communicate(timeout=120) for side, proc in procs.items()}
+        assert daemon.served == 3
+    assert litellm_names.exit_code == 1 and "needs" in litellm_names.stderr
+    for side, key in keys.items():
+        assert procs[side].returncode == 0, done[side][1]
+        assert json.loads(done[side][0])["status"] == "complete"
+        for i in range(6):
+            (request,) = scripted_server.requests_for(f"{side}{i}")
+            assert request.headers.get("authorization") == f"Bearer {key}", (side, i)
+
+
 def test_another_uid_is_refused(xdg, daemon_process, monkeypatch, request):
     if os.getuid() != 0:
         pytest.skip("switching uid needs root")
