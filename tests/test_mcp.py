@@ -109,6 +109,15 @@ def one_line(result) -> str:
     return text
 
 
+def tool_errors(env, tmp_path, calls) -> list[str]:
+    """Each (tool, arguments, _) called in one session: the one-line error it came back with."""
+    async def body(session):
+        return [await session.call_tool(name, args) for name, args, _ in calls]
+
+    _, results = run_session(env, tmp_path, body)
+    return [one_line(result) for result in results]
+
+
 def test_tools_are_listed_with_a_description_for_every_field(mcp_env, tmp_path):
     async def body(session):
         return (await session.list_tools()).tools
@@ -229,12 +238,8 @@ def test_bad_input_is_a_tool_error_in_one_line_and_nothing_is_sent(
          "the briefing holds the value of $SCRIPTED_KEY"),
     ]
 
-    async def body(session):
-        return [await session.call_tool(name, args) for name, args, _ in calls]
-
-    _, results = run_session(mcp_env, tmp_path, body)
-    for (name, _, expected), result in zip(calls, results, strict=True):
-        text = one_line(result)
+    for (name, _, expected), text in zip(calls, tool_errors(mcp_env, tmp_path, calls),
+                                         strict=True):
         assert expected in text and KEY not in text, (name, text)
     assert scripted_server.count() == 0
 
@@ -265,12 +270,8 @@ def test_errors_from_the_shared_checks_name_the_tools_arguments_not_cli_flags(
          "(--runs-dir: an option of `orch runs` only; this tool has no such argument)"),
     ]
 
-    async def body(session):
-        return [await session.call_tool(name, args) for name, args, _ in calls]
-
-    _, results = run_session(mcp_env, tmp_path, body)
-    for (name, _, expected), result in zip(calls, results, strict=True):
-        text = one_line(result)
+    for (name, _, expected), text in zip(calls, tool_errors(mcp_env, tmp_path, calls),
+                                         strict=True):
         assert expected in text, (name, text)
         outside = "".join(text.replace(str(odd), "").split("`")[::2])  # commands to run
         flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", outside))
