@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,10 +154,45 @@ class CommandResult:
     error: str | None = None
 
 
+class Running:
+    """The command trials' processes, so an interrupt can kill them: each runs in its own
+    session (a terminal's Ctrl-C never reaches it) and blocks a worker thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.add(proc)
+            if not self.stopped:
+                return
+        _kill_group(proc)  # started as the interrupt arrived
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            procs = list(self._procs)
+        for proc in procs:
+            _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def run_command(c: Contestant, prompt: str, cwd: Path, check: str,
-                timeout_s: float) -> CommandResult:
-    """Run the contestant in ``cwd`` (blocking: call it in a worker thread). On timeout the
-    whole process group is killed."""
+                timeout_s: float, running: Running | None = None) -> CommandResult:
+    """Run the contestant in ``cwd`` (blocking: call it in a worker thread). On timeout, or
+    when ``running`` is stopped, the whole process group is killed."""
     argv = command_line(c, prompt, cwd, check)
     start = time.monotonic()
     try:
@@ -167,16 +203,18 @@ def run_command(c: Contestant, prompt: str, cwd: Path, check: str,
     except OSError as exc:
         return CommandResult(argv, None, "", "", 0.0, error=f"cannot start {c.command}: "
                              f"{exc.strerror or exc}")
+    if running is not None:
+        running.add(proc)
     try:
         out, err = proc.communicate(prompt.encode() if c.stdin else None, timeout=timeout_s)
         timed_out = False
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_group(proc)
         out, err = proc.communicate()
         timed_out = True
+    finally:
+        if running is not None:
+            running.discard(proc)
     return CommandResult(argv, proc.returncode, out.decode("utf-8", "replace"),
                          err.decode("utf-8", "replace"), time.monotonic() - start, timed_out)
 

@@ -87,6 +87,12 @@ def _with_delta(entry: dict[str, Any], fmt, dfmt) -> list[str]:
 def notes(doc: dict[str, Any]) -> list[str]:
     stats = doc["stats"]
     out = []
+    stop = doc.get("interrupted")
+    if stop:
+        out.append(f"Interrupted ({stop['signal_name']}): partial results, "
+                   f"{len(stop['complete'])} of {stop['planned']} trials graded; "
+                   f"{len(stop['cut_short'])} cut short (excluded), "
+                   f"{stop['not_started']} never started.")
     if stats["min_detectable"] is not None:
         out.append(f"With {stats['tasks']} tasks, only pass-rate differences above "
                    f"~{100 * stats['min_detectable']:.0f} points can be detected reliably "

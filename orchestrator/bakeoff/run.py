@@ -6,6 +6,11 @@ one cost-ceiling state, so ``--max-cost`` bounds the whole bench, not each trial
 trials run as subprocesses in worker threads, one at a time per contestant unless it says
 ``jobs = N``. A trial whose set-up failed (or that the ceiling never launched) is excluded
 and listed, never counted as a failure.
+
+A signal (Ctrl-C, SIGTERM, or a daemon job's interrupt) stops the bench as it stops a wave:
+running legs abort, command contestants' process groups are killed, no new trial starts, and
+every trial graded so far is kept. Trials cut short are listed as excluded ``interrupted``
+rows; the CLI writes the partial results file (see ``cli/bench_run.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 import anyio
 
+from orchestrator import jobscope
 from orchestrator.bakeoff import contestants as cmd
 from orchestrator.bakeoff.plan import Plan
 from orchestrator.bakeoff.tasks import (
@@ -31,6 +37,7 @@ from orchestrator.bakeoff.tasks import (
     snapshot,
     start_key,
 )
+from orchestrator.engine.record import ABORTED, PENDING
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.hookspecs import hookimpl
 from orchestrator.secrets import scrub
@@ -96,7 +103,7 @@ class Runner:
                     out.append(Slot(n, task, c, trial))
         return out
 
-    async def run(self) -> list[dict[str, Any]]:
+    async def run(self, *, handle_signals: bool = False) -> list[dict[str, Any]]:
         from orchestrator.server import Server
 
         slots = self.slots()
@@ -107,26 +114,72 @@ class Runner:
         self.command_limits = {c.name: anyio.CapacityLimiter(c.jobs)
                                for c in self.plan.contestants if c.kind == "command"}
         self.templates: dict[Any, Snapshot | BaseException] = {}  # start-state key -> state
-        await self.prepare_all()
+        self.signum: int | None = None
+        self.waves: list[BenchWave] = []
+        self.commands = cmd.Running()  # command trials' processes, killed on an interrupt
+        self._scopes: list[anyio.CancelScope] = []  # set-up and command trials
+        self.rows: dict[int, dict[str, Any]] = {}
+        try:
+            async with anyio.create_task_group() as outer:
+                if handle_signals:
+                    await outer.start(self._watch_signals)
+                with self._scope():
+                    await self.prepare_all()
+                if self.signum is None:
+                    await self._trials(slots)
+                outer.cancel_scope.cancel()
+        finally:
+            self.templates.clear()
+        self.results = [self.rows[n] for n in sorted(self.rows)]
+        return self.results
+
+    async def _trials(self, slots: list[Slot]) -> None:
         # model trials take the limiter in slot order (task → contestant → trial) although
         # each contestant's trials are the legs of its own wave
         model_slots = [s.n for s in slots if s.contestant.kind == "model"]
         self.turns = {n: anyio.Event() for n in model_slots}
         self.after = dict(zip(model_slots[1:], model_slots, strict=False))
-        self.rows: dict[int, dict[str, Any]] = {}
-        try:
+        async with anyio.create_task_group() as tg:
+            for j, c in enumerate(self.plan.contestants, start=1):
+                if c.kind == "model":
+                    self.waves.append(self.wave(j, c, [s for s in slots if s.contestant is c]))
+                    tg.start_soon(self.waves[-1].run)
+            tg.start_soon(self._command_trials, [s for s in slots
+                                                 if s.contestant.kind == "command"])
+
+    async def _command_trials(self, slots: list[Slot]) -> None:
+        with self._scope():
             async with anyio.create_task_group() as tg:
-                for j, c in enumerate(self.plan.contestants, start=1):
-                    mine = [s for s in slots if s.contestant is c]
-                    if c.kind == "model":
-                        tg.start_soon(self.wave(j, c, mine).run)
-                    else:
-                        for slot in mine:
-                            tg.start_soon(self.command_trial, slot)
-        finally:
-            self.templates.clear()
-        self.results = [self.rows[n] for n in sorted(self.rows)]
-        return self.results
+                for slot in slots:
+                    tg.start_soon(self.command_trial, slot)
+
+    def _scope(self) -> anyio.CancelScope:
+        """A cancel scope an interrupt cancels (one made after the interrupt starts
+        cancelled)."""
+        scope = anyio.CancelScope()
+        if self.signum is not None:
+            scope.cancel()
+        self._scopes.append(scope)
+        return scope
+
+    async def _watch_signals(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        async with jobscope.interrupts() as signals:  # the process's, or its job's (serve)
+            task_status.started()
+            async for signum in signals:
+                if self.signum is not None:
+                    jobscope.leave_now(signum)  # a second signal: leave at once
+                    continue
+                self.interrupt(signum)
+
+    def interrupt(self, signum: int) -> None:
+        """Stop as a signal would: legs abort (each wave finalises its wave.json), command
+        contestants are killed, and no further trial starts."""
+        self.signum = signum
+        for scope in self._scopes:
+            scope.cancel()
+        for wave in self.waves:
+            wave.interrupt(signum)
+        self.commands.stop()
 
     def wave(self, j: int, c: cmd.Contestant, slots: list[Slot]):
         """One model contestant's trials as the legs of one wave on the shared server."""
@@ -149,28 +202,67 @@ class Runner:
     async def model_trial(self, wave, leg, slot: Slot) -> None:
         """Launch one leg in its own fresh folder (in slot order, ``jobs`` at a time), then
         grade it."""
-        row = self.base_row(slot)
-        if slot.n in self.after:
-            await self.turns[self.after[slot.n]].wait()
-        async with self.model_limit:
-            self.turns[slot.n].set()
-            folder = await self.folder(slot.task, row)
-            if folder is None:  # the trial never started: its leg ends refused, with its row
-                await leg.refuse(row["excluded"])
-            else:
-                leg.ctx.workspace = folder
-                leg.ctx.options = {**leg.ctx.options, "workspace": str(folder)}
-                await Wave._launch(wave, leg)
-        self._model_row(row, leg.record, wave)
+        row, folder = self.base_row(slot), None
+        try:
+            if slot.n in self.after:
+                await self.turns[self.after[slot.n]].wait()
+            async with self.model_limit:
+                self.turns[slot.n].set()
+                folder = await self.folder(slot.task, row)
+                if folder is None:  # the trial never started: its leg ends refused, with its row
+                    await leg.refuse(row["excluded"])
+                else:
+                    leg.ctx.workspace = folder
+                    leg.ctx.options = {**leg.ctx.options, "workspace": str(folder)}
+                    await Wave._launch(wave, leg)
+            self._model_row(row, leg.record, wave)
+            await self.grade(slot, folder, row)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                if leg.record.status == PENDING:  # never launched: wave.json says aborted
+                    leg.record.finish(ABORTED, "aborted: the bench was interrupted before "
+                                      "this trial started")
+                    await self.finish(slot, folder, None)
+                else:
+                    self._model_row(row, leg.record, wave)
+                    await self.finish(slot, folder, self._cut(row))
+            raise
+        except BaseException:
+            await self.finish(slot, folder, None)
+            raise
         await self.finish(slot, folder, row)
 
     async def command_trial(self, slot: Slot) -> None:
-        row = self.base_row(slot)
-        async with self.command_limits[slot.contestant.name]:
-            folder = await self.folder(slot.task, row)
-            if folder is not None:
-                await self._command(slot, folder, row)
-            await self.finish(slot, folder, row)
+        row, folder, started = self.base_row(slot), None, False
+        try:
+            async with self.command_limits[slot.contestant.name]:
+                folder = await self.folder(slot.task, row)
+                if folder is not None:
+                    started = True
+                    await self._command(slot, folder, row)
+                    # its thread is waited for, not abandoned: an interrupt that killed the
+                    # command is seen here, so a killed command is never graded as a failure
+                    await anyio.lowlevel.checkpoint()
+                    await self.grade(slot, folder, row)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self.finish(slot, folder, self._cut(row) if started else None)
+            raise
+        except BaseException:
+            await self.finish(slot, folder, None)
+            raise
+        await self.finish(slot, folder, row)
+
+    def _cut(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A trial the interrupt cut short: kept, listed, never counted (pass or fail)."""
+        import signal
+
+        name = signal.Signals(self.signum).name if self.signum else "an interrupt"
+        row.update(passed=False, check_output="",
+                   excluded=f"interrupted: {name} arrived before it was graded")
+        if row["status"] in (None, "running"):
+            row["status"] = ABORTED
+        return row
 
     async def folder(self, task: Task, row: dict[str, Any]) -> Path | None:
         """A fresh trial folder; None, with the trial excluded and why, if set-up failed."""
@@ -182,16 +274,16 @@ class Runner:
             row["excluded"] = scrub(f"set-up failed: {type(exc).__name__}: {exc}")[:500]
             return None
 
-    async def finish(self, slot: Slot, folder: Path | None, row: dict[str, Any]) -> None:
-        """Grade, remove the folder (in a thread: it overlaps other trials' waits), report."""
-        try:
-            await self.grade(slot, folder, row)
-        finally:
-            if folder is not None:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(remove_folder, folder)
-        self.rows[slot.n] = row
-        self.on_trial(row)
+    async def finish(self, slot: Slot, folder: Path | None,
+                     row: dict[str, Any] | None) -> None:
+        """Remove the folder (in a thread: it overlaps other trials' waits), then keep and
+        report ``row`` (None: nothing to keep, the trial never started or crashed)."""
+        if folder is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(remove_folder, folder)
+        if row is not None:
+            self.rows[slot.n] = row
+            self.on_trial(row)
 
     async def grade(self, slot: Slot, folder: Path | None, row: dict[str, Any]) -> None:
         if row["excluded"] is not None:
@@ -253,7 +345,7 @@ class Runner:
         prompt = self.plan.render(slot.task)
         timeout = c.timeout_s or self.plan.timeout_s
         result = await anyio.to_thread.run_sync(cmd.run_command, c, prompt, folder,
-                                                slot.task.check, timeout)
+                                                slot.task.check, timeout, self.commands)
         reported = cmd.parse_output(c.parse, result.stdout)
         status = "complete" if result.exit_code == 0 and not result.timed_out else "error"
         reason = (f"timeout: the command ran past its {timeout:g} s limit" if result.timed_out
@@ -273,7 +365,8 @@ class Runner:
         if result.error and result.exit_code is None:
             row["excluded"] = f"set-up failed: {result.error}"
         if self.ledger is not None and reported.read:
-            await self.ledger.append(self.ledger_row(row, c))
+            with anyio.CancelScope(shield=True):  # reported spend outlives an interrupt
+                await self.ledger.append(self.ledger_row(row, c))
 
     def ledger_row(self, row: dict[str, Any], c: cmd.Contestant) -> dict[str, Any]:
         """A command trial's own report of its spend (cost source ``reported``)."""

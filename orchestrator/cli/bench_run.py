@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -190,13 +191,26 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
                     on_trial=BenchProgress(plan))
     started = datetime.now(UTC).isoformat()
     with runner.on_trial:
-        rows = anyio.run(runner.run)
+        rows = anyio.run(partial(runner.run, handle_signals=True))
     doc = {"bench_id": bench_id, "started": started,
            "finished": datetime.now(UTC).isoformat(), "versions": versions(),
            "model_ids": {n: m.name for n, m in resolved.items()},
            "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
            "ledger_errors": ledger.errors}
+    if runner.signum is not None:
+        doc["interrupted"] = interrupted(runner.signum, rows, len(runner.slots()))
     finish(doc, path, as_json=as_json, probe=probe)
+
+
+def interrupted(signum: int, rows: list[dict[str, Any]], planned: int) -> dict[str, Any]:
+    """What a signal left: the trials graded before it (complete), those it cut short
+    (listed, excluded), and how many never started."""
+    import signal
+
+    cut = [r["n"] for r in rows if str(r.get("excluded") or "").startswith("interrupted")]
+    return {"signal": signum, "signal_name": signal.Signals(signum).name,
+            "planned": planned, "complete": [r["n"] for r in rows if r["n"] not in cut],
+            "cut_short": cut, "not_started": planned - len(rows)}
 
 
 def analyse(doc: dict[str, Any]) -> dict[str, Any]:
@@ -224,6 +238,12 @@ def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = Fals
         click.echo(probe_text(doc))
     else:
         click.echo(report.terminal(doc))
+    stop = doc.get("interrupted")
+    if stop:  # everything measured so far is on disk: say where, in one line
+        click.echo(f"orch: interrupted ({stop['signal_name']}) after "
+                   f"{len(stop['complete'])} of {stop['planned']} trials; partial results: "
+                   f"{path} (report: {md})", err=True)
+        sys.exit(128 + stop["signal"])
     click.echo(f"results: {path}\nreport: {md} · {page}", err=True)
     if probe:  # a probe is a check: every contestant must start and pass the tiny task
         sys.exit(0 if all(r["status"] == "complete" and r["passed"] for r in doc["trials"])
