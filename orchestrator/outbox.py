@@ -9,6 +9,10 @@ that disk refuses it. The next command that opens the ledger replays the journal
 Exactly once: a row is in the ledger or in an outbox, never both for long. Replay inserts
 only rows whose ``(wave_id, leg_id)`` the ledger lacks, so a replay killed between its
 insert and the journal's rewrite does not count a row twice the next time.
+
+Other tables in the ledger's database journal a whole batch as one line (``{"table": ...,
+"rows": [...]}``): a council run's rows (table ``council``) go in together or not at all, and
+replay skips a run the table already holds.
 """
 
 from __future__ import annotations
@@ -115,7 +119,21 @@ def append(url: str, row: dict[str, Any]) -> Path:
     it (the caller says so: the row is then only in the leg's metadata.json)."""
     from orchestrator.ledger_schema import stamp
 
-    line = (encode(stamp(row)) + "\n").encode("utf-8")  # who and where: here, not the replayer
+    # who and where: here, not the replayer
+    return _journal(url, (encode(stamp(row)) + "\n").encode("utf-8"))
+
+
+def append_batch(url: str, table: str, rows: list[dict[str, Any]]) -> Path:
+    """Journal rows of another table of the ledger (``council``) as one line: replayed in
+    one transaction, all or none. Raises OSError as :func:`append` does."""
+    if table not in _BATCH_TABLES:
+        raise ValueError(f"the outbox journals no table named {table!r}")
+    batch = [{**r, "ts": _iso(r.get("ts"))} for r in rows]
+    return _journal(url, (json.dumps({"table": table, "rows": batch}, default=str)
+                          + "\n").encode("utf-8"))
+
+
+def _journal(url: str, line: bytes) -> Path:
     errors: list[str] = []
     for path in locations(url):
         try:
@@ -136,13 +154,31 @@ def append(url: str, row: dict[str, Any]) -> Path:
     raise OSError("no outbox location took the row (" + "; ".join(errors) + ")")
 
 
+def _take_council(ledger, batches: list[list[dict[str, Any]]]) -> tuple[set[int], int]:
+    from orchestrator.council.ledger import take_journaled  # its table, its rule of "once"
+
+    return take_journaled(ledger, batches)
+
+
+# table -> taker(ledger, batches): (indexes of the batches the ledger now holds, rows added)
+_BATCH_TABLES = {"council": _take_council}
+
+
 def pending(url: str) -> int:
     """Rows waiting in this ledger's outboxes."""
     total = 0
     for path in locations(url):
         with contextlib.suppress(OSError):
-            total += sum(1 for line in path.read_bytes().splitlines() if line.strip())
+            total += sum(_rows_in(line) for line in path.read_bytes().splitlines()
+                         if line.strip())
     return total
+
+
+def _rows_in(line: bytes) -> int:
+    try:
+        return max(1, len(json.loads(line).get("rows") or ()))
+    except (ValueError, AttributeError, TypeError):
+        return 1
 
 
 def replay(ledger) -> int:
@@ -173,15 +209,28 @@ def _replay_file(ledger, path: Path) -> int:
         with os.fdopen(os.dup(fd), "rb") as fh:
             lines = fh.read().splitlines()
         rows, kept = [], []
+        batches: dict[str, list[tuple[bytes, list[dict[str, Any]]]]] = {}
         for line in lines:
             if not line.strip():
                 continue
             try:
-                rows.append(_decode(json.loads(line)["row"]))
-            except (ValueError, KeyError, TypeError):
+                doc = json.loads(line)
+                if "table" in doc and doc["table"] in _BATCH_TABLES:
+                    batches.setdefault(doc["table"], []).append(
+                        (line, [_decode(r) for r in doc["rows"]]))
+                else:
+                    rows.append(_decode(doc["row"]))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 kept.append(line)  # unreadable: keep it for a person, never drop it
         taken, inserted = ledger.take_outbox(rows) if rows else (set(), 0)
         kept += [encode(r).encode() for n, r in enumerate(rows) if n not in taken]
+        for table, journaled in batches.items():
+            try:
+                done, added = _BATCH_TABLES[table](ledger, [b for _, b in journaled])
+            except Exception:  # noqa: BLE001 - the ledger refused: they wait for the next open
+                done, added = set(), 0
+            kept += [line for n, (line, _) in enumerate(journaled) if n not in done]
+            inserted += added
         _rewrite(path, kept)
         return inserted
     finally:

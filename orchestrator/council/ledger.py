@@ -65,6 +65,46 @@ def interval95(values: list[float]) -> list[float] | None:
     return [round(max(0.0, mean - half), 3), round(min(1.0, mean + half), 3)]
 
 
+def prepare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows as the table takes them: checked, stamped with who and where, the verdict
+    scrubbed. Done before a write is tried, so the outbox holds exactly what was meant."""
+    for row in rows:
+        unknown = set(row) - COLUMNS
+        if unknown:
+            raise ValueError(f"council row has unknown fields: {', '.join(sorted(unknown))}")
+    from orchestrator.secrets import scrub
+
+    return [CouncilRow(**{k: storable(scrub(v) if k == "verdict" else v)
+                          if isinstance(v, str) else v
+                          for k, v in stamp(r).items()}).model_dump(exclude={"id"})
+            for r in rows]
+
+
+def take_journaled(ledger: Ledger, batches: list[list[dict[str, Any]]]) -> tuple[set[int], int]:
+    """Replay of journaled runs (:mod:`orchestrator.outbox`): each batch is one run's rows,
+    inserted in one transaction unless the table already holds that run (a replay killed
+    after its insert). The indexes of the batches now in the table, and the rows added; a
+    batch the ledger refuses stays out (and in the journal)."""
+    import time
+
+    deadline = time.monotonic() + 2.0  # a replay never holds a command up for long
+    done, added = set(), 0
+    for n, batch in enumerate(batches):
+        runs = {r.get("run_id") for r in batch}
+        try:
+            with ledger.engine.begin() as conn:
+                ledger._bound(conn, deadline)
+                present = conn.execute(sa.select(TABLE.c.run_id).where(
+                    TABLE.c.run_id.in_(runs)).limit(1)).first()
+                if present is None:
+                    conn.execute(sa.insert(TABLE), prepare(batch))
+        except (sa.exc.SQLAlchemyError, ValueError, TypeError):
+            continue
+        done.add(n)
+        added += 0 if present is not None else len(batch)
+    return done, added
+
+
 class CouncilLedger:
     """The ``council`` table, on the same engine (same URL) as the spend ledger."""
 
@@ -72,21 +112,14 @@ class CouncilLedger:
         self.spend = Ledger(url)  # its migrations own the council table too
         self.engine = self.spend.engine
 
-    def append(self, rows: list[dict[str, Any]]) -> None:
-        """One run's rows in one transaction."""
-        for row in rows:
-            unknown = set(row) - COLUMNS
-            if unknown:
-                raise ValueError(f"council row has unknown fields: {', '.join(sorted(unknown))}")
-        if not rows:
+    def append(self, rows: list[dict[str, Any]], *, deadline: float | None = None) -> None:
+        """One run's rows in one transaction; ``deadline`` (``time.monotonic()``) bounds
+        the lock wait, as for spend rows."""
+        prepared = prepare(rows)
+        if not prepared:
             return
-        from orchestrator.secrets import scrub
-
-        prepared = [CouncilRow(**{k: storable(scrub(v) if k == "verdict" else v)
-                                  if isinstance(v, str) else v
-                                  for k, v in stamp(r).items()}).model_dump(exclude={"id"})
-                    for r in rows]
         with self.engine.begin() as conn:
+            self.spend._bound(conn, deadline)
             conn.execute(sa.insert(TABLE), prepared)
 
     def rows(self, run_id: str | None = None) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.council.tally import CONCURRENCE_LINE, SEVERITIES
@@ -61,7 +62,26 @@ def council_rows(run: CouncilRun) -> None:
                      "status": "verdict" if verdict else ("no-verdict" if gave else "failed"),
                      "reviewed": False, "verdict": verdict})
     try:
-        CouncilLedger(run.ledger_url).append(rows)
-    except Exception as exc:
-        run.notice(f"the council ledger could not record this run: "
-                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        CouncilLedger(run.ledger_url).append(rows, deadline=time.monotonic() + run.spend.left())
+    except Exception as exc:  # locked, full, unreachable: the rows wait in the outbox
+        _outbox(run, rows, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+def _outbox(run: CouncilRun, rows: list[dict[str, Any]], why: str) -> None:
+    """The run's rows journaled as one batch, as spend rows are (orchestrator/outbox.py):
+    the next command that opens the ledger replays them, once."""
+    from orchestrator import outbox
+    from orchestrator.council.ledger import prepare
+    from orchestrator.ledger_engine import default_url
+    from orchestrator.secrets import scrub
+
+    why = scrub(why)[:300]
+    try:
+        path = outbox.append_batch(run.ledger_url or default_url(), "council", prepare(rows))
+    except (OSError, ValueError) as exc:
+        run.notice(f"the council ledger could not record this run: {why}; outbox: "
+                   f"{scrub(str(exc))[:300]}")
+        return
+    run.notice(f"the council ledger could not record this run in time ({why}); its "
+               f"{len(rows)} row(s) wait in the outbox {path}; the next orch command that "
+               "opens the ledger (orch spend) replays them")

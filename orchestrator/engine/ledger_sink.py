@@ -54,6 +54,11 @@ class LedgerSink:
             pass
         return self
 
+    def left(self) -> float:
+        """Seconds of the ledger's wait this sink has not used (a council's own rows get
+        what its stages left)."""
+        return max(0.0, self.budget_s - self._spent)
+
     def _open(self):
         if self._ledger is None:
             from orchestrator.ledger import Ledger
