@@ -10,6 +10,9 @@ from datetime import datetime
 import click
 
 EXPORT_FORMATS = ("csv", "jsonl")
+# A CSV cell starting with one of these is run as a formula by Excel, LibreOffice or Google
+# Sheets (OWASP, "CSV Injection"; the full-width forms too, which some of them fold).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 @click.group()
@@ -75,7 +78,9 @@ def export(since_text: str, fmt: str) -> None:
     """Print the ledger's rows, oldest first, for a team's own dashboards and spreadsheets.
 
     Every column is there, ``user`` and ``host`` included; ``ts`` is ISO 8601 UTC and an
-    unknown cost is empty (csv) or null (jsonl), never 0.
+    unknown cost is empty (csv) or null (jsonl), never 0. In csv (RFC 4180, CRLF line
+    ends), a text cell starting with = + - @ (or a tab or CR) gets a leading ' so a
+    spreadsheet shows it instead of running it; jsonl is exact.
 
     \b
     Examples:
@@ -89,16 +94,27 @@ def export(since_text: str, fmt: str) -> None:
     columns = [c.name for c in TABLE.columns]
     out = click.get_text_stream("stdout")
     rows = iter(()) if _missing_sqlite_file() else Ledger().stream(since)  # never create one
-    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n") \
+    # RFC 4180 line ends: with a bare LF the csv module leaves a bare CR in a cell unquoted,
+    # and every reader then splits the row there
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\r\n") \
         if fmt == "csv" else None
     if writer:
         writer.writeheader()
     for row in rows:
         row["ts"] = _iso(row["ts"])
         if writer:
-            writer.writerow(row)
+            writer.writerow({k: spreadsheet_safe(v) for k, v in row.items()})
         else:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def spreadsheet_safe(value):
+    """A text cell a spreadsheet would evaluate (a model id, an error text, a tag) prefixed
+    with a single quote, OWASP's rule: shown as text, never run. Numbers and every other
+    cell are left as they are; JSON lines stay exact."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _iso(ts: datetime | None) -> str | None:
