@@ -36,13 +36,19 @@ class Request:
     # "text": the tools are described in the prompt and not sent (a model without native
     # tool calling, plugins/text_tools.py); the leg still runs the calls it lifts.
     tool_format: str = "native"
+    # 2: this step's request, built afresh and sent again after the provider rejected the
+    # first one's ``tools`` (no answer, nothing billed); each send passes before_request once
+    attempt: int = 1
 
     def evolve(self, **changes: Any) -> Request:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "step": self.step, "messages": self.messages,
-                "tools": self.tools, "params": self.params, "tool_format": self.tool_format}
+        out = {"model": self.model, "step": self.step, "messages": self.messages,
+               "tools": self.tools, "params": self.params, "tool_format": self.tool_format}
+        if self.attempt > 1:
+            out["attempt"] = self.attempt
+        return out
 
 
 @dataclass(frozen=True)

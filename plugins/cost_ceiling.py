@@ -6,7 +6,9 @@ The ceiling is a running account (docs/budgets.md):
   price plus the output reservation at the output price) is claimed against the ceiling,
   together with the known spend of every leg and the open claims of the others;
 - **settle** - when the response arrives its real cost is on the leg's record (the engine
-  bills it before any hook runs) and the claim is dropped;
+  bills it before any hook runs) and the claim is dropped; a leg holds one claim at a time,
+  so a request that got no answer (a step resent in text mode, ``request.attempt`` 2) has its
+  claim replaced by the next one, never added to it;
 - a request that could pass the ceiling is not sent: the leg gets one tool-less final request
   with its output reservation lowered to what is left (at least 256 tokens), otherwise it
   ends ``refused`` with ``BUDGET_CEILING``;

@@ -95,6 +95,10 @@ def before_request(leg, request):
     if not (tokens or seconds) or not request.tools or request.step == 1:
         return None  # no budget, or already a final (tool-less) request, or nothing spent
     st = _state(leg)
+    given = st.get("step_note")
+    if request.attempt > 1 and given and given[0] == request.step:
+        # this step's request, sent again (text mode): the note it was given goes again
+        return request.evolve(messages=[*request.messages, {"role": "user", "content": given[1]}])
     fraction, tight = spent(st, tokens, seconds)
     if fraction >= FINAL_AT or tight:
         why = "one more step and a summary would not fit" if fraction < FINAL_AT else \
@@ -112,6 +116,7 @@ def before_request(leg, request):
         return None
     level, text = due[-1]  # past two marks in one step: the latest note says it all
     st["notes"].extend(lv for lv, _ in due)
+    st["step_note"] = (request.step, text)
     _record(leg, st, tokens, seconds)
     leg.notice(f"turn budget: {int(level * 100)}% spent ({_spend(st, tokens, seconds)}); "
                f"note appended at step {request.step}")

@@ -274,7 +274,10 @@ class Leg:
                               final: bool) -> Request:
         """A provider that rejects ``tools`` (400 "does not support tools") is recorded in the
         catalog, and this step is rebuilt through the hooks once — the text tool protocol
-        now applies (plugins/text_tools.py). Any other failure ends the leg as before."""
+        now applies (plugins/text_tools.py). Any other failure ends the leg as before.
+        The rebuilt request is a new request on the wire: it passes every before_request
+        hook once, built fresh, as ``attempt`` 2 so a hook that acts once per step gives the
+        same change again (docs/plugins.md)."""
         from orchestrator.catalog import record_no_tools, tools_unsupported
 
         if (not request.tools or request.tool_format != "native" or not tools_unsupported(exc)
@@ -282,9 +285,9 @@ class Leg:
             raise exc
         record_no_tools(self.ctx.model, exc.message)
         self.ctx.set("tools_rejected", exc.message)
-        request = await self.hooks.pipeline("before_request", "request",
-                                            self._build(step, final), self.plugin_error,
-                                            leg=self.ctx)
+        again = self._build(step, final).evolve(attempt=request.attempt + 1)
+        request = await self.hooks.pipeline("before_request", "request", again,
+                                            self.plugin_error, leg=self.ctx)
         self.log("request", request.to_dict())
         return request  # on the wire, it counts in requests (on_send)
 
