@@ -94,6 +94,19 @@ async def interrupts() -> AsyncIterator[Any]:
             yield signals
 
 
+async def watch(interrupt: Callable[[int], None], interrupted: Callable[[], bool], *,
+                task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    """Hand the command's interrupts to ``interrupt`` (a wave, a council, a bench); once
+    ``interrupted()`` says one arrived, the next leaves at once."""
+    async with interrupts() as signals:
+        task_status.started()
+        async for signum in signals:
+            if interrupted():
+                leave_now(signum)  # a second signal: leave at once
+                continue
+            interrupt(signum)
+
+
 def leave_now(signum: int) -> None:
     """A second interrupt: leave at once (the process; or, in a job, its owner ends it)."""
     scope = _current.get()

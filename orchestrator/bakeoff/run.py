@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +122,9 @@ class Runner:
         self.rows: dict[int, dict[str, Any]] = {}
         try:
             async with anyio.create_task_group() as outer:
-                if handle_signals:
-                    await outer.start(self._watch_signals)
+                if handle_signals:  # the process's signals, or its job's (serve)
+                    await outer.start(partial(jobscope.watch, self.interrupt,
+                                              lambda: self.signum is not None))
                 with self._scope():
                     await self.prepare_all()
                 if self.signum is None:
@@ -161,15 +163,6 @@ class Runner:
             scope.cancel()
         self._scopes.append(scope)
         return scope
-
-    async def _watch_signals(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-        async with jobscope.interrupts() as signals:  # the process's, or its job's (serve)
-            task_status.started()
-            async for signum in signals:
-                if self.signum is not None:
-                    jobscope.leave_now(signum)  # a second signal: leave at once
-                    continue
-                self.interrupt(signum)
 
     def interrupt(self, signum: int) -> None:
         """Stop as a signal would: legs abort (each wave finalises its wave.json), command

@@ -146,12 +146,8 @@ class CouncilRun:
         return wave.records
 
     async def _watch_signals(self) -> None:
-        async with jobscope.interrupts() as signals:  # the process's, or its job's (serve)
-            async for signum in signals:
-                if self.signum is not None:
-                    jobscope.leave_now(signum)  # a second signal: leave at once
-                    continue
-                self.interrupt(signum)
+        # the process's signals, or its job's (serve)
+        await jobscope.watch(self.interrupt, lambda: self.signum is not None)
 
     def interrupt(self, signum: int) -> None:
         """Stop as a signal would: no further stage starts, the current wave's legs abort

@@ -269,13 +269,9 @@ class Wave:
         await leg.run()
 
     async def _watch_signals(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-        async with jobscope.interrupts() as signals:  # the process's, or its job's (serve)
-            task_status.started()
-            async for signum in signals:
-                if self.signum is not None:
-                    jobscope.leave_now(signum)  # a second signal: leave at once
-                    continue
-                self.interrupt(signum)
+        # the process's signals, or its job's (serve)
+        await jobscope.watch(self.interrupt, lambda: self.signum is not None,
+                             task_status=task_status)
 
     def interrupt(self, signum: int) -> None:
         """Stop the legs as a signal would (a council watching signals itself calls this)."""
