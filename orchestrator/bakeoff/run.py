@@ -250,6 +250,8 @@ class Runner:
         """A trial the interrupt cut short: kept, listed, never counted (pass or fail)."""
         import signal
 
+        if row["excluded"] is not None:  # excluded already (set-up failed): that reason stands
+            return row
         name = signal.Signals(self.signum).name if self.signum else "an interrupt"
         row.update(passed=False, check_output="",
                    excluded=f"interrupted: {name} arrived before it was graded")
