@@ -185,11 +185,18 @@ def engine_wave(cfg, pm, runs: Path, models: list[str], *, max_steps: int = 20):
     return Wave(spec, pm=pm, config=cfg, ledger=LedgerSink())
 
 
-async def bare_chain(lm, url: str, model: str, steps: int) -> int:
+# What orch's Server also tells litellm for a declared endpoint (orchestrator.server.
+# litellm_prices): per-token prices, so litellm's calculator skips its price-map search.
+PRICED = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
+
+
+async def bare_chain(lm, url: str, model: str, steps: int, **extra) -> int:
     """The physical limit: what any agent loop on litellm must do, and nothing else.
 
     Same requests as a leg (briefing, tool schema, assistant turn and tool result appended
-    each step), same litellm arguments as orchestrator.server.Server.
+    each step), same litellm arguments as orchestrator.server.Server but for the prices it
+    passes for a declared endpoint (``extra=PRICED`` adds them: the bare loop as orch would
+    write it, so a comparison against it is orch's own overhead and nothing else).
     """
     messages: list[dict] = [{"role": "user",
                              "content": "Benchmark briefing: call noop, then answer."}]
@@ -197,7 +204,7 @@ async def bare_chain(lm, url: str, model: str, steps: int) -> int:
         raw = await lm.acompletion(model=f"openai/{model}", messages=messages,
                                    tools=[TOOL_SCHEMA], api_base=url,
                                    api_key="sk-no-key-required", timeout=600.0,
-                                   max_retries=0, num_retries=0)
+                                   max_retries=0, num_retries=0, **extra)
         message = raw.choices[0].message
         if not message.tool_calls:
             return len(messages)

@@ -10,7 +10,11 @@ Run by hand: ``.venv/bin/python bench/bench_daemon.py [--reps 7] [--llm PATH]``.
 2. A 64-leg wave (3 steps a leg, ``noop`` tool calls, 1,000 ms latency) through the daemon,
    client wall, against the bare litellm gather of the same requests in this process (as
    bench/bench_wave.py), and against the same wave run by the engine in this process
-   (bench_wave.py's engine side). Target ≤ 1.15×.
+   (bench_wave.py's engine side). Target ≤ 1.15×. A second bare gather is given the
+   per-token prices orch's Server passes a declared endpoint (``_common.PRICED``): litellm
+   then skips the price-map search that, for a name it does not know, formats a traceback
+   per answer, so the ratio against it is orch's own overhead alone. Every ``orch`` runs from
+   a directory outside any git work tree, so a leg offers only ``noop``, as bare_chain does.
 3. Two concurrent clients of 16 legs against a server that answers 429 beyond 8 requests in
    flight: the 429s of both together, through the daemon (one shared gate) and in-process
    (two gates), against one client alone. Target (daemon) ≤ 1.25×.
@@ -35,6 +39,7 @@ from pathlib import Path
 
 from _common import (
     OFFLINE,
+    PRICED,
     PROVIDER,
     ModelNames,
     engine_setup,
@@ -49,6 +54,11 @@ from _common import (
 from bench_wave import STEPS, bare_chain, cli_plugin_dir, run_engine
 
 ORCH = os.path.join(os.path.dirname(sys.executable), "orch")
+# Every `orch` runs from a directory outside any git work tree: no workspace there, so a leg
+# offers only the ``noop`` tool and sends the requests bare_chain sends. From inside this
+# checkout it would also offer the read-only workspace tools (glob, grep, list, read): six
+# times the request body, a different request from the baseline's.
+CWD: dict[str, str] = {}
 
 
 def timed_process(argv: list[str], env: dict) -> tuple[float, float, dict]:
@@ -57,7 +67,8 @@ def timed_process(argv: list[str], env: dict) -> tuple[float, float, dict]:
     import threading
 
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=CWD.get("cwd"))
     chunks: dict[str, bytes] = {}
 
     def drain(name: str, stream) -> None:
@@ -113,13 +124,13 @@ def single_leg(url: str, env: dict, reps: int, llm: str | None, tmp: Path) -> di
     return out
 
 
-def bare_gather(url: str, models: list[str]) -> float:
+def bare_gather(url: str, models: list[str], **extra) -> float:
     from orchestrator.runtime import litellm
 
     lm = litellm()
 
     async def gather():
-        return await asyncio.gather(*(bare_chain(lm, url, m, STEPS) for m in models))
+        return await asyncio.gather(*(bare_chain(lm, url, m, STEPS, **extra) for m in models))
 
     t0 = time.perf_counter()
     asyncio.run(gather())
@@ -157,7 +168,7 @@ def rate_limited(env: dict, names: ModelNames, clients: int, legs: int, daemon: 
         if not daemon:
             argv.append("--no-daemon")
         procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+                                      stderr=subprocess.PIPE, text=True, cwd=CWD.get("cwd")))
     total = 0
     for proc in procs:
         out, err = proc.communicate()
@@ -192,7 +203,7 @@ def part_wave(args, env: dict, home: Path, tmp: Path) -> dict:
           flush=True)
     names = ModelNames("d", 3 + args.legs * 4 * (args.wave_reps + 1))
     script = write_script(tmp / "s1.json", names.all(), STEPS)
-    daemon_s, bare_s, engine_s = [], [], []
+    daemon_s, bare_s, priced_s, engine_s = [], [], [], []
     with scripted_server(latency_ms=1000, script=script) as url:
         declare(home, url, args.legs)
         start_daemon(env)
@@ -210,6 +221,7 @@ def part_wave(args, env: dict, home: Path, tmp: Path) -> dict:
 
             sides = [lambda: daemon_s.append(wave_through_daemon(env, names.take(args.legs))),
                      lambda: bare_s.append(bare_gather(url, names.take(args.legs))),
+                     lambda: priced_s.append(bare_gather(url, names.take(args.legs), **PRICED)),
                      in_process,
                      lambda: wave_through_daemon(env, names.take(args.legs), daemon=False)]
             for rep in range(args.wave_reps):
@@ -217,10 +229,13 @@ def part_wave(args, env: dict, home: Path, tmp: Path) -> dict:
                     run()
         finally:
             stop_daemon(env)
-    bare = statistics.median(bare_s)
+    bare, priced = statistics.median(bare_s), statistics.median(priced_s)
     out = {"legs": args.legs, "daemon_s": daemon_s, "bare_s": bare_s,
+           "bare_priced_s": priced_s,
            "engine_in_process_s": engine_s, "ratio": statistics.median(daemon_s) / bare,
            "engine_ratio": statistics.median(engine_s) / bare,
+           "ratio_priced": statistics.median(daemon_s) / priced,
+           "engine_ratio_priced": statistics.median(engine_s) / priced,
            "daemon_wave_inside_s": WAVE_INSIDE["daemon"][1:],
            "in_process_cli_wave_inside_s": WAVE_INSIDE["cli"]}
     print(f"  daemon client {statistics.median(daemon_s):.2f} s, engine in this process "
@@ -229,6 +244,9 @@ def part_wave(args, env: dict, home: Path, tmp: Path) -> dict:
           f"{statistics.median(WAVE_INSIDE['daemon'][1:]):.2f} s in the daemon, "
           f"{statistics.median(WAVE_INSIDE['cli']):.2f} s in `orch fanout --no-daemon`",
           flush=True)
+    print(f"  bare given the prices orch passes a declared endpoint {priced:.2f} s: daemon "
+          f"{out['ratio_priced']:.3f}x, engine {out['engine_ratio_priced']:.3f}x (orch's own "
+          "overhead, litellm's price-map miss taken out of both)", flush=True)
     return out
 
 
@@ -281,6 +299,8 @@ def main() -> None:
         home, xdg = tmp / "home", tmp / "xdg"
         xdg.mkdir(mode=0o700)
         home.mkdir()
+        (tmp / "work").mkdir()
+        CWD["cwd"] = str(tmp / "work")
         env = {**os.environ, **OFFLINE, **plugin_env(True), "ORCH_HOME": str(home),
                "XDG_RUNTIME_DIR": str(xdg), "PYTHONPATH": str(cli_plugin_dir(tmp / "plugin"))}
         os.environ.update(env)
@@ -303,7 +323,10 @@ def main() -> None:
         w = results["wave"]
         print(f"{w['legs']}-leg wave through the daemon / bare gather: {w['ratio']:.3f}x "
               f"({'meets' if w['ratio'] <= 1.15 else 'MISSES'} the 1.15x target); in-process "
-              f"engine / bare: {w['engine_ratio']:.3f}x")
+              f"engine / bare: {w['engine_ratio']:.3f}x; against the bare gather given the "
+              f"same prices: daemon {w['ratio_priced']:.3f}x "
+              f"({'meets' if w['ratio_priced'] <= 1.15 else 'MISSES'} 1.15x), engine "
+              f"{w['engine_ratio_priced']:.3f}x")
     if "rate_limits" in results:
         rl = results["rate_limits"]
         print(f"two clients' 429s / one client's: daemon {rl['ratio_daemon']:.2f}x "

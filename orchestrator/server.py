@@ -57,6 +57,7 @@ class Server:
             kwargs["api_key"] = key
         elif model.declared:
             kwargs["api_key"] = NO_KEY
+        kwargs.update(litellm_prices(model))
         kwargs.update(request.params)
         register_headers(kwargs.get("extra_headers") or kwargs.get("headers"))
         return kwargs
@@ -210,6 +211,19 @@ def cost_of(model: ResolvedModel, raw: Any, usage: Usage,
     if suspect:
         source = "suspect"
     return cost, source
+
+
+def litellm_prices(model: ResolvedModel) -> dict[str, float]:
+    """Per-token prices for litellm when orch works out the cost itself (:func:`_cost`: the
+    provider's declared prices, or ``unknown`` for an endpoint declared by URL), so litellm's
+    own calculator never searches its price map for a name it cannot know. That miss costs
+    ~45% of litellm's CPU per call (it formats a traceback every time; docs/performance.md).
+    litellm's number for these models is never read; an unknown price stays ``unknown``."""
+    if not model.declared and (model.input_cost_per_mtok is None
+                               or model.output_cost_per_mtok is None):
+        return {}  # litellm's price map is the price: its calculator runs
+    return {"input_cost_per_token": (model.input_cost_per_mtok or 0.0) / 1_000_000,
+            "output_cost_per_token": (model.output_cost_per_mtok or 0.0) / 1_000_000}
 
 
 def _price_usage(model: ResolvedModel, usage: Usage) -> float | None:
