@@ -16,12 +16,17 @@ class Usage:
     reasoning_tokens: int = 0
     cached_tokens: int = 0
 
+    # Spelled out: dataclasses.astuple/asdict deep-copy field by field, and a leg adds and
+    # writes its usage at every step of every leg.
     def __add__(self, other: Usage) -> Usage:
-        return Usage(*(a + b for a, b in zip(dataclasses.astuple(self),
-                                              dataclasses.astuple(other), strict=True)))
+        return Usage(self.input_tokens + other.input_tokens,
+                     self.output_tokens + other.output_tokens,
+                     self.reasoning_tokens + other.reasoning_tokens,
+                     self.cached_tokens + other.cached_tokens)
 
     def to_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "reasoning_tokens": self.reasoning_tokens, "cached_tokens": self.cached_tokens}
 
 
 @dataclass(frozen=True)

@@ -177,3 +177,16 @@ def test_an_empty_answer_ends_the_leg_error(orch, scripted_server, orch_home, re
     rows = {r["leg_id"]: r for r in ledger(orch_home)}  # legs end in any order
     assert rows[empty["leg_id"]]["reason"].startswith("empty_answer: ")
     assert rows[empty["leg_id"]]["status"] == "error"
+
+
+@given(st.lists(st.integers(0, 10**9), min_size=8, max_size=8))
+def test_usage_adds_and_writes_every_field(counts):
+    """Usage spells its fields out (speed): a field added later must be added and written."""
+    import dataclasses
+
+    from orchestrator.request import Usage
+
+    a, b = Usage(*counts[:4]), Usage(*counts[4:])
+    names = [f.name for f in dataclasses.fields(Usage)]
+    assert list((a + b).to_dict()) == names
+    assert (a + b).to_dict() == {n: getattr(a, n) + getattr(b, n) for n in names}
