@@ -135,13 +135,16 @@ class Ledger:
                         raise
                     time.sleep(0.05 * 2**attempt + random.uniform(0, 0.05))
 
-    def _bound(self, conn, deadline: float | None) -> None:
-        """No write waits past ``deadline``: SQLite's busy timeout, PostgreSQL's statement
-        timeout (a table another session locked would otherwise hold the leg forever)."""
+    def _bound(self, conn: sa.Connection, deadline: float | None) -> None:
+        """Bound the lock wait of the operation on ``conn`` by ``deadline`` (a
+        ``time.monotonic()``; None: the default 30 s): SQLite's busy timeout, PostgreSQL's
+        statement timeout (a table another session locked would otherwise hold the leg
+        forever). The bound ends with the operation: SQLite's connection goes back to the
+        pool with its own timeout, PostgreSQL's ``SET LOCAL`` ends with the transaction."""
         left = BUSY_TIMEOUT_MS if deadline is None else \
             max(0, min(BUSY_TIMEOUT_MS, int((deadline - time.monotonic()) * 1000)))
         if self.engine.dialect.name == "sqlite":
-            conn.exec_driver_sql(f"PRAGMA busy_timeout = {left}")
+            ledger_engine.busy_timeout(conn, left)
         elif self.engine.dialect.name == "postgresql":  # 0 would mean no limit at all
             conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, left)}")
 

@@ -50,6 +50,31 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
         cursor.close()
 
 
+_OWN_TIMEOUT = "orch_busy_timeout"  # the connection's own busy timeout while a bound is set
+
+
+def busy_timeout(conn: sa.Connection, ms: int) -> None:
+    """SQLite's busy timeout for this checkout only: the pool gives the connection its own
+    value back when it is returned (:func:`_restore_busy_timeout`), so one operation's short
+    bound never becomes a later user's wait."""
+    info = conn.info  # the pooled connection's record: kept across checkouts
+    if _OWN_TIMEOUT not in info:
+        info[_OWN_TIMEOUT] = conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+    conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(ms)}")
+
+
+def _restore_busy_timeout(dbapi_conn, record, state) -> None:
+    """On return to the pool (an error here makes the pool discard the connection)."""
+    own = record.info.pop(_OWN_TIMEOUT, None)
+    if own is None or dbapi_conn is None or state.terminate_only:
+        return
+    cursor = dbapi_conn.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(own)}")
+    finally:
+        cursor.close()
+
+
 def engine(url: sa.URL) -> sa.Engine:
     """The process's engine for ``url`` (created without connecting)."""
     key = url.render_as_string(hide_password=False)
@@ -68,6 +93,7 @@ def _create(url: sa.URL) -> sa.Engine:
     if backend == "sqlite":
         created = sa.create_engine(url)
         sa.event.listen(created, "connect", _sqlite_pragmas)
+        sa.event.listen(created, "reset", _restore_busy_timeout)
         return created
     connect_args = {}
     if backend == "postgresql" and "connect_timeout" not in url.query:

@@ -252,3 +252,65 @@ def test_four_processes_lose_no_row(ledger_url, tmp_path):
     data = ledger.rollup(group_by="wave")
     assert data["legs"] == 200 and data["total_cost_usd"] == 0.2
     assert {g["key"]: g["legs"] for g in data["groups"]} == {f"w-{n}": 50 for n in range(4)}
+
+
+def test_a_bound_lasts_one_operation_not_the_pooled_connections_later_users(home):
+    """Another process holds the write lock. A write bounded at 0.2 s gives up; the same pooled
+    SQLite connection then serves a user that sets no bound (a migration, say) and a write
+    bounded at 1.5 s: each waits its own time and gets in when the lock is let go at ~0.6 s.
+    Before, the 0.2 s stayed on the connection and the next user gave up after it too."""
+    import threading
+
+    import sqlalchemy as sa
+
+    ledger = Ledger()
+    ledger.append(row())
+    used = []
+
+    def checkout(dbapi_conn, _record, _proxy):
+        used.append(dbapi_conn)
+
+    sa.event.listen(ledger.engine, "checkout", checkout)
+    holder = sqlite3.connect(home / "ledger.db", isolation_level=None)
+
+    def while_locked(work):
+        """``work`` in a thread while the lock is held for another ~0.6 s: its error or None."""
+        failed = []
+
+        def run():
+            try:
+                work()
+            except Exception as exc:  # noqa: BLE001 - the test reports which call failed
+                failed.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        time.sleep(0.6)
+        holder.execute("ROLLBACK")
+        thread.join(30)
+        return failed[0] if failed else None
+
+    def short_bound_gives_up():
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(OrchError, match="database is locked"):
+            ledger.append_many([row(leg_id="w1-short")], deadline=time.monotonic() + 0.2)
+
+    def no_bound_of_its_own():
+        with ledger.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE probe (x)")
+
+    try:
+        short_bound_gives_up()
+        unbounded = while_locked(no_bound_of_its_own)
+        short_bound_gives_up()
+        longer = while_locked(lambda: ledger.append_many(
+            [row(leg_id="w1-long")], deadline=time.monotonic() + 1.5))
+        assert (unbounded, longer) == (None, None)
+        with ledger.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000
+    finally:
+        sa.event.remove(ledger.engine, "checkout", checkout)
+        holder.close()
+        ledger.close()
+    assert used and all(conn is used[0] for conn in used)  # one pooled connection throughout
+    assert [r["leg_id"] for r in Ledger().rows()] == ["w1-a", "w1-long"]
