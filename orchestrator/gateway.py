@@ -74,9 +74,9 @@ def reported_cost(raw: Any) -> float | None:
 
 def refusal(body: Any, message: str) -> tuple[str, str] | None:
     """``(reason, message)`` when the error body is one of the proxy's own refusals."""
-    from orchestrator.ratelimit import _error_of, parse_body
+    from orchestrator.ratelimit import error_of, parse_body
 
-    error = _error_of(parse_body(body))
+    error = error_of(parse_body(body))
     kind = str(error.get("type") or "").lower()
     reason = _REFUSALS.get(kind)
     if reason is None:

@@ -125,7 +125,7 @@ class Ledger:
             for attempt in range(WRITE_ATTEMPTS):
                 try:
                     with self.engine.begin() as conn:
-                        self._bound(conn, deadline)
+                        self.bound(conn, deadline)
                         conn.execute(sa.insert(TABLE), prepared)
                     return
                 except sa_exc.OperationalError as exc:
@@ -135,7 +135,7 @@ class Ledger:
                         raise
                     time.sleep(0.05 * 2**attempt + random.uniform(0, 0.05))
 
-    def _bound(self, conn: sa.Connection, deadline: float | None) -> None:
+    def bound(self, conn: sa.Connection, deadline: float | None) -> None:
         """Bound the lock wait of the operation on ``conn`` by ``deadline`` (a
         ``time.monotonic()``; None: the default 30 s): SQLite's busy timeout, PostgreSQL's
         statement timeout (a table another session locked would otherwise hold the leg

@@ -82,6 +82,8 @@ def duration(text: Any) -> float | None:
 
 
 def parse_body(text: Any) -> Any:
+    """A provider's error body as JSON when it is JSON text (bytes or str), None when it is
+    other text, and anything else (litellm's already-parsed ``exc.body``) as it is."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     if isinstance(text, str):
@@ -92,9 +94,9 @@ def parse_body(text: Any) -> Any:
     return text
 
 
-def _error_of(body: Any) -> dict:
+def error_of(body: Any) -> dict:
     """The provider's error object: ``{"error": {...}}``, ``[{"error": {...}}]`` (Gemini's
-    REST list) or the object itself (litellm's ``exc.body``)."""
+    REST list) or the object itself (litellm's ``exc.body``); empty when there is none."""
     if isinstance(body, list) and body:
         body = body[0]
     if not isinstance(body, dict):
@@ -162,7 +164,7 @@ def classify(status: int | None, headers: Any = None, body: Any = None, message:
     """What a failed call means for waiting, or None when it is no limit at all."""
     now = time.time() if now is None else now
     body = parse_body(body)
-    error = _error_of(body)
+    error = error_of(body)
     codes = _codes(error)
     text = " ".join(filter(None, [message, str(error.get("message") or "")]))
     if codes & OVERLOAD_CODES or status == 529:

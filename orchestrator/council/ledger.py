@@ -93,7 +93,7 @@ def take_journaled(ledger: Ledger, batches: list[list[dict[str, Any]]]) -> tuple
         runs = {r.get("run_id") for r in batch}
         try:
             with ledger.engine.begin() as conn:
-                ledger._bound(conn, deadline)
+                ledger.bound(conn, deadline)
                 present = conn.execute(sa.select(TABLE.c.run_id).where(
                     TABLE.c.run_id.in_(runs)).limit(1)).first()
                 if present is None:
@@ -119,7 +119,7 @@ class CouncilLedger:
         if not prepared:
             return
         with self.engine.begin() as conn:
-            self.spend._bound(conn, deadline)
+            self.spend.bound(conn, deadline)
             conn.execute(sa.insert(TABLE), prepared)
 
     def rows(self, run_id: str | None = None) -> list[dict[str, Any]]:
