@@ -216,8 +216,9 @@ def cost_of(model: ResolvedModel, raw: Any, usage: Usage,
 def litellm_prices(model: ResolvedModel) -> dict[str, float]:
     """Per-token prices for litellm when orch works out the cost itself (:func:`_cost`: the
     provider's declared prices, or ``unknown`` for an endpoint declared by URL), so litellm's
-    own calculator never searches its price map for a name it cannot know. That miss costs
-    ~45% of litellm's CPU per call (it formats a traceback every time; docs/performance.md).
+    own calculator never searches its price map for a name it cannot know. The miss formats a
+    traceback, cached by an error text naming the model: in a wave of distinct models, ~45% of
+    litellm's CPU per call (docs/performance.md).
     litellm's number for these models is never read; an unknown price stays ``unknown``."""
     if not model.declared and (model.input_cost_per_mtok is None
                                or model.output_cost_per_mtok is None):
