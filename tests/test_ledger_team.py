@@ -243,14 +243,12 @@ def test_a_ledger_url_without_its_driver_names_the_extra(orch_home, monkeypatch)
 
 def test_the_ledger_commands_do_not_load_sqlalchemy_for_help():
     """`orch --help` and `orch ledger --help` stay fast: no SQLAlchemy, no Alembic."""
-    code = ("import sys; from orchestrator.cli import cli\n"
-            "try:\n    cli(['ledger', '--help'])\nexcept SystemExit: pass\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('sqlalchemy', 'alembic', 'litellm', 'psycopg')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+    from orchestrator.testing.imports import imported_by
+
+    out, heavy = imported_by(["ledger", "--help"],
+                             ("sqlalchemy", "alembic", "litellm", "psycopg"))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert heavy == []
 
 
 def test_sqlalchemy_sees_the_same_schema_on_both_backends(ledger_url):

@@ -370,13 +370,11 @@ def test_nothing_but_frames_on_stdout_even_when_everything_prints(mcp_env, tmp_p
 
 
 def test_orch_help_lists_mcp_without_importing_the_sdk():
-    code = ("import sys; sys.argv = ['orch', '--help']\n"
-            "from orchestrator.cli import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "assert 'mcp' not in sys.modules and 'litellm' not in sys.modules, 'imported'\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+    from orchestrator.testing.imports import imported_by
+
+    out, heavy = imported_by(["--help"], ("mcp", "litellm"))
     assert out.returncode == 0, out.stderr
+    assert heavy == [], "imported"
     assert "mcp " in out.stdout and "MCP on stdio" in out.stdout
 
 

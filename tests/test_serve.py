@@ -324,30 +324,19 @@ def test_idle_stop_and_daemon_auto(orch, scripted_server, xdg):
     wait_for(lambda: not Path(f"/proc/{pid}").exists(), what="its exit")
 
 
-CLIENT_PROBE = """
-import sys
-sys.argv = ["orch", *sys.argv[1:]]
-from orchestrator.cli import main
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-heavy = sorted(m for m in sys.modules
-               if m.split(".")[0] in ("litellm", "sqlmodel", "sqlalchemy", "anyio", "pluggy",
-                                      "structlog", "httpx", "openai", "pydantic"))
-print("HEAVY", heavy, file=sys.stderr)
-"""
-
-
 def test_the_client_path_imports_neither_litellm_nor_sqlmodel(orch, scripted_server, xdg):
+    from orchestrator.testing.imports import imported_by
+
     orch.provider()
     scripted_server.script("m", Reply(text="light"))
     with daemon_in_thread() as daemon:
-        proc = subprocess.run([sys.executable, "-c", CLIENT_PROBE, "fanout", "-m", "scripted/m",
-                               "-p", "x"], capture_output=True, text=True, timeout=60)
+        proc, heavy = imported_by(
+            ["fanout", "-m", "scripted/m", "-p", "x"],
+            ("litellm", "sqlmodel", "sqlalchemy", "anyio", "pluggy", "structlog", "httpx",
+             "openai", "pydantic"))
         assert daemon.served == 1
     assert "light" in proc.stdout, proc.stderr
-    assert proc.stderr.splitlines()[-1] == "HEAVY []"
+    assert heavy == []
 
 
 @pytest.mark.parametrize("garbage", [b"\x00\x00\x00\x05nope!", b"\xff\xff\xff\xffxx",
