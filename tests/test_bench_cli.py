@@ -232,13 +232,13 @@ def test_report_without_the_extra_says_how_to_get_charts(monkeypatch, tmp_path):
                               "usage": {"input_tokens": 3, "output_tokens": 4,
                                         "cached_tokens": 0}, "cost_usd": 0.5}),
      "hi", (3, 4, 0), 0.5),
-    ("claude-json", "garbage {", "garbage {", (0, 0, 0), None),
     ("none", "plain answer", "plain answer", (0, 0, 0), None),
 ])
 def test_output_parsers(parser, stdout, answer, tokens, cost):
     from orchestrator.bakeoff.contestants import parse_output
+    from orchestrator.bakeoff.guard import Guard
 
-    got = parse_output(parser, stdout)
+    got = parse_output(parser, stdout, Guard(bwrap=None))
     assert got.answer == answer
     assert (got.input_tokens, got.output_tokens, got.cached_tokens) == tokens
     assert got.cost_usd == cost

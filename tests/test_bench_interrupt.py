@@ -22,8 +22,9 @@ pytestmark = pytest.mark.slow
 ORCH = [sys.executable, "-m", "orchestrator"]
 TASKS = ["t1", "t2", "t3", "t4"]
 
-# a command contestant: quick on t1 and t2, stuck on t3 (it writes its pid so the test can
-# prove the interrupt killed it: it runs in its own session, so Ctrl-C never reaches it)
+# a command contestant: quick on t1 and t2, stuck on t3 (it says so in a folder it may
+# write, so the test can prove the interrupt killed it: it runs in its own session, so
+# Ctrl-C never reaches it; confined, its pid is its namespace's, so the test finds it by name)
 AGENT = """\
 import os, pathlib, re, sys, time
 task = re.search(r"Task (t[0-9]+)", sys.stdin.read()).group(1)
@@ -52,7 +53,8 @@ def setup_bench(tmp_path):
              "expect": {"contains": [f"CODE-{task}"]}, "solution": f"CODE-{task}"}))
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    pidfile = tmp_path / "stuck.pid"
+    (tmp_path / "agent-out").mkdir()
+    pidfile = tmp_path / "agent-out" / "stuck.pid"
     config = tmp_path / "bench.toml"
     config.write_text(textwrap.dedent(f"""\
         [bench]
@@ -70,8 +72,22 @@ def setup_bench(tmp_path):
         kind = "command"
         command = "{sys.executable}"
         args = ["{agent}", "{pidfile}"]
+        writable = ["{pidfile.parent}"]
         """))
     return config, pidfile
+
+
+def running_script(script) -> list[int]:
+    """Host pids of processes running ``script`` (seen from outside any sandbox)."""
+    pids = []
+    for proc in os.listdir("/proc"):
+        try:
+            cmdline = open(f"/proc/{proc}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmdline[:2] == [sys.executable.encode(), str(script).encode()]:  # not bwrap's
+            pids.append(int(proc))
+    return pids
 
 
 def alive(pid: int) -> bool:
@@ -100,10 +116,11 @@ def test_sigint_mid_bench_writes_the_partial_results_and_exits_130(
             # both contestants are stuck on t3: the model on the wire, the command asleep
             while time.monotonic() < deadline and not (
                     pidfile.exists() and pidfile.read_text()
-                    and any("t3" in json.dumps(r.body) for r in scripted_server.requests)):
+                    and any("t3" in json.dumps(r.body) for r in scripted_server.requests)
+                    and err_path.read_text().count("PASS ") == 4):  # t2 graded (in a thread)
                 time.sleep(0.05)
             assert pidfile.exists(), err_path.read_text()
-            stuck = int(pidfile.read_text())
+            [stuck] = running_script(tmp_path / "agent.py")
             assert err_path.read_text().count("PASS ") == 4  # t1 and t2, both contestants
             proc.send_signal(signal.SIGINT)
             stdout, _ = proc.communicate(timeout=60)

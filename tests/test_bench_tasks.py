@@ -9,7 +9,10 @@ import pytest
 
 from orchestrator.bakeoff import tasks as T
 from orchestrator.bakeoff.contestants import command_line, parse_contestant
+from orchestrator.bakeoff.guard import Guard
 from orchestrator.errors import OrchError
+
+UNCONFINED = Guard(bwrap=None)  # the limits without bubblewrap (tests/test_bench_sandbox.py)
 
 
 def task(**kw):
@@ -30,8 +33,8 @@ def task(**kw):
     ({"contains": ["x"], "regex": "y"}, "x", False),  # every expectation must hold
 ])
 def test_expect_kinds(expect, answer, ok):
-    passed, output = T.grade(task(expect=expect), answer, None)
-    assert passed is ok, output
+    passed, output, error = T.grade(task(expect=expect), answer, None, UNCONFINED)
+    assert passed is ok and error is None, output
 
 
 def test_python_check_is_imported_from_the_task_folder(tmp_path):
@@ -40,9 +43,9 @@ def test_python_check_is_imported_from_the_task_folder(tmp_path):
     (tmp_path / "t.toml").write_text('id = "t"\ntask = "n"\n[expect]\n'
                                      'python = "bench_check_mod_xyz:is_even"\n')
     t = T.load_tasks(tmp_path)[0]
-    assert T.grade(t, "4", None)[0] is True
-    passed, output = T.grade(t, "five", None)
-    assert passed is False and "ValueError" in output
+    assert T.grade(t, "4", None, UNCONFINED)[0] is True
+    passed, output, error = T.grade(t, "five", None, UNCONFINED)
+    assert passed is False and "ValueError" in output and error is None  # a no, not a crash
 
 
 def test_verify_runs_in_the_trial_folder_with_the_answer_file():
@@ -50,8 +53,8 @@ def test_verify_runs_in_the_trial_folder_with_the_answer_file():
              files={"f.txt": "start"})
     folder = T.make_folder(t)
     try:
-        assert T.grade(t, "yes", folder)[0] is True
-        passed, output = T.grade(t, "no", folder)
+        assert T.grade(t, "yes", folder, UNCONFINED)[0] is True
+        passed, output, _ = T.grade(t, "no", folder, UNCONFINED)
         assert passed is False and output.startswith("exit 1")
         log = subprocess.run(["git", "log", "--oneline"], cwd=folder, capture_output=True,
                              text=True).stdout
@@ -143,15 +146,14 @@ def test_a_trial_folder_from_a_snapshot_is_a_working_repository():
         T.remove_folder(second)
 
 
-def test_a_check_that_hangs_is_killed_with_its_children(monkeypatch):
-    monkeypatch.setattr(T, "VERIFY_TIMEOUT_S", 0.5)
-    t = task(verify="sleep 30 & sleep 30")  # a child holding the pipe must not hang us
+def test_a_check_that_hangs_is_killed_with_its_children():
+    t = task(verify="sleep 30 & sleep 30", check_timeout_s=0.5)  # a child holds the pipe
     folder = T.make_folder(t)
     try:
-        passed, output = T.grade(t, "x", folder)
+        passed, output, error = T.grade(t, "x", folder, UNCONFINED)
     finally:
         T.remove_folder(folder)
-    assert passed is False and "ran past 0.5 s" in output
+    assert passed is False and error == "the check ran past its 0.5 s limit"
 
 
 def test_bench_ids_carry_as_many_random_bits_as_wave_ids():

@@ -7,27 +7,29 @@ it reports is recorded as reported (cost source ``reported``), never priced by o
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import OrchError
+from orchestrator.sandbox.process import Finished, Limits, Running, run
+
+if TYPE_CHECKING:
+    from orchestrator.bakeoff.guard import Guard
+
+__all__ = ["Running"]  # an interrupt stops command trials and checks alike
 
 KINDS = ("model", "command")
 PARSERS = ("none", "claude-json", "codex-jsonl", "orch-json")
 TOOLS = ("read", "none")
+PARSE_TIMEOUT_S = 30.0  # a parser reading at most 8 MiB of output
 PLACEHOLDERS = ("{task}", "{cwd}", "{model}", "{verify}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+-]{0,79}$")
 _MODEL_KEYS = {"name", "kind", "model", "tier", "tools", "max_steps", "disable_plugins", "note"}
 _COMMAND_KEYS = {"name", "kind", "command", "args", "stdin", "env", "timeout_s", "parse",
-                 "note", "model", "jobs"}
+                 "note", "model", "jobs", "network", "pass_env", "writable", "memory_mb"}
 
 
 @dataclass
@@ -47,6 +49,10 @@ class Contestant:
     timeout_s: float | None = None
     parse: str = "none"
     jobs: int = 1
+    network: bool = False  # inside the sandbox: may it reach the network?
+    pass_env: list[str] = field(default_factory=list)  # names whose values orch passes on
+    writable: list[str] = field(default_factory=list)  # folders besides its trial folder
+    memory_mb: int | None = None  # RLIMIT_DATA; none by default (agent runtimes vary)
 
     def to_dict(self) -> dict[str, Any]:
         keys = _MODEL_KEYS if self.kind == "model" else _COMMAND_KEYS
@@ -100,6 +106,13 @@ def parse_contestant(data: Any, where: str) -> Contestant:
                 raise ValueError(f"`parse` is one of {', '.join(PARSERS)}")
             c.model = str(data.get("model", ""))
             c.jobs = _int(data.get("jobs", 1), "jobs", 1, 64)
+            if not isinstance(data.get("network", False), bool):
+                raise ValueError("`network` is true or false")
+            c.network = data.get("network", False)
+            c.pass_env = _strings(data.get("pass_env", []), "pass_env")
+            c.writable = _strings(data.get("writable", []), "writable")
+            if data.get("memory_mb") is not None:
+                c.memory_mb = _int(data["memory_mb"], "memory_mb", 16, 1 << 20)
         c.note = str(data.get("note", ""))
     except (TypeError, ValueError) as exc:
         raise OrchError(f"{where} ({name}): {exc}") from None
@@ -143,80 +156,22 @@ def found(c: Contestant) -> bool:
     return shutil.which(c.command) is not None
 
 
-@dataclass
-class CommandResult:
-    argv: list[str]
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    secs: float
-    timed_out: bool = False
-    error: str | None = None
-
-
-class Running:
-    """The command trials' processes, so an interrupt can kill them: each runs in its own
-    session (a terminal's Ctrl-C never reaches it) and blocks a worker thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen] = set()
-        self.stopped = False
-
-    def add(self, proc: subprocess.Popen) -> None:
-        with self._lock:
-            self._procs.add(proc)
-            if not self.stopped:
-                return
-        _kill_group(proc)  # started as the interrupt arrived
-
-    def discard(self, proc: subprocess.Popen) -> None:
-        with self._lock:
-            self._procs.discard(proc)
-
-    def stop(self) -> None:
-        with self._lock:
-            self.stopped = True
-            procs = list(self._procs)
-        for proc in procs:
-            _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def run_command(c: Contestant, prompt: str, cwd: Path, check: str,
-                timeout_s: float, running: Running | None = None) -> CommandResult:
-    """Run the contestant in ``cwd`` (blocking: call it in a worker thread). On timeout, or
-    when ``running`` is stopped, the whole process group is killed."""
+def run_command(c: Contestant, prompt: str, cwd: Path, check: str, timeout_s: float,
+                guard: Guard) -> Finished:
+    """Run the contestant in ``cwd``, confined (blocking: call it in a worker thread). On
+    timeout, or when ``guard.running`` is stopped, the whole process group is killed."""
     argv = command_line(c, prompt, cwd, check)
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE if c.stdin else
-                                subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env={**os.environ, **c.env},
-                                start_new_session=True)
-    except OSError as exc:
-        return CommandResult(argv, None, "", "", 0.0, error=f"cannot start {c.command}: "
-                             f"{exc.strerror or exc}")
-    if running is not None:
-        running.add(proc)
-    try:
-        out, err = proc.communicate(prompt.encode() if c.stdin else None, timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        timed_out = True
-    finally:
-        if running is not None:
-            running.discard(proc)
-    return CommandResult(argv, proc.returncode, out.decode("utf-8", "replace"),
-                         err.decode("utf-8", "replace"), time.monotonic() - start, timed_out)
+    writable = tuple(Path(w).expanduser() for w in c.writable)
+    named = tuple(Path(a) for a in (c.command, *c.args) if Path(a).is_absolute() and
+                  Path(a).exists())  # files bench.toml names (a script) are shown, read-only
+    done = run(guard.command(argv, cwd=cwd, writable=writable, readable=named,
+                             network=c.network), cwd=cwd,
+               env=guard.env(declared=c.env, passed=tuple(c.pass_env)),
+               stdin=prompt.encode() if c.stdin else None, running=guard.running,
+               limits=Limits(timeout_s=timeout_s, memory_mb=c.memory_mb,
+                             file_mb=guard.file_mb))
+    done.argv = argv  # the contestant's own command line, not the sandbox's
+    return done
 
 
 @dataclass
@@ -230,17 +185,28 @@ class Reported:
     read: bool = False  # the parser found usage in the output
 
 
-def parse_output(parser: str, stdout: str) -> Reported:
-    """What a command said: its answer, tokens and cost. Unreadable output: the raw text."""
-    try:
-        if parser == "claude-json":
-            return _claude(stdout)
-        if parser == "codex-jsonl":
-            return _codex(stdout)
-        if parser == "orch-json":
-            return _orch(stdout)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        pass
+def parse_output(parser: str, stdout: str, guard: Guard) -> Reported | str:
+    """What a command said: its answer, tokens and cost; or, as a string, why its output
+    could not be read. Parsers other than ``none`` run in a child process (they read
+    whatever the command printed). Blocking: call it in a worker thread."""
+    if parser == "none":
+        return Reported(answer=stdout)
+    reply = guard.python({"op": "parse", "parser": parser, "stdout": stdout},
+                         PARSE_TIMEOUT_S)
+    if "error" in reply:
+        return f"its output could not be read as {parser}: {reply['error']}"
+    return Reported(**reply["reported"])
+
+
+
+def read_output(parser: str, stdout: str) -> Reported:
+    """The parser itself (in the child); raises on output it cannot read."""
+    if parser == "claude-json":
+        return _claude(stdout)
+    if parser == "codex-jsonl":
+        return _codex(stdout)
+    if parser == "orch-json":
+        return _orch(stdout)
     return Reported(answer=stdout)
 
 
@@ -249,7 +215,12 @@ def _n(value: Any) -> int:
 
 
 def _claude(stdout: str) -> Reported:
-    doc = json.loads(stdout.strip().splitlines()[-1])
+    lines = stdout.strip().splitlines()
+    if not lines:
+        raise ValueError("empty output (is the CLI installed and logged in?)")
+    doc = json.loads(lines[-1])
+    if not isinstance(doc, dict):
+        raise ValueError("the last line is JSON but not an object")
     usage = doc.get("usage") or {}
     cost = doc.get("total_cost_usd", doc.get("cost_usd"))
     cached = _n(usage.get("cache_read_input_tokens"))
@@ -262,7 +233,7 @@ def _claude(stdout: str) -> Reported:
 
 
 def _codex(stdout: str) -> Reported:
-    out = Reported(answer="")
+    out, events = Reported(answer=""), 0
     for line in stdout.splitlines():
         try:
             event = json.loads(line)
@@ -270,7 +241,10 @@ def _codex(stdout: str) -> Reported:
             continue
         if not isinstance(event, dict):
             continue
+        events += 1
         item = event.get("item") or event.get("msg") or {}
+        if not isinstance(item, dict):
+            continue
         if item.get("type") == "agent_message":
             out.answer = str(item.get("text", item.get("message", "")))
         usage = event.get("usage") if event.get("type") == "turn.completed" else \
@@ -283,11 +257,17 @@ def _codex(stdout: str) -> Reported:
             out.read = True
         if event.get("type") == "turn.completed":
             out.steps += 1
+    if not events:
+        raise ValueError("no JSON events in the output" if stdout.strip() else "empty output")
     return out
 
 
 def _orch(stdout: str) -> Reported:
+    if not stdout.strip():
+        raise ValueError("empty output")
     doc = json.loads(stdout)
+    if not isinstance(doc, dict):
+        raise ValueError("the output is JSON but not an object")
     legs = [doc["chair"]] if doc.get("chair") else doc.get("legs") or []
     answer = next((leg.get("answer") or "" for leg in legs if leg.get("status") == "complete"),
                   "")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.bakeoff.contestants import Contestant, check_unique, parse_contestant
+from orchestrator.bakeoff.guard import CHECK_MEMORY_MB, CHECK_TIMEOUT_S
 from orchestrator.bakeoff.tasks import Task, load_tasks, suite_dir
 from orchestrator.errors import OrchError
 
@@ -29,6 +30,8 @@ jobs = 8                   # model trials at once (the rate gate still applies)
 timeout_s = 600            # per trial
 prompt = "{task}"          # the template every contestant gets; {verify} would leak the check
 # max_cost = 2.00          # dollars, for the whole bench (the cost-ceiling guard)
+# check_timeout_s = 60     # each hidden check's limit (a task's check_timeout_s wins)
+# check_memory_mb = 2048   # each check's memory limit
 
 # The first contestant is the baseline every other one is compared with.
 [[contestants]]
@@ -51,6 +54,9 @@ model = "anthropic/claude-haiku-4-5"
 # stdin = false
 # parse = "claude-json"     # none | claude-json | codex-jsonl | orch-json
 # timeout_s = 900
+# network = true            # it runs confined (bubblewrap): no network unless this says so
+# pass_env = ["ANTHROPIC_API_KEY"]  # no variable with a key reaches it unless named here
+# writable = ["~/.claude"]  # folders it may write besides its trial folder
 '''
 
 
@@ -66,6 +72,25 @@ class Plan:
     max_cost: float | None = None
     config_path: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    check_timeout_s: float = CHECK_TIMEOUT_S  # a task's own check_timeout_s wins
+    check_memory_mb: int = CHECK_MEMORY_MB
+    readable: list[str] = field(default_factory=list)  # shown read-only inside the sandbox
+    confinement: str = ""  # what ran untrusted programs: "bwrap", or none (--unsafe-checks)
+
+    @property
+    def needs_sandbox(self) -> bool:
+        """Something untrusted runs as a program: a `verify` check or a command contestant."""
+        return any(t.verify for t in self.tasks) or any(c.kind == "command"
+                                                       for c in self.contestants)
+
+    def guard(self, bwrap: str | None):
+        from orchestrator.bakeoff.guard import Guard
+
+        guard = Guard(bwrap=bwrap, check_timeout_s=self.check_timeout_s,
+                      check_memory_mb=self.check_memory_mb,
+                      readable=tuple(Path(p).expanduser() for p in self.readable))
+        self.confinement = guard.confinement
+        return guard
 
     @property
     def prompt_hash(self) -> str:
@@ -80,6 +105,9 @@ class Plan:
                 "timeout_s": self.timeout_s, "prompt": self.prompt,
                 "prompt_sha256": self.prompt_hash, "max_cost": self.max_cost,
                 "config_path": self.config_path, "config": self.config,
+                "check_timeout_s": self.check_timeout_s,
+                "check_memory_mb": self.check_memory_mb, "readable": self.readable,
+                "confinement": self.confinement,
                 "contestants": [c.to_dict() for c in self.contestants],
                 "tasks": [t.id for t in self.tasks]}
 
@@ -132,8 +160,19 @@ def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
                 timeout_s=float(_pick(timeout_s, bench.get("timeout_s"), DEFAULT_TIMEOUT_S,
                                       "timeout_s", 0.001, 86400)),
                 max_cost=max_cost if max_cost is not None else bench.get("max_cost"),
-                config_path=str(config_path) if config_path else None, config=data)
+                config_path=str(config_path) if config_path else None, config=data,
+                check_timeout_s=float(_pick(None, bench.get("check_timeout_s"),
+                                            CHECK_TIMEOUT_S, "check_timeout_s", 0.001, 86400)),
+                check_memory_mb=int(_pick(None, bench.get("check_memory_mb"), CHECK_MEMORY_MB,
+                                          "check_memory_mb", 16, 1 << 20)),
+                readable=_paths(bench.get("readable", [])))
     return plan
+
+
+def _paths(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise OrchError("bench.readable must be a list of folder paths")
+    return list(value)
 
 
 def task_folder(config_path: Path | None, builtin: str | None, cases: Path | None,

@@ -26,6 +26,7 @@ import anyio
 
 from orchestrator import jobscope
 from orchestrator.bakeoff import contestants as cmd
+from orchestrator.bakeoff.guard import Guard
 from orchestrator.bakeoff.plan import Plan
 from orchestrator.bakeoff.tasks import (
     Snapshot,
@@ -38,12 +39,16 @@ from orchestrator.bakeoff.tasks import (
     snapshot,
     start_key,
 )
+from orchestrator.capped import cap
 from orchestrator.engine.record import ABORTED, PENDING
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.hookspecs import hookimpl
 from orchestrator.secrets import scrub
 
-OUTPUT_KEEP = 20_000  # characters of a command's stdout/stderr kept in the results
+OUTPUT_KEEP = 20_000  # characters of a command's stdout/stderr kept in the results (the end)
+ANSWER_KEEP = 100_000  # characters of an answer kept in the results (the start)
+REASON_KEEP = 500  # characters of a reason kept (results and ledger)
+TIMEOUT = "timeout"
 
 
 def new_bench_id() -> str:
@@ -93,6 +98,7 @@ class Runner:
     runs_dir: Path | None = None
     on_trial: Callable[[dict[str, Any]], None] = lambda row: None
     results: list[dict[str, Any]] = field(default_factory=list)
+    guard: Guard = field(default_factory=lambda: Guard(bwrap=None))  # set by the CLI
 
     def slots(self) -> list[Slot]:
         """task → contestant → trial."""
@@ -117,7 +123,7 @@ class Runner:
         self.templates: dict[Any, Snapshot | BaseException] = {}  # start-state key -> state
         self.signum: int | None = None
         self.waves: list[BenchWave] = []
-        self.commands = cmd.Running()  # command trials' processes, killed on an interrupt
+        self.commands = self.guard.running  # commands and checks, killed on an interrupt
         self._scopes: list[anyio.CancelScope] = []  # set-up and command trials
         self.rows: dict[int, dict[str, Any]] = {}
         try:
@@ -209,7 +215,7 @@ class Runner:
                     leg.ctx.options = {**leg.ctx.options, "workspace": str(folder)}
                     await Wave._launch(wave, leg)
             self._model_row(row, leg.record, wave)
-            await self.grade(slot, folder, row)
+            await self.grade(slot, folder, row, leg.record.answer or "")
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 if leg.record.status == PENDING:  # never launched: wave.json says aborted
@@ -232,11 +238,11 @@ class Runner:
                 folder = await self.folder(slot.task, row)
                 if folder is not None:
                     started = True
-                    await self._command(slot, folder, row)
+                    answer = await self._command(slot, folder, row)
                     # its thread is waited for, not abandoned: an interrupt that killed the
                     # command is seen here, so a killed command is never graded as a failure
                     await anyio.lowlevel.checkpoint()
-                    await self.grade(slot, folder, row)
+                    await self.grade(slot, folder, row, answer)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self.finish(slot, folder, self._cut(row) if started else None)
@@ -280,14 +286,22 @@ class Runner:
             self.rows[slot.n] = row
             self.on_trial(row)
 
-    async def grade(self, slot: Slot, folder: Path | None, row: dict[str, Any]) -> None:
+    async def grade(self, slot: Slot, folder: Path | None, row: dict[str, Any],
+                    answer: str | None = None) -> None:
+        """The hidden check, off the event loop (a command or a child process). A check
+        that could not grade excludes the trial, saying why. ``answer``: the whole answer
+        when the row keeps a capped one."""
         if row["excluded"] is not None:
             return
-        if slot.task.verify:  # a process: off the event loop
-            row["passed"], row["check_output"] = await anyio.to_thread.run_sync(
-                grade, slot.task, row["answer"], folder)
-        else:  # a check on the answer alone: quick, inline
-            row["passed"], row["check_output"] = grade(slot.task, row["answer"], folder)
+        verdict = await anyio.to_thread.run_sync(
+            grade, slot.task, row["answer"] if answer is None else answer, folder, self.guard)
+        row["passed"], row["check_output"] = verdict.passed, scrub(verdict.output)
+        if verdict.error and self.signum is not None:  # the interrupt killed the check
+            self._cut(row)
+        elif verdict.error:
+            row["passed"] = False
+            row["excluded"] = scrub(cap(verdict.error, REASON_KEEP))
+        await anyio.lowlevel.checkpoint()  # an interrupt that arrived meanwhile is seen here
 
     def base_row(self, slot: Slot) -> dict[str, Any]:
         return {"n": slot.n, "task": slot.task.id, "contestant": slot.contestant.name,
@@ -295,7 +309,8 @@ class Runner:
                 "excluded": None, "answer": "", "stdout": "", "stderr": "", "command": None,
                 "check_output": "", "status": None, "reason": None, "tokens": 0,
                 "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "steps": 0,
-                "secs": 0.0, "cost_usd": None, "cost_source": "unknown", "leg_id": None}
+                "secs": 0.0, "cost_usd": None, "cost_source": "unknown", "leg_id": None,
+                "answer_chars": 0, "stdout_bytes": 0, "stderr_bytes": 0}
 
     async def prepare_all(self) -> None:
         """Every distinct start state (files + repository), made in parallel worker threads
@@ -326,7 +341,8 @@ class Runner:
     def _model_row(self, row: dict[str, Any], record, wave) -> None:
         u = record.usage
         row.update(command=record.model, status=record.status, reason=record.reason,
-                   answer=record.answer or "", leg_id=record.leg_id,
+                   answer=cap(record.answer or "", ANSWER_KEEP), leg_id=record.leg_id,
+                   answer_chars=len(record.answer or ""),
                    input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                    cached_tokens=u.cached_tokens, tokens=u.input_tokens + u.output_tokens,
                    steps=record.steps, secs=round(record.duration_s or 0.0, 3),
@@ -335,33 +351,60 @@ class Runner:
         if record.leg_id in refused and row["excluded"] is None:
             row["excluded"] = f"not launched: {refused[record.leg_id]}"
 
-    async def _command(self, slot: Slot, folder: Path, row: dict[str, Any]) -> None:
+    async def _command(self, slot: Slot, folder: Path, row: dict[str, Any]) -> str:
+        """Run a command trial, read what it printed (a parser in a child process) and grade
+        it; what is kept of its output is capped, its full size recorded."""
         c = slot.contestant
         prompt = self.plan.render(slot.task)
         timeout = c.timeout_s or self.plan.timeout_s
-        result = await anyio.to_thread.run_sync(cmd.run_command, c, prompt, folder,
-                                                slot.task.check, timeout, self.commands)
-        reported = cmd.parse_output(c.parse, result.stdout)
-        status = "complete" if result.exit_code == 0 and not result.timed_out else "error"
-        reason = (f"timeout: the command ran past its {timeout:g} s limit" if result.timed_out
-                  else result.error or (None if result.exit_code == 0
-                                        else f"exit {result.exit_code}"))
-        row.update(command=scrub(" ".join(_quote(a) for a in result.argv)), status=status,
-                   reason=reason, answer=reported.answer if status == "complete" else "",
-                   stdout=scrub(result.stdout[-OUTPUT_KEEP:]),
-                   stderr=scrub(result.stderr[-OUTPUT_KEEP:]),
+        done = await anyio.to_thread.run_sync(cmd.run_command, c, prompt, folder,
+                                              slot.task.check, timeout, self.guard)
+        stdout = done.stdout.text()
+        reported: cmd.Reported | str = cmd.Reported(answer="")
+        if done.exit_code is not None and not done.stdout.cut and not done.interrupted:
+            reported = await anyio.to_thread.run_sync(cmd.parse_output, c.parse, stdout,
+                                                      self.guard)
+        unread = reported if isinstance(reported, str) else None
+        if unread is not None:
+            reported = cmd.Reported(answer="")
+        status, reason = "complete", None
+        if done.timed_out:
+            status, reason = TIMEOUT, f"timeout: the command ran past its {timeout:g} s limit"
+        elif done.error:
+            status, reason = "error", done.error
+        elif done.exit_code != 0:
+            status, reason = "error", (f"killed by {done.killed_by}" if done.killed_by
+                                       else f"exit {done.exit_code}")
+        elif done.stdout.cut:
+            status, reason = "error", (f"it printed {done.stdout.size:,} bytes; orch reads at "
+                                       f"most {len(done.stdout.data):,}")
+        elif unread is not None:
+            status, reason = "error", unread
+        answer = reported.answer if status == "complete" else ""
+        row.update(command=scrub(" ".join(_quote(a) for a in done.argv)), status=status,
+                   reason=scrub(cap(reason, REASON_KEEP)) if reason else None,
+                   answer=scrub(cap(answer, ANSWER_KEEP)), answer_chars=len(answer),
+                   stdout=scrub(cap(stdout, OUTPUT_KEEP, tail=True, size=done.stdout.size)),
+                   stderr=scrub(cap(done.stderr.text(), OUTPUT_KEEP, tail=True,
+                                    size=done.stderr.size)),
+                   stdout_bytes=done.stdout.size, stderr_bytes=done.stderr.size,
                    input_tokens=reported.input_tokens, output_tokens=reported.output_tokens,
                    cached_tokens=reported.cached_tokens,
                    tokens=reported.input_tokens + reported.output_tokens,
-                   steps=reported.steps, secs=round(result.secs, 3),
+                   steps=reported.steps, secs=round(done.secs, 3),
                    cost_usd=reported.cost_usd,
                    cost_source="reported" if reported.cost_usd is not None else "unknown",
                    leg_id=f"{self.bench_id}-{slot.n:04d}")
-        if result.error and result.exit_code is None:
-            row["excluded"] = f"set-up failed: {result.error}"
+        if done.error and done.exit_code is None:
+            row["excluded"] = f"set-up failed: {done.error}"
+        elif unread is not None and status == "error" and done.exit_code == 0:
+            # it ran and said it succeeded, but what it printed is not what its parser reads
+            # (a CLI not logged in prints nothing): a set-up problem, not a wrong answer
+            row["excluded"] = scrub(cap(unread, REASON_KEEP))
         if self.ledger is not None and reported.read:
             with anyio.CancelScope(shield=True):  # reported spend outlives an interrupt
                 await self.ledger.append(self.ledger_row(row, c))
+        return answer
 
     def ledger_row(self, row: dict[str, Any], c: cmd.Contestant) -> dict[str, Any]:
         """A command trial's own report of its spend (cost source ``reported``)."""

@@ -11,19 +11,22 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from orchestrator.capped import cap
 from orchestrator.errors import OrchError
 
+if TYPE_CHECKING:
+    from orchestrator.bakeoff.guard import Guard
+
 EXPECT_KINDS = ("contains", "regex", "equals", "json_schema", "python")
-VERIFY_TIMEOUT_S = 60.0
+CHILD_KINDS = ("python", "regex")  # someone's code, or a pattern that may never finish
+CHECK_OUTPUT_KEEP = 2000  # characters of a check's output kept (its end)
 SUITES_DIR = Path(__file__).parent / "suites"
 ANSWER_ENV = "ORCH_BENCH_ANSWER"
 # what `git gc` leaves that a one-commit start state does not need (reflogs of that one
@@ -45,6 +48,8 @@ class Task:
     solution_files: dict[str, str] = field(default_factory=dict)
     git_init: bool = True
     folder: Path | None = None
+    check_timeout_s: float | None = None  # None: the bench's
+    network: bool = False  # the `verify` command may use the network
 
     @property
     def check(self) -> str:
@@ -105,6 +110,12 @@ def load_task_data(data: Any, path: Path | str = "<task>",
     if not isinstance(expect, dict) or (bad := set(expect) - set(EXPECT_KINDS)):
         raise OrchError(f"{path}: unknown expect kind(s) {sorted(bad or [])}; use "
                         f"{', '.join(EXPECT_KINDS)}")
+    timeout = data.get("check_timeout_s")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                or not 0 < timeout <= 86400):
+        raise OrchError(f"{path}: `check_timeout_s` is a number of seconds from 0 to 86400")
+    if not isinstance(data.get("network", False), bool):
+        raise OrchError(f"{path}: `network` is true or false")
     solution = data.get("solution", "")
     if isinstance(solution, str):
         answer, sol_files = solution, {}
@@ -117,6 +128,8 @@ def load_task_data(data: Any, path: Path | str = "<task>",
                 files={**(shared or {}), **_files(data.get("files", {}), path)},
                 verify=verify, expect=expect, solution_answer=answer, solution_files=sol_files,
                 git_init=bool(data.get("git_init", True)),
+                check_timeout_s=float(timeout) if timeout is not None else None,
+                network=data.get("network", False),
                 folder=path.parent if path.name != "<task>" else None)
 
 
@@ -225,42 +238,61 @@ def slug(text: str) -> str:
 
 # --- the hidden check ----------------------------------------------------------------------
 
-def grade(task: Task, answer: str, folder: Path | None) -> tuple[bool, str]:
-    """(passed, the check's output). ``verify`` runs in ``folder`` with the answer in the file
-    named by $ORCH_BENCH_ANSWER; ``expect`` looks at the answer alone."""
+class Verdict(NamedTuple):
+    """A check's answer. ``error``: it could not grade (it hung, exited, crashed, was
+    killed): the trial is excluded, never counted as a failure."""
+
+    passed: bool
+    output: str
+    error: str | None = None
+
+
+def grade(task: Task, answer: str, folder: Path | None, guard: Guard) -> Verdict:
+    """``verify`` runs in ``folder`` with the answer in the file named by $ORCH_BENCH_ANSWER,
+    confined; ``expect`` looks at the answer alone, in a child process when it runs someone's
+    code or a regex. Blocking: call it in a worker thread."""
     if task.verify:
-        return _verify(task, answer, folder)
-    return _expect(task, answer or "")
+        return _verify(task, answer, folder, guard)
+    spec = task.expect
+    if any(kind in spec for kind in CHILD_KINDS):
+        reply = guard.python({"op": "expect", "expect": spec, "answer": answer or "",
+                              "folder": str(task.folder) if task.folder else None},
+                             task.check_timeout_s or guard.check_timeout_s)
+        if "error" in reply:
+            return Verdict(False, "", f"the check could not grade it: {reply['error']}")
+        return Verdict(bool(reply["passed"]), str(reply["output"]))
+    failures = expect_failures(spec, answer or "")
+    return Verdict(not failures, "; ".join(failures) or "all expectations hold")
 
 
-def _verify(task: Task, answer: str, folder: Path | None) -> tuple[bool, str]:
+def _verify(task: Task, answer: str, folder: Path | None, guard: Guard) -> Verdict:
+    from orchestrator.sandbox.process import run
+
     if folder is None:
-        return False, "no trial folder"
+        return Verdict(False, "no trial folder")
     with tempfile.NamedTemporaryFile("w", suffix=".answer", delete=False,
                                      encoding="utf-8") as fh:
         fh.write(answer or "")
+    answer_file = Path(fh.name)
+    limit = task.check_timeout_s or guard.check_timeout_s
     try:
-        proc = subprocess.Popen(task.verify, shell=True, cwd=folder, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, ANSWER_ENV: fh.name})
-        try:
-            out, _ = proc.communicate(timeout=VERIFY_TIMEOUT_S)
-        except subprocess.TimeoutExpired:  # the whole group: a child may hold the pipe
-            _kill_group(proc)
-            return False, f"the check ran past {VERIFY_TIMEOUT_S:g} s"
-        text = out.decode("utf-8", "replace").strip()
-        return proc.returncode == 0, f"exit {proc.returncode}" + (f": {text[-2000:]}" if text
-                                                                  else "")
+        argv = guard.command(["/bin/sh", "-c", task.verify], cwd=folder,
+                             readable=(answer_file,), network=task.network)
+        done = run(argv, cwd=folder, env={**guard.env(), ANSWER_ENV: str(answer_file)},
+                   limits=guard.check_limits(limit), running=guard.running)
     finally:
-        os.unlink(fh.name)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.communicate()
+        answer_file.unlink(missing_ok=True)
+    text = (done.stdout.text() + done.stderr.text()).strip()
+    said = f": {cap(text, CHECK_OUTPUT_KEEP, tail=True)}" if text else ""
+    if done.error:
+        return Verdict(False, "", f"the check could not start: {done.error}")
+    if done.interrupted:
+        return Verdict(False, "", "interrupted")
+    if done.timed_out:
+        return Verdict(False, said[2:], f"the check ran past its {limit:g} s limit")
+    if done.killed_by:
+        return Verdict(False, said[2:], f"the check was killed by {done.killed_by}")
+    return Verdict(done.exit_code == 0, f"exit {done.exit_code}{said}")
 
 
 def json_of(answer: str) -> Any:
@@ -269,9 +301,9 @@ def json_of(answer: str) -> Any:
     return json.loads(fenced.group(1) if fenced else answer.strip())
 
 
-def _expect(task: Task, answer: str) -> tuple[bool, str]:
+def expect_failures(spec: dict[str, Any], answer: str) -> list[str]:
+    """What the answer misses of the ``[expect]`` table (nothing: it passes)."""
     failures = []
-    spec = task.expect
     if "contains" in spec:
         wanted = spec["contains"] if isinstance(spec["contains"], list) else [spec["contains"]]
         failures += [f"missing {w!r}" for w in wanted if str(w) not in answer]
@@ -282,8 +314,8 @@ def _expect(task: Task, answer: str) -> tuple[bool, str]:
     if "json_schema" in spec:
         failures += _schema(spec["json_schema"], answer)
     if "python" in spec:
-        failures += _python(spec["python"], answer, task.folder)
-    return not failures, "; ".join(failures) or "all expectations hold"
+        failures += _python(spec["python"], answer)
+    return failures
 
 
 def _schema(schema: dict, answer: str) -> list[str]:
@@ -298,39 +330,40 @@ def _schema(schema: dict, answer: str) -> list[str]:
     return [f"schema: {error.message}"] if error else []
 
 
-def _python(target: str, answer: str, folder: Path | None) -> list[str]:
+def _python(target: str, answer: str) -> list[str]:
+    """Run in the child (:mod:`orchestrator.bakeoff.child`), the task's folder on its path."""
     module, _, name = target.partition(":")
-    added = folder is not None and str(folder) not in sys.path
-    if added:
-        sys.path.insert(0, str(folder))
     try:
         result = getattr(importlib.import_module(module), name)(answer)
-    except Exception as exc:  # the task's own check failed: the trial fails, said plainly
+    except Exception as exc:  # the check said no by raising: the trial fails, said plainly
         return [f"python check {target} raised {type(exc).__name__}: {exc}"]
-    finally:
-        if added:
-            sys.path.remove(str(folder))
     return [] if result else [f"python check {target} said no"]
 
 
-def selftest(tasks: list[Task]) -> list[dict[str, Any]]:
-    """Each check against its solution (must pass) and an empty answer (must fail)."""
+def selftest(tasks: list[Task], guard: Guard) -> list[dict[str, Any]]:
+    """Each check against its solution (must pass) and an empty answer (must fail); a check
+    that cannot grade (it hangs, exits, crashes) is a problem too."""
     rows = []
     for task in tasks:
         row: dict[str, Any] = {"task": task.id}
+        errors: list[str | None] = []
         for label, answer, files in (("solution", task.solution_answer, task.solution_files),
                                      ("empty", "", {})):
             folder = make_folder(task) if task.verify else None
             try:
                 if folder is not None:
                     write_files(folder, files)
-                row[label], row[f"{label}_output"] = grade(task, answer, folder)
+                verdict = grade(task, answer, folder, guard)
+                row[label] = verdict.passed
+                row[f"{label}_output"] = verdict.error or verdict.output
+                errors.append(verdict.error)
             finally:
                 if folder is not None:
                     remove_folder(folder)
-        row["ok"] = row["solution"] and not row["empty"]
+        error = next((e for e in errors if e), None)
+        row["ok"] = row["solution"] and not row["empty"] and error is None
         row["problem"] = None if row["ok"] else (
-            "the solution fails its own check" if not row["solution"]
+            error if error else "the solution fails its own check" if not row["solution"]
             else "the check cannot fail: an empty answer passes")
         rows.append(row)
     return rows

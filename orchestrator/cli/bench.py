@@ -40,10 +40,13 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.option("--out", type=click.Path(path_type=Path), metavar="FILE",
               help="Where the results go (default ORCH_HOME/bench/<id>.json).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON.")
+@click.option("--unsafe-checks", is_flag=True,
+              help="Run verify checks and command contestants without bubblewrap (a scrubbed "
+                   "environment and resource limits only).")
 @no_daemon_option
 @click.pass_context
 def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, timeout_s,
-          selftest, dry_run, check, probe, yes, max_cost, out, as_json):
+          selftest, dry_run, check, probe, yes, max_cost, out, as_json, unsafe_checks):
     """Run tasks through several contestants and report pass rates with honest intervals.
 
     Each trial runs in a fresh folder and is graded by a hidden check. The first contestant
@@ -65,7 +68,7 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
     from orchestrator.bakeoff import tasks as tasks_mod
 
     if selftest:
-        sys.exit(_selftest(config_path, builtin, cases, as_json))
+        sys.exit(_selftest(config_path, builtin, cases, as_json, unsafe_checks))
     model_list = [m.strip() for m in models.split(",")] if models else None
     if model_list is not None and not all(model_list):
         raise click.UsageError("--models has an empty entry; pass a,b,c")
@@ -83,7 +86,8 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
     if dry_run:
         click.echo(dry_run_text(plan, resolved))
         sys.exit(0)
-    execute(plan, resolved, pms, yes=yes, out=out, as_json=as_json, probe=probe)
+    execute(plan, resolved, pms, yes=yes, out=out, as_json=as_json, probe=probe,
+            unsafe=unsafe_checks)
 
 
 @bench.command("report")
@@ -107,17 +111,21 @@ def _init(path: Path) -> int:
     return 0
 
 
-def _selftest(config_path, builtin, cases, as_json) -> int:
+def _selftest(config_path, builtin, cases, as_json, unsafe) -> int:
     from orchestrator.bakeoff import plan as plan_mod
     from orchestrator.bakeoff import tasks as tasks_mod
+    from orchestrator.bakeoff.guard import Guard
+    from orchestrator.cli.bench_run import choose_sandbox
 
     if builtin or cases or config_path:
         folders = [plan_mod.task_folder(config_path, builtin, cases)]
     else:  # no suite named: every built-in one
         folders = [(f"builtin:{n}", tasks_mod.suite_dir(n)) for n in tasks_mod.builtin_suites()]
+    loaded = [(label, tasks_mod.load_tasks(folder)) for label, folder in folders]
+    guard = Guard(bwrap=choose_sandbox(any(t.verify for _, ts in loaded for t in ts), unsafe))
     rows = []
-    for label, folder in folders:
-        rows += [{"suite": label, **r} for r in tasks_mod.selftest(tasks_mod.load_tasks(folder))]
+    for label, tasks in loaded:
+        rows += [{"suite": label, **r} for r in tasks_mod.selftest(tasks, guard)]
     bad = [r for r in rows if not r["ok"]]
     if as_json:
         from orchestrator.cli.common import print_json

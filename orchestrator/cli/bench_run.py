@@ -161,8 +161,20 @@ def versions() -> dict[str, str]:
     return out
 
 
+def choose_sandbox(needed: bool, unsafe: bool) -> str | None:
+    """bwrap's path, or None; refuses when it is needed and cannot run (unless ``unsafe``,
+    which is said once on stderr)."""
+    from orchestrator.bakeoff.guard import UNSAFE_FLAG, choose
+
+    path = choose(needed=needed, unsafe=unsafe)
+    if unsafe and needed:
+        click.echo(f"orch: {UNSAFE_FLAG}: verify checks and command contestants run without "
+                   "bubblewrap (a scrubbed environment and resource limits only)", err=True)
+    return path
+
+
 def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: bool,
-            probe: bool = False) -> None:
+            probe: bool = False, unsafe: bool = False) -> None:
     import anyio
 
     from orchestrator import config as config_mod
@@ -178,6 +190,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
         elif not cmd.found(c):
             raise OrchError(f"contestant {c.name}: {c.command} is not on PATH; install it or "
                             "give its full path (orch bench --check lists every contestant)")
+    guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
     confirm(plan, resolved, yes)
     bench_id = new_bench_id()
     path = out or config_mod.home() / "bench" / f"{bench_id}.json"
@@ -188,7 +201,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     ledger = LedgerSink().preflight()  # a stale ledger schema: one line, before spend
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
-                    on_trial=BenchProgress(plan))
+                    on_trial=BenchProgress(plan), guard=guard)
     started = datetime.now(UTC).isoformat()
     with runner.on_trial:
         rows = anyio.run(partial(runner.run, handle_signals=True))

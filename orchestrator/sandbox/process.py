@@ -1,0 +1,214 @@
+"""A child process under limits: wall time, memory, file size, and how much of its output is
+kept.
+
+The child runs in its own session (a terminal's Ctrl-C never reaches it) and, on its time
+limit or an interrupt, its whole process group is killed. Its stdout and stderr are read as
+they come: the first ``keep_bytes`` of each are kept and the rest is read, counted and
+dropped, so a program that prints gigabytes costs orch a fixed amount of memory, and a
+program that prints forever still ends at its time limit (``timed_out``), never earlier.
+
+Memory and file size are rlimits set by ``/bin/sh``'s ``ulimit`` just before the program is
+exec'd (no ``preexec_fn``: orch has threads). The memory limit is RLIMIT_DATA (heap and private
+writable mappings), which leaves the large address-space reservations of JavaScript and Go
+runtimes alone.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+KEEP_BYTES = 8 << 20  # of each stream, by default
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout_s: float
+    memory_mb: int | None = None  # RLIMIT_DATA
+    file_mb: int | None = None  # RLIMIT_FSIZE: the largest file it may write
+    keep_bytes: int = KEEP_BYTES  # of stdout and of stderr
+
+
+@dataclass
+class Capture:
+    """What a stream printed: its first ``keep_bytes`` and how much there was in all."""
+
+    data: bytes = b""
+    size: int = 0
+
+    @property
+    def cut(self) -> bool:
+        return self.size > len(self.data)
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+
+@dataclass
+class Finished:
+    argv: list[str]
+    exit_code: int | None  # None: it never started; negative: killed by that signal
+    stdout: Capture = field(default_factory=Capture)
+    stderr: Capture = field(default_factory=Capture)
+    secs: float = 0.0
+    timed_out: bool = False
+    interrupted: bool = False
+    error: str | None = None  # it could not be started: why
+
+    @property
+    def killed_by(self) -> str | None:
+        """The signal that ended it (SIGKILL, SIGSEGV, ...), if one did."""
+        if self.exit_code is None or self.exit_code >= 0:
+            return None
+        try:
+            return signal.Signals(-self.exit_code).name
+        except ValueError:
+            return f"signal {-self.exit_code}"
+
+
+class Running:
+    """Processes started under limits, so an interrupt can kill them all: each blocks a worker
+    thread, and ``stop`` kills every group (and any started after it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def add(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.add(proc)
+            if not self.stopped:
+                return
+        kill_group(proc)  # started as the interrupt arrived
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            procs = list(self._procs)
+        for proc in procs:
+            kill_group(proc)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def with_rlimits(argv: list[str], limits: Limits) -> list[str]:
+    """``argv`` behind a ``/bin/sh`` that sets the rlimits and execs it (a limit that cannot
+    be set because a lower one is in force leaves the lower one)."""
+    sets = []
+    if limits.memory_mb:
+        sets.append(f"ulimit -d {int(limits.memory_mb) * 1024} 2>/dev/null")
+    if limits.file_mb:
+        sets.append(f"ulimit -f {int(limits.file_mb) * 2048} 2>/dev/null")  # 512-byte blocks
+    if not sets:
+        return list(argv)
+    return ["/bin/sh", "-c", "; ".join([*sets, 'exec "$@"']), "sh", *argv]
+
+
+def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Limits,
+        stdin: bytes | None = None, running: Running | None = None) -> Finished:
+    """Run ``argv`` to its end, its time limit, or ``running.stop()`` (blocking: call it in
+    a worker thread)."""
+    full = with_rlimits(argv, limits)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(full, cwd=cwd, env=dict(env), start_new_session=True,
+                                stdin=subprocess.PIPE if stdin is not None else
+                                subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        return Finished(list(argv), None, error=f"cannot start {argv[0]}: "
+                        f"{exc.strerror or exc}")
+    if running is not None:
+        running.add(proc)
+    out, err = Capture(), Capture()
+    timed_out = False
+    try:
+        timed_out = _pump(proc, stdin, out, err, limits, start)
+        if timed_out:
+            kill_group(proc)
+        proc.wait()
+    finally:
+        if running is not None:
+            running.discard(proc)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+    stopped = running is not None and running.stopped and not timed_out and proc.returncode < 0
+    return Finished(list(argv), proc.returncode, out, err, time.monotonic() - start,
+                    timed_out, interrupted=stopped)
+
+
+def _pump(proc: subprocess.Popen, stdin: bytes | None, out: Capture, err: Capture,
+          limits: Limits, start: float) -> bool:
+    """Feed stdin and drain stdout/stderr until both close; True if the time ran out first.
+    Bytes past ``keep_bytes`` are counted and dropped."""
+    sel = selectors.DefaultSelector()
+    captures = {proc.stdout: out, proc.stderr: err}
+    kept = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    for pipe in captures:
+        sel.register(pipe, selectors.EVENT_READ)
+    pending = memoryview(stdin or b"")
+    if proc.stdin is not None:
+        if pending:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+    deadline = start + limits.timeout_s
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            for key, _ in sel.select(min(left, 1.0)):
+                if key.fileobj is proc.stdin:
+                    try:
+                        pending = pending[os.write(proc.stdin.fileno(), pending[:_CHUNK]):]
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # it closed its stdin: what it did not read is dropped
+                        pending = pending[:0]
+                    if not pending:
+                        sel.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fileobj.fileno(), _CHUNK)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf = kept[key.fileobj]
+                room = limits.keep_bytes - len(buf)
+                if room > 0:
+                    buf += chunk[:room]
+                captures[key.fileobj].size += len(chunk)
+        left = deadline - time.monotonic()
+        try:
+            proc.wait(max(left, 0.0))
+        except subprocess.TimeoutExpired:  # it closed its pipes but went on running
+            return True
+        return False
+    finally:
+        sel.close()
+        for pipe, buf in kept.items():
+            captures[pipe].data = bytes(buf)
