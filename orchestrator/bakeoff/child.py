@@ -37,7 +37,20 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     return {"error": f"unknown request {request.get('op')!r}"}
 
 
+def _die_with_parent() -> None:
+    """Linux: a child orch left behind (orch was killed) is killed, not left hanging."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
 def main() -> None:
+    _die_with_parent()
     reply_fd = os.dup(1)
     os.dup2(2, 1)  # whatever the check prints goes to stderr, never into the reply
     sys.path[:] = [p for p in sys.path if p not in ("", os.getcwd())]

@@ -145,6 +145,9 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
         if timed_out:
             kill_group(proc)
         proc.wait()
+    except BaseException:  # Ctrl-C in this thread, or any failure: the group goes too
+        kill_group(proc)
+        raise
     finally:
         if running is not None:
             running.discard(proc)
