@@ -162,3 +162,19 @@ def test_bench_ids_carry_as_many_random_bits_as_wave_ids():
     ids = {new_bench_id() for _ in range(2000)}  # made within the same second or two
     assert len(ids) == 2000
     assert all(len(i.rsplit("-", 1)[1]) == 16 for i in ids)  # 8 random bytes, hex
+
+
+def test_a_catastrophic_regex_ends_the_check_not_the_bench():
+    """A pattern that backtracks for ever (on a model's answer) is stopped at the check's
+    limit and excludes the trial; before, `re` would have held the bench for good."""
+    t = task(expect={"regex": r"(a|aa)+$"}, check_timeout_s=0.3)
+    passed, output, error = T.grade(t, "a" * 60 + "!", None, UNCONFINED)
+    assert passed is False and error == ("the check could not grade it: its regex ran past "
+                                         "0.3 s")
+    assert T.grade(t, "aaaa", None, UNCONFINED) == (True, "all expectations hold", None)
+
+
+@pytest.mark.parametrize("pattern", ["(unclosed", "*x", 42])
+def test_an_invalid_regex_is_refused_when_the_task_is_read(pattern):
+    with pytest.raises(OrchError, match=r"`expect.regex` is not a valid pattern .*; fix it"):
+        task(expect={"regex": pattern})

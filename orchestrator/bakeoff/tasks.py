@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from orchestrator.bakeoff.guard import Guard
 
 EXPECT_KINDS = ("contains", "regex", "equals", "json_schema", "python")
-CHILD_KINDS = ("python", "regex")  # someone's code, or a pattern that may never finish
+CHILD_KINDS = ("python",)  # someone's code: in a child process (a regex has a timeout)
 CHECK_OUTPUT_KEEP = 2000  # characters of a check's output kept (its end)
 SUITES_DIR = Path(__file__).parent / "suites"
 ANSWER_ENV = "ORCH_BENCH_ANSWER"
@@ -110,6 +110,8 @@ def load_task_data(data: Any, path: Path | str = "<task>",
     if not isinstance(expect, dict) or (bad := set(expect) - set(EXPECT_KINDS)):
         raise OrchError(f"{path}: unknown expect kind(s) {sorted(bad or [])}; use "
                         f"{', '.join(EXPECT_KINDS)}")
+    if "regex" in expect:
+        _check_regex(expect["regex"], path)
     timeout = data.get("check_timeout_s")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
                                 or not 0 < timeout <= 86400):
@@ -131,6 +133,18 @@ def load_task_data(data: Any, path: Path | str = "<task>",
                 check_timeout_s=float(timeout) if timeout is not None else None,
                 network=data.get("network", False),
                 folder=path.parent if path.name != "<task>" else None)
+
+
+def _check_regex(pattern: Any, path: Path) -> None:
+    import regex
+
+    try:
+        if not isinstance(pattern, str):
+            raise TypeError("not a string")
+        regex.compile(pattern, regex.M | regex.V0)
+    except (regex.error, TypeError) as exc:
+        raise OrchError(f"{path}: `expect.regex` is not a valid pattern ({exc}); fix it "
+                        "(Python regular expression syntax)") from None
 
 
 def load_tasks(folder: Path) -> list[Task]:
@@ -261,7 +275,11 @@ def grade(task: Task, answer: str, folder: Path | None, guard: Guard) -> Verdict
         if "error" in reply:
             return Verdict(False, "", f"the check could not grade it: {reply['error']}")
         return Verdict(bool(reply["passed"]), str(reply["output"]))
-    failures = expect_failures(spec, answer or "")
+    limit = task.check_timeout_s or guard.check_timeout_s
+    try:
+        failures = expect_failures(spec, answer or "", limit)
+    except TimeoutError:
+        return Verdict(False, "", f"the check could not grade it: its regex ran past {limit:g} s")
     return Verdict(not failures, "; ".join(failures) or "all expectations hold")
 
 
@@ -301,13 +319,18 @@ def json_of(answer: str) -> Any:
     return json.loads(fenced.group(1) if fenced else answer.strip())
 
 
-def expect_failures(spec: dict[str, Any], answer: str) -> list[str]:
-    """What the answer misses of the ``[expect]`` table (nothing: it passes)."""
+def expect_failures(spec: dict[str, Any], answer: str,
+                    regex_timeout_s: float | None = None) -> list[str]:
+    """What the answer misses of the ``[expect]`` table (nothing: it passes). A regex that
+    runs past ``regex_timeout_s`` (catastrophic backtracking) raises TimeoutError."""
+    import regex
+
     failures = []
     if "contains" in spec:
         wanted = spec["contains"] if isinstance(spec["contains"], list) else [spec["contains"]]
         failures += [f"missing {w!r}" for w in wanted if str(w) not in answer]
-    if "regex" in spec and not re.search(spec["regex"], answer, re.M):
+    if "regex" in spec and not regex.search(spec["regex"], answer, regex.M | regex.V0,
+                                            timeout=regex_timeout_s, concurrent=True):
         failures.append(f"no match for /{spec['regex']}/")
     if "equals" in spec and answer.strip() != str(spec["equals"]).strip():
         failures.append(f"not equal to {str(spec['equals']).strip()!r}")
