@@ -13,12 +13,13 @@ from click.testing import CliRunner
 from orchestrator.bakeoff import tasks as tasks_mod
 from orchestrator.cli import cli
 from orchestrator.testing.daemon import invoke
+from orchestrator.testing.sandbox import unsafe_unless_confined
 from orchestrator.testing.scripted_server import Reply
 
 
 def bench(*args, input=None):
     """``orch bench ARGS``: in-process, or through a warm daemon (the ``both_ways`` param)."""
-    return invoke(["bench", *args], input=input)
+    return invoke(["bench", *unsafe_unless_confined(), *args], input=input)
 
 
 both_ways = pytest.mark.usefixtures("both_ways")  # every assertion holds both ways

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
+from orchestrator.testing.sandbox import unsafe_unless_confined
 from orchestrator.testing.scripted_server import Reply
 
 TASKS = [f"t{i}" for i in range(1, 9)]
@@ -115,7 +116,7 @@ def ledger_rows(home):
 
 def test_a_bake_off_of_known_contestants(bench_setup, orch_home, scripted_server):
     result = CliRunner().invoke(cli, ["bench", "--config", str(bench_setup), "--yes",
-                                      "--timeout", "2", "--json"])
+                                      "--timeout", "2", "--json", *unsafe_unless_confined()])
     assert result.exit_code == 2, result.output  # 2: trials were excluded
     doc = json.loads(result.stdout)
     bench_id = doc["bench_id"]

@@ -20,12 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
-from orchestrator.sandbox import bwrap
+from orchestrator.testing.sandbox import unsafe_unless_confined
 from orchestrator.testing.scripted_server import Reply
-
-# the tests here are about limits, not confinement (tests/test_bench_sandbox.py): where bwrap
-# cannot run, they run the unconfined way
-UNSAFE = ["--unsafe-checks"] if bwrap.usable() else []
 
 CHECKS = """\
 import os, pathlib, sys, time
@@ -148,7 +144,7 @@ def test_contestants_that_print_nothing_or_too_much(orch, scripted_server, orch_
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "results.json"
     result = CliRunner().invoke(cli, ["bench", "--config", "bench.toml", "--yes", "--out",
-                                      str(out), *UNSAFE])
+                                      str(out), *unsafe_unless_confined()])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "internal error" not in result.output
     doc = json.loads(out.read_text())

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from orchestrator.testing.sandbox import unsafe_unless_confined
 from orchestrator.testing.scripted_server import Reply
 
 pytestmark = pytest.mark.slow
@@ -109,7 +110,8 @@ def test_sigint_mid_bench_writes_the_partial_results_and_exits_130(
     env = dict(os.environ, ORCH_HOME=str(orch_home))
     with err_path.open("w") as err_file:
         proc = subprocess.Popen([*ORCH, "bench", "--config", str(config), "--yes",
-                                 "--out", str(out)], env=env, cwd=tmp_path,
+                                 "--out", str(out), *unsafe_unless_confined()], env=env,
+                                cwd=tmp_path,
                                 stdout=subprocess.PIPE, stderr=err_file, text=True)
         try:
             deadline = time.monotonic() + 90

@@ -16,6 +16,7 @@ from test_bench_e2e import bench_setup  # noqa: F401 - its fixture
 from test_council_run import run_council, script_bench
 
 from orchestrator.cli import cli
+from orchestrator.testing.sandbox import unsafe_unless_confined
 from orchestrator.testing.scripted_server import Reply
 
 
@@ -164,7 +165,7 @@ def test_an_unreadable_council_is_listed_and_show_says_so_in_one_line(orch_home)
 def test_a_bench_is_listed_shown_and_collected(bench_setup, orch):  # noqa: F811
     config = bench_setup  # a real bake-off's set-up (test_bench_e2e)
     ran = CliRunner().invoke(cli, ["bench", "--config", str(config), "--yes", "--timeout", "2",
-                                   "--json"])
+                                   "--json", *unsafe_unless_confined()])
     assert list((orch.home / "bench").glob("bench-*.json")), ran.output[-1500:]
     (saved,) = (orch.home / "bench").glob("bench-*.json")  # the result file it wrote
     doc = json.loads(saved.read_text())

@@ -114,7 +114,9 @@ def settings_lines(doc: dict[str, Any]) -> list[str]:
     s = doc["settings"]
     lines = [f"bench {doc['bench_id']} · {s['source']} · {len(s['tasks'])} tasks × "
              f"{s['trials']} trials · timeout {s['timeout_s']:g} s · prompt sha256 "
-             f"{s['prompt_sha256']}", "versions: " + ", ".join(
+             f"{s['prompt_sha256']}"
+             + (f" · untrusted programs confined: {s['confinement']}"
+                if s.get("confinement") else ""), "versions: " + ", ".join(
                  f"{k} {v}" for k, v in (doc.get("versions") or {}).items())]
     for c in s["contestants"]:
         what = c.get("model") if c["kind"] == "model" else c.get("command")

@@ -29,6 +29,7 @@ from orchestrator.bakeoff import contestants as cmd
 from orchestrator.bakeoff.guard import Guard
 from orchestrator.bakeoff.plan import Plan
 from orchestrator.bakeoff.tasks import (
+    CHECK_OUTPUT_KEEP,
     Snapshot,
     Task,
     grade,
@@ -295,7 +296,9 @@ class Runner:
             return
         verdict = await anyio.to_thread.run_sync(
             grade, slot.task, row["answer"] if answer is None else answer, folder, self.guard)
-        row["passed"], row["check_output"] = verdict.passed, scrub(verdict.output)
+        row["passed"] = verdict.passed
+        # a verify's output is capped already; this bounds what a python check says
+        row["check_output"] = scrub(cap(verdict.output, 4 * CHECK_OUTPUT_KEEP))
         if verdict.error and self.signum is not None:  # the interrupt killed the check
             self._cut(row)
         elif verdict.error:
