@@ -163,5 +163,15 @@ def test_without_a_sandbox_the_bench_refuses_unless_told(tmp_path, monkeypatch):
         assert "--unsafe-checks: verify checks and command contestants run without " \
             "bubblewrap" in unsafe.output
         assert "BAD" in unsafe.output  # it ran: `true` cannot fail, and it says so
+        (tmp_path / "bench.toml").write_text(
+            '[bench]\nbuiltin = "format"\n[[contestants]]\nname = "agent"\n'
+            'command = "/bin/true"\n')
+        check = CliRunner().invoke(cli, ["bench", "--config", str(tmp_path / "bench.toml"),
+                                         "--check"])
+        assert check.exit_code == 1, check.output
+        assert check.output.splitlines() == [
+            "sandbox: missing (bwrap (bubblewrap) is not installed; install bubblewrap "
+            "(Debian/Ubuntu: apt install bubblewrap), or pass --unsafe-checks)",
+            "agent: found (/bin/true)"]
     finally:
         bwrap.usable.cache_clear()

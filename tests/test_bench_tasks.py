@@ -178,3 +178,14 @@ def test_a_catastrophic_regex_ends_the_check_not_the_bench():
 def test_an_invalid_regex_is_refused_when_the_task_is_read(pattern):
     with pytest.raises(OrchError, match=r"`expect.regex` is not a valid pattern .*; fix it"):
         task(expect={"regex": pattern})
+
+
+def test_a_python_check_over_its_memory_limit_is_an_error_not_a_no(tmp_path):
+    (tmp_path / "bench_check_greedy.py").write_text(
+        "def greedy(answer):\n    return len(bytearray(1 << 30)) > 0\n")
+    (tmp_path / "t.toml").write_text('id = "t"\ntask = "n"\n[expect]\n'
+                                     'python = "bench_check_greedy:greedy"\n')
+    t = T.load_tasks(tmp_path)[0]
+    passed, _, error = T.grade(t, "x", None, Guard(bwrap=None, check_memory_mb=256))
+    assert passed is False and error == "the check could not grade it: MemoryError: "
+    assert T.grade(t, "x", None, Guard(bwrap=None, check_memory_mb=2048)).passed

@@ -358,6 +358,8 @@ def _python(target: str, answer: str) -> list[str]:
     module, _, name = target.partition(":")
     try:
         result = getattr(importlib.import_module(module), name)(answer)
+    except (MemoryError, RecursionError):  # not a "no": the check broke (an exclusion)
+        raise
     except Exception as exc:  # the check said no by raising: the trial fails, said plainly
         return [f"python check {target} raised {type(exc).__name__}: {exc}"]
     return [] if result else [f"python check {target} said no"]

@@ -82,7 +82,7 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
 
     resolved, pms = resolve(plan)
     if check:
-        sys.exit(check_contestants(plan, resolved))
+        sys.exit(check_contestants(plan, resolved, unsafe_checks))
     if dry_run:
         click.echo(dry_run_text(plan, resolved))
         sys.exit(0)

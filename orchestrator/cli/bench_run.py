@@ -38,11 +38,21 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     return resolved, pms
 
 
-def check_contestants(plan: Plan, resolved: dict[str, Any]) -> int:
-    """found / missing per contestant; no model is called."""
+def check_contestants(plan: Plan, resolved: dict[str, Any], unsafe: bool = False) -> int:
+    """found / missing per contestant, and the sandbox when the plan needs one; no model is
+    called."""
+    from orchestrator.bakeoff.guard import UNSAFE_FLAG
     from orchestrator.models import check_key
+    from orchestrator.sandbox import bwrap
 
     missing = 0
+    if plan.needs_sandbox:
+        why = bwrap.usable()
+        state = "found" if why is None else "unconfined" if unsafe else "missing"
+        missing += state == "missing"
+        detail = bwrap.found() if why is None else f"{why}; {UNSAFE_FLAG}" if unsafe else \
+            f"{why}; {bwrap.INSTALL_HINT}, or pass {UNSAFE_FLAG}"
+        click.echo(f"sandbox: {state} ({detail})")
     for c in plan.contestants:
         if c.kind == "model":
             try:
