@@ -46,6 +46,7 @@ def test_the_command_line_confines_and_hides(tmp_path, monkeypatch):
     # a private /tmp first, then what is shown again: the order bwrap applies them in
     assert options.index("--tmpfs") < options.index("--bind")
     assert ("--chdir", "/tmp") in pairs
+    assert ("--json-status-fd", "{status-fd}") in pairs  # did the program run? (below)
     net = bwrap.argv(bwrap.Confinement(cwd=trial, network=True), ["true"])
     assert "--share-net" in net
 
@@ -175,3 +176,22 @@ def test_without_a_sandbox_the_bench_refuses_unless_told(tmp_path, monkeypatch):
             "agent: found (/bin/true)"]
     finally:
         bwrap.usable.cache_clear()
+
+
+@needs_bwrap
+def test_a_sandbox_that_cannot_be_set_up_is_said_not_taken_for_a_failing_check():
+    """bwrap exits 1 when it cannot build the sandbox, like a check saying no: its status pipe
+    tells the two apart, so such a trial is excluded (set-up), never counted as a failure,
+    and a program cannot have its failure excluded by printing bwrap's words."""
+    from orchestrator.sandbox.process import Limits, run
+
+    argv = bwrap.argv(bwrap.Confinement(cwd=Path("/nonexistent-orch-dir")), ["true"])
+    done = run(argv, cwd="/", env=environment.confined(), limits=Limits(timeout_s=30))
+    assert done.sandbox_failed() == ("bwrap: Can't chdir to /nonexistent-orch-dir: No such "
+                                     "file or directory")
+    # a program inside that fails the same way is its own failure, whatever it prints
+    lookalike = bwrap.argv(bwrap.Confinement(cwd=Path("/")),
+                           ["sh", "-c", "echo \"bwrap: Can't chdir\" >&2; exit 1"])
+    check = run(lookalike, cwd="/", env=environment.confined(), limits=Limits(timeout_s=30))
+    assert check.exit_code == 1 and "bwrap: Can't chdir" in check.stderr.text()
+    assert check.sandbox_failed() is None

@@ -400,6 +400,8 @@ class Runner:
                    leg_id=f"{self.bench_id}-{slot.n:04d}")
         if done.error and done.exit_code is None:
             row["excluded"] = f"set-up failed: {done.error}"
+        elif done.sandbox_failed():
+            row["excluded"] = scrub(cap(f"set-up failed: {done.sandbox_failed()}", REASON_KEEP))
         elif unread is not None and status == "error" and done.exit_code == 0:
             # it ran and said it succeeded, but what it printed is not what its parser reads
             # (a CLI not logged in prints nothing): a set-up problem, not a wrong answer

@@ -302,8 +302,9 @@ def _verify(task: Task, answer: str, folder: Path | None, guard: Guard) -> Verdi
         answer_file.unlink(missing_ok=True)
     text = (done.stdout.text() + done.stderr.text()).strip()
     said = f": {cap(text, CHECK_OUTPUT_KEEP, tail=True)}" if text else ""
-    if done.error:
-        return Verdict(False, "", f"the check could not start: {done.error}")
+    if done.error or done.sandbox_failed():
+        return Verdict(False, "", "the check could not start: "
+                       f"{done.error or done.sandbox_failed()}")
     if done.interrupted:
         return Verdict(False, "", "interrupted")
     if done.timed_out:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from orchestrator.sandbox.process import STATUS_FD, Limits, run
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt install bubblewrap)"
 
@@ -37,12 +38,15 @@ class Confinement:
 
 
 def default_hidden() -> tuple[Path, ...]:
-    """The folders where keys and service sockets live: home, ORCH_HOME, /run."""
+    """The folders where keys, orch's records and service sockets live: home, ORCH_HOME and
+    its runs, the XDG config, data and runtime folders, /run."""
     from orchestrator.config import home as orch_home
+    from orchestrator.config import runs_dir
 
-    out = [Path.home(), Path("/root"), orch_home(), Path("/run"), Path("/var/run")]
-    if os.environ.get("XDG_RUNTIME_DIR"):
-        out.append(Path(os.environ["XDG_RUNTIME_DIR"]))
+    out = [Path.home(), Path("/root"), orch_home(), runs_dir(), Path("/run"), Path("/var/run")]
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"):
+        if os.environ.get(name):
+            out.append(Path(os.environ[name]))
     return tuple(out)
 
 
@@ -93,7 +97,8 @@ def argv(c: Confinement, command: list[str], bwrap: str = "bwrap") -> list[str]:
     for path in sorted(writable, key=lambda p: len(p.parts)):
         out += ["--bind", str(path), str(path)]
     cwd = Path(os.path.realpath(c.cwd))
-    return [*out, "--chdir", str(cwd), "--", *command]
+    # bwrap reports the program's exit code there only if the program ran
+    return [*out, "--json-status-fd", STATUS_FD, "--chdir", str(cwd), "--", *command]
 
 
 def found() -> str | None:
@@ -106,12 +111,11 @@ def usable() -> str | None:
     path = found()
     if path is None:
         return "bwrap (bubblewrap) is not installed"
-    try:
-        proc = subprocess.run(argv(Confinement(cwd=Path("/")), ["true"], path),
-                              capture_output=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bwrap cannot run: {exc}"
-    if proc.returncode != 0:
-        why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"bwrap cannot confine here: {why[-1] if why else f'exit {proc.returncode}'}"
+    done = run(argv(Confinement(cwd=Path("/")), ["true"], path), cwd="/",
+               env={"PATH": os.environ.get("PATH", os.defpath)}, limits=Limits(timeout_s=20))
+    if done.error or done.timed_out:
+        return f"bwrap cannot run: {done.error or 'it did not answer in 20 s'}"
+    if done.exit_code != 0:
+        why = done.stderr.text().strip().splitlines()
+        return f"bwrap cannot confine here: {why[-1] if why else f'exit {done.exit_code}'}"
     return None

@@ -27,6 +27,7 @@ from pathlib import Path
 
 KEEP_BYTES = 8 << 20  # of each stream, by default
 _CHUNK = 1 << 16
+STATUS_FD = "{status-fd}"  # in argv: replaced by the number of a pipe the launcher reports on
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,17 @@ class Finished:
     timed_out: bool = False
     interrupted: bool = False
     error: str | None = None  # it could not be started: why
+    status: bytes | None = None  # what the launcher wrote on STATUS_FD (None: no such pipe)
+
+    def sandbox_failed(self) -> str | None:
+        """Why bwrap could not set the sandbox up, when it could not. Told by bwrap's status
+        pipe (it reports the program's exit code only when it ran), never by what the
+        program printed: a program cannot pass its own failure off as the sandbox's."""
+        if self.status is None or b'"exit-code"' in self.status or self.timed_out \
+                or self.interrupted or self.exit_code is None:
+            return None
+        first = self.stderr.text().lstrip().split("\n", 1)[0]
+        return first if first.startswith("bwrap: ") else "the sandbox could not be set up"
 
     @property
     def killed_by(self) -> str | None:
@@ -126,16 +138,30 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
         stdin: bytes | None = None, running: Running | None = None) -> Finished:
     """Run ``argv`` to its end, its time limit, or ``running.stop()`` (blocking: call it in
     a worker thread)."""
+    status_r = status_w = None
+    if STATUS_FD in argv:
+        status_r, status_w = os.pipe()
+        argv = [str(status_w) if a == STATUS_FD else a for a in argv]
     full = with_rlimits(argv, limits)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(full, cwd=cwd, env=dict(env), start_new_session=True,
                                 stdin=subprocess.PIPE if stdin is not None else
                                 subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE,
+                                pass_fds=(status_w,) if status_w is not None else ())
     except OSError as exc:
+        for fd in (status_r, status_w):
+            if fd is not None:
+                os.close(fd)
         return Finished(list(argv), None, error=f"cannot start {argv[0]}: "
                         f"{exc.strerror or exc}")
+    finally:
+        if status_w is not None:
+            try:
+                os.close(status_w)  # the launcher holds it now
+            except OSError:
+                pass
     if running is not None:
         running.add(proc)
     out, err = Capture(), Capture()
@@ -159,7 +185,25 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
                     pass
     stopped = running is not None and running.stopped and not timed_out and proc.returncode < 0
     return Finished(list(argv), proc.returncode, out, err, time.monotonic() - start,
-                    timed_out, interrupted=stopped)
+                    timed_out, interrupted=stopped, status=_drain(status_r))
+
+
+def _drain(fd: int | None) -> bytes | None:
+    """What is waiting in a pipe whose writers are gone (or may linger: never blocks)."""
+    if fd is None:
+        return None
+    os.set_blocking(fd, False)
+    chunks = []
+    try:
+        while chunk := os.read(fd, _CHUNK):
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > 1 << 16:
+                break
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _pump(proc: subprocess.Popen, stdin: bytes | None, out: Capture, err: Capture,
