@@ -145,14 +145,15 @@ def test_contestants_that_print_nothing_or_too_much(orch, scripted_server, orch_
     out = tmp_path / "results.json"
     result = CliRunner().invoke(cli, ["bench", "--config", "bench.toml", "--yes", "--out",
                                       str(out), *unsafe_unless_confined()])
-    assert result.exit_code == 2, result.output
+    assert result.exit_code == 0, result.output  # failures, none excluded
     assert "Traceback" not in result.output and "internal error" not in result.output
     doc = json.loads(out.read_text())
     t = {r["contestant"]: r for r in doc["trials"]}
     assert t["model"]["passed"] and t["model"]["status"] == "complete"
-    assert t["logged-out"]["status"] == "error" and t["logged-out"]["excluded"] == (
+    assert t["logged-out"]["status"] == "error" and t["logged-out"]["reason"] == (
         "its output could not be read as claude-json: ValueError: empty output (is the CLI "
         "installed and logged in?)")
+    assert not t["logged-out"]["passed"] and t["logged-out"]["excluded"] is None  # counted
     assert t["huge"]["status"] == "error" and not t["huge"]["passed"]
     assert t["huge"]["reason"] == "it printed 314,572,800 bytes; orch reads at most 8,388,608"
     assert t["huge"]["stdout_bytes"] == 300 << 20
@@ -161,7 +162,7 @@ def test_contestants_that_print_nothing_or_too_much(orch, scripted_server, orch_
     assert t["yes"]["reason"] == "timeout: the command ran past its 2 s limit"
     assert t["yes"]["stdout_bytes"] > 8 << 20  # it went on printing; orch went on reading
     assert out.stat().st_size < 200_000  # what is kept is capped
-    assert [e["contestant"] for e in doc["exclusions"]] == ["logged-out"]
+    assert doc["exclusions"] == []
     assert (tmp_path / "results").is_dir()  # report.md and report.html too
 
 

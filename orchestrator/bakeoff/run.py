@@ -402,10 +402,8 @@ class Runner:
             row["excluded"] = f"set-up failed: {done.error}"
         elif done.sandbox_failed():
             row["excluded"] = scrub(cap(f"set-up failed: {done.sandbox_failed()}", REASON_KEEP))
-        elif unread is not None and status == "error" and done.exit_code == 0:
-            # it ran and said it succeeded, but what it printed is not what its parser reads
-            # (a CLI not logged in prints nothing): a set-up problem, not a wrong answer
-            row["excluded"] = scrub(cap(unread, REASON_KEEP))
+        # output its parser cannot read stays a counted failure (status error, said why):
+        # what a command prints is its own doing, so it must not buy an exclusion
         if self.ledger is not None and reported.read:
             with anyio.CancelScope(shield=True):  # reported spend outlives an interrupt
                 await self.ledger.append(self.ledger_row(row, c))
