@@ -5,7 +5,7 @@ Run by hand: ``.venv/bin/python bench/bench_bench_hostile.py [--mb 300] [--yes-s
 One real ``orch bench`` process (the CLI, confined under bubblewrap where it runs, else with
 ``--unsafe-checks``) over two tasks - one graded by a ``python`` check that hangs, one by a
 check that calls ``sys.exit(0)`` - and four command contestants: one that prints ``--mb``
-megabytes and exits, ``yes`` with a ``--yes-s`` limit, a ``claude-json`` CLI that prints
+megabytes and exits, ``yes`` with a ``--yes-s`` limit (it must end ``error``/``timeout``, never ``complete``), a ``claude-json`` CLI that prints
 nothing, and a well-behaved one. The orch process's high-water RSS (VmHWM, read from /proc
 every 50 ms) is the figure; target under 300 MB. Before issue 26 the 300 MB printer took
 1.25 GB and ``yes`` 2.26 GB.

@@ -49,7 +49,6 @@ from orchestrator.secrets import scrub
 OUTPUT_KEEP = 20_000  # characters of a command's stdout/stderr kept in the results (the end)
 ANSWER_KEEP = 100_000  # characters of an answer kept in the results (the start)
 REASON_KEEP = 500  # characters of a reason kept (results and ledger)
-TIMEOUT = "timeout"
 
 
 def new_bench_id() -> str:
@@ -355,8 +354,9 @@ class Runner:
             row["excluded"] = f"not launched: {refused[record.leg_id]}"
 
     async def _command(self, slot: Slot, folder: Path, row: dict[str, Any]) -> str:
-        """Run a command trial, read what it printed (a parser in a child process) and grade
-        it; what is kept of its output is capped, its full size recorded."""
+        """Run a command trial and read what it printed (a parser in a child process); what
+        is kept of its output is capped, its full size recorded. Returns the whole answer
+        (the row keeps a capped one) for the check."""
         c = slot.contestant
         prompt = self.plan.render(slot.task)
         timeout = c.timeout_s or self.plan.timeout_s
@@ -372,7 +372,9 @@ class Runner:
             reported = cmd.Reported(answer="")
         status, reason = "complete", None
         if done.timed_out:
-            status, reason = TIMEOUT, f"timeout: the command ran past its {timeout:g} s limit"
+            # however much it printed: the engine's word for a leg past its limit, and the
+            # ledger's (status error, reason timeout)
+            status, reason = "error", f"timeout: the command ran past its {timeout:g} s limit"
         elif done.error:
             status, reason = "error", done.error
         elif done.exit_code != 0:
