@@ -200,3 +200,17 @@ def test_sigterm_during_a_hanging_check_leaves_promptly_with_the_partial_results
     hang = next(t for t in doc["trials"] if t["task"] == "hang")
     assert hang["excluded"] == "interrupted: SIGTERM arrived before it was graded"
     assert doc["interrupted"]["signal_name"] == "SIGTERM"
+
+
+def test_selftest_takes_the_check_limit_from_the_bench_file(tmp_path):
+    write_tasks(tmp_path / "cases", timeout=1)
+    hang = tmp_path / "cases" / "hang.toml"
+    hang.write_text(hang.read_text().replace("check_timeout_s = 1\n", ""))  # the bench's
+    for name in ("leave", "die", "loud"):
+        (tmp_path / "cases" / f"{name}.toml").unlink()
+    (tmp_path / "bench.toml").write_text('[bench]\ncases = "cases"\ncheck_timeout_s = 0.5\n')
+    started = time.monotonic()
+    result = CliRunner().invoke(cli, ["bench", "--selftest", "--config",
+                                      str(tmp_path / "bench.toml")])
+    assert result.exit_code == 1 and "ran past its 0.5 s limit" in result.output, result.output
+    assert time.monotonic() - started < 30  # not the 60 s default, twice

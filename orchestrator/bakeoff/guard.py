@@ -36,6 +36,13 @@ class Guard:
     readable: tuple[Path, ...] = ()  # [bench] readable: shown read-only inside the sandbox
     running: Running = field(default_factory=Running)
 
+    @classmethod
+    def of(cls, bwrap: str | None, settings: dict[str, Any]) -> Guard:
+        """From ``plan.check_settings``: check_timeout_s, check_memory_mb, readable."""
+        return cls(bwrap=bwrap, check_timeout_s=settings["check_timeout_s"],
+                   check_memory_mb=settings["check_memory_mb"],
+                   readable=tuple(Path(p).expanduser() for p in settings["readable"]))
+
     @property
     def confinement(self) -> str:
         """What the results file states."""

@@ -86,9 +86,9 @@ class Plan:
     def guard(self, bwrap: str | None):
         from orchestrator.bakeoff.guard import Guard
 
-        guard = Guard(bwrap=bwrap, check_timeout_s=self.check_timeout_s,
-                      check_memory_mb=self.check_memory_mb,
-                      readable=tuple(Path(p).expanduser() for p in self.readable))
+        guard = Guard.of(bwrap, {"check_timeout_s": self.check_timeout_s,
+                                 "check_memory_mb": self.check_memory_mb,
+                                 "readable": self.readable})
         self.confinement = guard.confinement
         return guard
 
@@ -161,18 +161,20 @@ def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
                                       "timeout_s", 0.001, 86400)),
                 max_cost=max_cost if max_cost is not None else bench.get("max_cost"),
                 config_path=str(config_path) if config_path else None, config=data,
-                check_timeout_s=float(_pick(None, bench.get("check_timeout_s"),
-                                            CHECK_TIMEOUT_S, "check_timeout_s", 0.001, 86400)),
-                check_memory_mb=int(_pick(None, bench.get("check_memory_mb"), CHECK_MEMORY_MB,
-                                          "check_memory_mb", 16, 1 << 20)),
-                readable=_paths(bench.get("readable", [])))
+                **check_settings(bench))
     return plan
 
 
-def _paths(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+def check_settings(bench: dict[str, Any]) -> dict[str, Any]:
+    """``[bench]``'s limits and sandbox settings for checks (a run and --selftest alike)."""
+    readable = bench.get("readable", [])
+    if not isinstance(readable, list) or not all(isinstance(v, str) and v for v in readable):
         raise OrchError("bench.readable must be a list of folder paths")
-    return list(value)
+    return {"check_timeout_s": float(_pick(None, bench.get("check_timeout_s"), CHECK_TIMEOUT_S,
+                                           "check_timeout_s", 0.001, 86400)),
+            "check_memory_mb": int(_pick(None, bench.get("check_memory_mb"), CHECK_MEMORY_MB,
+                                         "check_memory_mb", 16, 1 << 20)),
+            "readable": list(readable)}
 
 
 def task_folder(config_path: Path | None, builtin: str | None, cases: Path | None,

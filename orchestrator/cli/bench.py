@@ -122,7 +122,9 @@ def _selftest(config_path, builtin, cases, as_json, unsafe) -> int:
     else:  # no suite named: every built-in one
         folders = [(f"builtin:{n}", tasks_mod.suite_dir(n)) for n in tasks_mod.builtin_suites()]
     loaded = [(label, tasks_mod.load_tasks(folder)) for label, folder in folders]
-    guard = Guard(bwrap=choose_sandbox(any(t.verify for _, ts in loaded for t in ts), unsafe))
+    bench = plan_mod.read_config(config_path).get("bench", {}) if config_path else {}
+    guard = Guard.of(choose_sandbox(any(t.verify for _, ts in loaded for t in ts), unsafe),
+                     plan_mod.check_settings(bench if isinstance(bench, dict) else {}))
     rows = []
     for label, tasks in loaded:
         rows += [{"suite": label, **r} for r in tasks_mod.selftest(tasks, guard)]
