@@ -87,6 +87,10 @@ stdin = false
     assert f"agent: {sys.executable} -c 'print(1)' --cwd '<trial folder>' --task" in out
     assert "a: model scripted/a" in out
     assert "a (scripted/a: no known price)" in out and "agent (a command" in out
+    from orchestrator.sandbox import bwrap  # a command contestant: where it will run
+
+    assert ("checks and command contestants: confined under bubblewrap" in out) is \
+        (bwrap.usable() is None)
     assert scripted_server.count() == 0
 
 

@@ -86,6 +86,14 @@ def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
             argv = cmd.command_line(c, plan.render(first), "<trial folder>", first.check)
             lines.append(f"  {c.name}: " + " ".join(_short(a) for a in argv)
                          + (" (prompt also on stdin)" if c.stdin else ""))
+    if plan.needs_sandbox:
+        from orchestrator.sandbox import bwrap
+
+        why = bwrap.usable()
+        lines.append("checks and command contestants: " + (
+            "confined under bubblewrap" if why is None else
+            f"need bubblewrap, which cannot run here ({why}): the run refuses unless "
+            "--unsafe-checks"))
     return "\n".join([*lines, "", describe_estimate(estimate(plan, resolved))])
 
 
