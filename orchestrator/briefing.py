@@ -48,7 +48,10 @@ def prompt_source_name(prompt: str | None, prompt_file: str | None) -> str:
 
 
 def read_context(paths: tuple[str, ...] | list[str]) -> str:
-    """Each file as a fenced section, in the order given."""
+    """Each file as a fenced section, in the order given, its credential content (a
+    private key, a token in a URL, ...) withheld with the rule named, and said on stderr."""
+    from orchestrator.credential_content import withhold
+
     sections, total = [], 0
     for raw in paths:
         path = Path(raw)
@@ -65,8 +68,14 @@ def read_context(paths: tuple[str, ...] | list[str]) -> str:
         if total > MAX_CONTEXT_BYTES:
             raise OrchError(f"context files add up to more than {MAX_CONTEXT_BYTES:,} bytes; "
                             "pass fewer or smaller files")
-        text = data.decode("utf-8", errors="replace")
-        sections.append(f"### File: {raw}\n\n```\n{text.rstrip()}\n```")
+        withheld = withhold(data.decode("utf-8", errors="replace"))
+        if withheld:
+            import click
+
+            click.echo(f"orch: --context {raw}: credential content withheld (rules: "
+                       f"{', '.join(withheld.rules)}); the models see [withheld: RULE] "
+                       "instead", err=True)
+        sections.append(f"### File: {raw}\n\n```\n{withheld.text.rstrip()}\n```")
     return "\n\n".join(sections)
 
 

@@ -30,6 +30,7 @@ from orch_plugins.workspace_paths import Refused, Workspace, glob_regex, kind
 from orch_plugins.workspace_policy import withheld_note
 
 from orchestrator import tool_thread
+from orchestrator.credential_content import MARK, KeyBlocks, note, withhold
 from orchestrator.hookspecs import hookimpl
 from orchestrator.tools import Tool
 
@@ -159,7 +160,7 @@ class WorkspaceTools:
                           f" this tool reads; grep(pattern=..., path={rel!r}) for the lines "
                           "you need")
         self.ws.check_text(real)
-        lines, total, cut_by_chars = self._lines(real, offset, limit)
+        lines, total, cut_by_chars, rules = self._lines(real, offset, limit)
         if offset > max(total, 1):
             raise Refused(f"{rel!r} has {total:,} lines; offset {offset} is past its end")
         last = offset + len(lines) - 1
@@ -171,21 +172,27 @@ class WorkspaceTools:
                    if cut_by_chars else f"limit {limit}")
             foot = (f"[{why}; {total - last:,} more lines: read(path={rel!r}, "
                     f"offset={last + 1}, limit={max(len(lines), 1)})]\n")
+        if rules:
+            foot += note(rules) + "\n"
         result = head + body + foot
         self._check_room(rel, offset, len(lines), result)
         return result
 
-    def _lines(self, real: str, offset: int, limit: int) -> tuple[list[str], int, bool]:
-        """The numbered lines offset..offset+limit-1 within the character cap, and the
-        file's line count."""
+    def _lines(self, real: str, offset: int, limit: int
+               ) -> tuple[list[str], int, bool, set[str]]:
+        """The numbered lines offset..offset+limit-1 within the character cap, with their
+        credential content withheld; the file's line count; the rules that withheld."""
         out: list[str] = []
         used, total, cut = 0, 0, False
+        rules: set[str] = set()
+        blocks = KeyBlocks()  # a key's body is withheld even when its BEGIN is not shown
         cap, width = self.cfg["max_result_chars"], self.cfg["max_line_chars"]
         with open(real, encoding="utf-8", errors="replace", newline="") as fh:
             for total, line in enumerate(fh, start=1):  # noqa: B007 - total is the count
+                in_key = blocks.inside(line)
                 if total < offset or cut or len(out) >= limit:
                     continue
-                text = line.rstrip("\r\n")
+                text = _shown(line.rstrip("\r\n"), in_key, rules)
                 if len(text) > width:
                     text = f"{text[:width]} [... {len(text) - width:,} more characters]"
                 numbered = f"{total:>6}\t{text}\n"
@@ -194,7 +201,7 @@ class WorkspaceTools:
                     continue
                 out.append(numbered)
                 used += len(numbered)
-        return out, total, cut
+        return out, total, cut, rules
 
     def _check_room(self, rel: str, offset: int, n_lines: int, result: str) -> None:
         """Refuse a result the next request has no room for, with the arithmetic."""
@@ -245,6 +252,7 @@ class WorkspaceTools:
         start = self.ws.resolve(path)
         cap, width = self.cfg["grep_matches"], self.cfg["max_line_chars"]
         matches: list[str] = []
+        rules: set[str] = set()
         skipped: dict[str, int] = {}
         more, used, scanned, limit = False, 0, 0, None
         max_scan = self.cfg["max_scan_bytes"]
@@ -266,8 +274,10 @@ class WorkspaceTools:
                 continue
             try:
                 self.ws.check_text(real)
+                blocks = KeyBlocks()
                 with open(real, encoding="utf-8", errors="replace") as fh:
                     for n, line in enumerate(fh, start=1):
+                        in_key = blocks.inside(line)
                         scanned += len(line)
                         if scanned > max_scan:
                             limit = (f"stopped after reading {max_scan:,} bytes "
@@ -278,10 +288,16 @@ class WorkspaceTools:
                             break
                         if not regex.search(line):
                             continue
+                        # the pattern must match what the model may see: no match inside a
+                        # credential, or grep would be an oracle for its characters
+                        found: set[str] = set()
+                        text = _shown(line.rstrip("\r\n"), in_key, found)
+                        if found and not regex.search(text):
+                            continue
+                        rules |= found
                         if len(matches) >= cap or used > self.cfg["max_result_chars"]:
                             more = True
                             break
-                        text = line.rstrip("\r\n")
                         text = text if len(text) <= width else text[:width] + " [...]"
                         matches.append(f"{rel}:{n}: {text}")
                         used += len(matches[-1]) + 1
@@ -307,6 +323,8 @@ class WorkspaceTools:
         if limit:
             result += (f"\n[{limit}: the search is incomplete; narrow it with "
                        "path=\"some/dir\" or glob=\"*.py\"]")
+        if rules:
+            result += "\n" + note(rules)
         return _with_note(result, self.ws.withheld)
 
     @staticmethod
@@ -397,6 +415,17 @@ class WorkspaceTools:
             result += (f"\n[{cap} of {len(rows):,} entries shown; use glob(pattern="
                        f"{prefix + '*.py'!r}) or list a subdirectory to see the rest]")
         return _with_note(result, self.ws.withheld)
+
+
+def _shown(text: str, in_key: bool, rules: set[str]) -> str:
+    """A line as the model may see it: credential content withheld, rules added to
+    ``rules``."""
+    if in_key:
+        rules.add("private-key")
+        return MARK.format(rule="private-key")
+    masked = withhold(text)
+    rules.update(masked.rules)
+    return masked.text
 
 
 def _with_note(result: str, withheld: dict[str, int]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,15 @@ from orch_plugins.workspace_policy import Policy, under_system_dir
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv", "venv",
                        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
 BINARY_SNIFF_BYTES = 8192
+# Credential files outside any workspace that a hard link inside one could point at.
+HOME_CREDENTIALS = (".ssh", ".aws/credentials", ".netrc", ".pgpass", ".vault-token",
+                    ".config/gh/hosts.yml", ".git-credentials", ".docker/config.json",
+                    ".kube/config", ".npmrc", ".pypirc", ".gnupg")
+# The one walk that finds the workspace's deny-listed files' inodes (for hard links) stops
+# here; past it, a hard-linked file is refused rather than guessed about.
+INODE_WALK_ENTRIES = 50_000
+INODE_WALK_SECONDS = 2.0
+UNVERIFIED_LINK = "hard link (its other names could not all be checked)"
 
 
 class Refused(Exception):  # noqa: N818 - a refusal the model reads, not a crash
@@ -41,6 +51,8 @@ class Workspace:
         self.root = os.path.realpath(root)
         self.policy = Policy(self.root, deny, allow)  # deny-list, allow-list, .gitignore
         self.withheld: dict[str, int] = {}  # what the last walk left out, by rule
+        self._denied_inodes: dict[tuple[int, int], str] | None = None
+        self._inodes_complete = True
 
     def inside(self, real: str) -> bool:
         return os.path.commonpath([self.root, real]) == self.root
@@ -103,7 +115,62 @@ class Workspace:
         elif not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
             raise Refused(f"{self.rel(real)!r} is a {kind(st.st_mode)}; only files and "
                           "directories can be used")
+        rule = self.hard_link_rule(st)
+        if rule:
+            raise Refused(self.policy.refusal(self.rel(real), rule))
         return real
+
+    def hard_link_rule(self, st: os.stat_result) -> str | None:
+        """The deny rule of another name of this file (a hard link to ``.env`` under a
+        harmless name is still ``.env``), or None. Only files with more than one link pay."""
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink < 2:
+            return None
+        rule = self._inodes().get((st.st_dev, st.st_ino))
+        if rule:
+            return f"hard link to a file denied by {rule!r}"
+        return None if self._inodes_complete else UNVERIFIED_LINK
+
+    def _inodes(self) -> dict[tuple[int, int], str]:
+        """(device, inode) -> rule of every multiply-linked deny-listed file in the
+        workspace and of the usual credential files of the home directory; found once."""
+        if self._denied_inodes is not None:
+            return self._denied_inodes
+        found: dict[tuple[int, int], str] = {}
+        deadline, seen = time.monotonic() + INODE_WALK_SECONDS, 0
+
+        def note(path: str, rule: str) -> None:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                found.setdefault((st.st_dev, st.st_ino), rule)
+
+        home = os.path.expanduser("~")
+        for rel in HOME_CREDENTIALS:
+            path = os.path.join(home, rel)
+            files = ([os.path.join(path, f) for f in _listdir(path)] if os.path.isdir(path)
+                     else [path])
+            for f in files:
+                note(f, f"~/{rel}")
+        note(os.path.join(self.root, ".git", "config"), "**/.git/config")
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            seen += len(dirnames) + len(filenames)
+            if seen > INODE_WALK_ENTRIES or time.monotonic() > deadline:
+                self._inodes_complete = False
+                break
+            rel_dir = self.rel(dirpath)
+            dir_rule = self.policy.denied(rel_dir, True)
+            dirnames[:] = [d for d in dirnames
+                           if d not in SKIP_DIRS and not under_system_dir(
+                               os.path.join(dirpath, d))]
+            for f in filenames:
+                rule = dir_rule or self.policy.denied(
+                    f if rel_dir == "." else f"{rel_dir}/{f}")
+                if rule:
+                    note(os.path.join(dirpath, f), rule)
+        self._denied_inodes = found
+        return found
 
     def _existing_parent(self, real: str) -> str:
         parent = os.path.dirname(real)
@@ -164,10 +231,21 @@ class Workspace:
         if self.policy.denied(self.rel(real)):
             return None, "links to deny-listed files"
         try:
-            mode = os.stat(real).st_mode
+            st = os.stat(real)
         except OSError:
             return None, "unreadable"
-        return (real, None) if stat.S_ISREG(mode) else (None, "devices, pipes or sockets")
+        if not stat.S_ISREG(st.st_mode):
+            return None, "devices, pipes or sockets"
+        if self.hard_link_rule(st):
+            return None, "hard links to deny-listed files"
+        return real, None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def glob_regex(pattern: str) -> str:

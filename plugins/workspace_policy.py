@@ -19,9 +19,15 @@ from collections.abc import Iterable
 import pathspec
 
 BUILTIN_DENY: tuple[str, ...] = (
-    ".env*", ".ssh/", ".aws/", ".gnupg/", ".netrc", ".npmrc", ".pypirc",
-    ".docker/config.json", ".kube/config", "*.pem", "*.key", "id_rsa*", "id_ed25519*",
-    "*credentials*", ".git-credentials",
+    # SSH keys by their conventional names (id_rsa, id_ecdsa, id_work, ...) at any depth, and
+    # their backups; a dotted name (id_utils.py, id_rsa.pub) is code or a public key. The
+    # negation must come right after ``id_*``: a later rule (``*credentials*``) still denies.
+    "id_*", "!id_*.*", "id_*.bak", "id_*.old", "id_*.orig",
+    ".env*", ".ssh/", ".aws/", ".gnupg/", ".netrc", ".npmrc", ".pypirc", ".pgpass",
+    ".vault-token", "**/gh/hosts.yml", ".docker/config.json", ".kube/config", "*.pem", "*.key",
+    "*.p12", "*.pfx", "*.ppk", "*credentials*", ".git-credentials",
+    # a remote URL with a token in it, or an ``http.extraheader``; at any depth (submodules)
+    "**/.git/config", "**/.git/modules/**/config",
 )
 SYSTEM_DIRS: tuple[str, ...] = ("/proc", "/sys", "/dev")
 
@@ -45,8 +51,10 @@ class Policy:
     def __init__(self, root: str, deny: object = (), allow: object = ()) -> None:
         self.root = root
         self.rules = [*BUILTIN_DENY, *_patterns(deny)]
-        self._deny = pathspec.GitIgnoreSpec.from_lines(self.rules)
-        self._allow = pathspec.GitIgnoreSpec.from_lines(_patterns(allow))
+        # Case-insensitive: ``.ENV`` and ``ID_RSA`` are the same files on macOS and Windows,
+        # and a renamed copy is still the credential.
+        self._deny = pathspec.GitIgnoreSpec.from_lines([r.lower() for r in self.rules])
+        self._allow = pathspec.GitIgnoreSpec.from_lines([p.lower() for p in _patterns(allow)])
         self._ignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
 
     @staticmethod
@@ -57,7 +65,7 @@ class Policy:
         """The deny rule that covers ``rel`` (relative to the root), or None."""
         if rel in ("", "."):
             return None
-        key = self._key(rel, is_dir)
+        key = self._key(rel, is_dir).lower()
         if self._allow.match_file(key):
             return None
         hit = self._deny.check_file(key)

@@ -76,7 +76,7 @@ def test_credential_files_never_reach_the_provider(orch_home, scripted_server, h
             assert line.split("=")[-1].strip() not in wire, f"{rel} reached the provider"
     results = tool_results(scripted_server.requests[-1].body)
     assert "content-ok" in results["ok"] and "content-ok" in results["g1"]
-    for rid, rule in (("r1", ".env*"), ("r2", "id_rsa*"), ("r3", "*credentials*"), ("r4", ".netrc"),
+    for rid, rule in (("r1", ".env*"), ("r2", "id_*"), ("r3", "*credentials*"), ("r4", ".netrc"),
                       ("r5", "*.pem"), ("r6", ".git-credentials"), ("g2", ".ssh/"),
                       ("l2", ".ssh/")):
         assert results[rid].startswith("error: ") and f"rule {rule!r}" in results[rid]

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from orchestrator.credential_content import note, withhold
 from orchestrator.engine.context import LegContext
 from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_iso
 from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
@@ -323,12 +324,27 @@ class Leg:
             else:
                 content = await _call_tool(tool, call.arguments)
             content = scrub_values(content)  # a key in a file never goes out in a result
+            content = self._withhold(call.name, content)
             message = {"role": "tool", "tool_call_id": call.id, "content": content}
             self.ctx.messages.append(message)
             results.append({"tool": call.name, "id": call.id, "content": content})
             self.log("tool", {"tool": call.name, "id": call.id, "arguments": call.arguments,
                               "result": content})
         return results
+
+
+    def _withhold(self, tool: str, content: str) -> str:
+        """Credential content (a private key, a token in a URL, ...) in any tool's result,
+        a third party's included, is replaced by a rule the model can read, and counted on
+        the leg as ``credentials_withheld``."""
+        withheld = withhold(content)
+        if not withheld:
+            return content
+        counts = dict(self.record.extra.get("credentials_withheld") or {})
+        for rule in withheld.rules:
+            counts[rule] = counts.get(rule, 0) + 1
+        self.ctx.set("credentials_withheld", counts)
+        return f"{withheld.text}\n{note(withheld.rules)}"
 
 
 async def _call_tool(tool: Tool, arguments: str) -> str:
