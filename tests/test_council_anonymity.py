@@ -1,9 +1,10 @@
 """Anonymity by identifier, measured on a corpus of review text: every identifier of a seat
 is redacted, and at most 1% of the ordinary words are.
 
-In the corpus, ``{{...}}`` marks an identifier (a seat naming itself or another seat); every
-other word is ordinary — including words models and providers are named after ("local",
-"work", "mini", "flash", "sonnet", "turbo", "large", "instruct")."""
+In the corpus, ``{{...}}`` marks an identifier (a seat naming itself or another seat, or a
+name of a seated family: "sonnet" with a Claude seat, "llama" with a Llama seat, even as
+English words); every other word is ordinary — including words models and providers are named
+after ("local", "work", "mini", "flash", "turbo", "large", "instruct")."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ a lock that the open socket holds. A mini benchmark would show it: the flash of 
 comes from the cold cache. I would keep the local variable but move the cache to the module.
 
 {{Claude}} here: the turbo path in the large handler skips validation. The instruct field is
-read from the request without a check, and a sonnet of nested ifs follows (a joke: it is long).
+read from the request without a check, and a {{sonnet}} of nested ifs follows (a joke: it is long).
 The latest release notes say the coder tool writes files; it should not, in a read-only review.
 
 This review, from {{qwen3-8b}} ({{myvllm/qwen3-8b@hot}}), agrees with most of the above. The
@@ -50,12 +51,13 @@ Written by {{Mistral-Large-Latest}}: the large file mixes three concerns; split 
 give each part its own tests before anything else moves. The latest
 change also removed a test. Instruct new contributors to run the suite locally.
 
-{{llama-3.1-8b-instruct}} review: the llama of a function (it carries everything) is
+{{llama-3.1-8b-instruct}} review: the {{llama}} of a function (it carries everything) is
 handle_request; break it up. Open questions: who owns the cache? Is the local lock needed?
 
 I ({{gemma-3-270m}}, on {{local/gemma-3-270m}}) found nothing more. A model from
 {{OpenAI}} or {{Anthropic}} would say the same. Plain words: open, local, work, mini, flash,
-turbo, large, latest, instruct, coder, sonnet, llama, gemma, mistral, claim, review, model.
+turbo, large, latest, instruct, coder, {{sonnet}}, {{llama}}, {{gemma}}, {{mistral}}, claim,
+review, model.
 """
 
 
@@ -103,7 +105,7 @@ def test_at_most_one_percent_of_ordinary_words_are_redacted():
 
 
 @pytest.mark.parametrize("word", ["local", "work", "mini", "flash", "turbo", "large", "latest",
-                                  "instruct", "coder", "sonnet", "open", "review", "model"])
+                                  "instruct", "coder", "open", "review", "model"])
 def test_ordinary_words_are_not_terms(word):
     assert word not in TERMS
 

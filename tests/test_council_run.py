@@ -81,7 +81,7 @@ def judgement(prompt: str, seat: str, votes_by=None, prose_by=None, ranking_by=N
             if keyword in claim:
                 votes.append({"id": fid, "vote": vote, "reason": f"{vote}: {keyword}"})
     labels = {}
-    for label, body in re.findall(r"^### (Review [A-Z])\n(.*?)(?=^### |\Z)", prompt, re.M | re.S):
+    for label, body in re.findall(r"^### (Review [A-Z]) \[\w+\]\n(.*?)(?=^### |\Z)", prompt, re.M | re.S):
         for other, prose in prose_by.items():
             if prose.split(".")[0] in body:
                 labels[other] = label

@@ -3,15 +3,23 @@
 Judges must not know whose review they are reading, so the bundle carries no model name, no
 provider and no label that follows the order of ``--models``: labels (Review A, B, ...) are
 dealt by a shuffle seeded by the run id, and finding ids (F1, F2, ...) follow the labels.
-Whatever a seat wrote about itself ("as gpt-4o, I...") is redacted — identifiers, never
-ordinary words (anonymity.py) — and the finished text is scanned for every identifying term;
-a leak stops the run rather than reach a judge.
+Whatever a seat wrote about itself ("as gpt-4o, I...", "as Meta's Llama") is redacted —
+identifiers and the seats' families (anonymity.py) — and the finished text is scanned for every
+identifying term; a leak stops the run rather than reach a judge.
+
+A seat's words could imitate orch's own sections (a ``### Review Z`` heading, a finding line,
+a ballot, ``VERDICT:``). So each review's prose is quoted between two lines that carry a
+per-run nonce, orch's own headings carry it too, and the one-line fields of a finding (claim,
+location, rationale) are kept on one line: seat text can only ever appear inside a quote or
+inside a finding line, and a judge is told that nothing there is orch's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +28,17 @@ from orchestrator.council.findings import Review
 from orchestrator.models import ResolvedModel
 
 REDACTED = "[redacted]"
+
+
+def new_nonce() -> str:
+    """A per-run marker no seat can have written: 48 random bits."""
+    return secrets.token_hex(6)
+
+
+def one_line(text: str) -> str:
+    """A finding's field as orch shows it: on one line, so it cannot start a line of its own
+    (a forged heading or finding)."""
+    return re.sub(r"\s*[\r\n\u2028\u2029\x0b\x0c\x85]+\s*", " ", text or "").strip()
 
 
 def seeded(*parts: str) -> random.Random:
@@ -49,6 +68,7 @@ class Bundle:
     reviews: list[dict[str, Any]]  # anonymised, in label order
     findings: list[dict[str, Any]]  # run-wide ids, in id order
     terms: list[str] = field(default_factory=list)
+    nonce: str = field(default_factory=new_nonce)
 
     @property
     def seat_of_label(self) -> dict[str, str]:
@@ -61,12 +81,13 @@ class Bundle:
 
     def to_dict(self) -> dict[str, Any]:
         """``bundle.json``: what the judges saw, and nothing that names a seat."""
-        return {"run_id": self.run_id, "reviews": self.reviews, "findings": self.findings}
+        return {"run_id": self.run_id, "nonce": self.nonce, "reviews": self.reviews,
+                "findings": self.findings}
 
     def markdown(self) -> str:
         parts = [f"# Anonymised bundle, council run {self.run_id}", ""]
         for review in self.reviews:
-            parts.append(render_review(review, self.findings))
+            parts.append(render_review(review, self.findings, self.nonce))
         return "\n".join(parts)
 
     def view_for(self, judge: str) -> tuple[str, list[str], list[str]]:
@@ -82,7 +103,8 @@ class Bundle:
             ids = list(review["findings"])
             rng.shuffle(ids)
             shown_ids += ids
-            parts.append(render_review({**review, "findings": ids}, self.findings))
+            parts.append(render_review({**review, "findings": ids}, self.findings,
+                                       self.nonce))
         return "\n".join(parts), shown_ids, [r["label"] for r in others]
 
     def scan(self, texts: dict[str, str]) -> dict[str, list[str]]:
@@ -91,17 +113,24 @@ class Bundle:
                 if (found := leaks(text, self.terms))}
 
 
-def render_review(review: dict[str, Any], findings: list[dict[str, Any]]) -> str:
+def quote(text: str, nonce: str) -> str:
+    """A seat's prose between the nonce lines; the nonce itself never appears inside."""
+    body = (text or "").replace(nonce, "[nonce]").strip() or "(no prose)"
+    return f"<<<seat-text {nonce}\n{body}\nseat-text {nonce}>>>"
+
+
+def render_review(review: dict[str, Any], findings: list[dict[str, Any]],
+                  nonce: str) -> str:
     by_id = {f["id"]: f for f in findings}
     marks = []
     if review.get("cut"):
         marks.append("CUT: this review stopped at its output limit")
     if not review.get("conformed"):
         marks.append("no readable findings block: its prose is shown for ranking only")
-    lines = [f"### {review['label']}" + "".join(f"\n({m})" for m in marks), "",
-             (review.get("prose") or "(no prose)").strip(), ""]
+    lines = [f"### {review['label']} [{nonce}]" + "".join(f"\n({m})" for m in marks), "",
+             quote(review.get("prose") or "", nonce), ""]
     if review["findings"]:
-        lines.append("Findings:")
+        lines.append(f"Findings of {review['label']} [{nonce}]:")
         for fid in review["findings"]:
             f = by_id[fid]
             where = f" · {f['location']}" if f.get("location") else ""
@@ -118,7 +147,7 @@ def _scaffold(run_id: str) -> str:
                "location": "", "rationale": ""}
     review = {"label": label_name(0), "cut": True, "conformed": False, "prose": "",
               "findings": ["F1"]}
-    return Bundle(run_id, {}, [review], [finding]).markdown()
+    return Bundle(run_id, {}, [review], [finding], nonce="0").markdown()
 
 
 def build_bundle(run_id: str, reviews: list[Review], models: list[ResolvedModel]) -> Bundle:
@@ -138,9 +167,9 @@ def build_bundle(run_id: str, reviews: list[Review], models: list[ResolvedModel]
             f["id"] = fid  # the run-wide id travels with the seat's finding from here on
             ids.append(fid)
             anon_findings.append({"id": fid, "label": label, "severity": f["severity"],
-                                  "claim": redact(f["claim"], terms),
-                                  "location": redact(f["location"], terms),
-                                  "rationale": redact(f["rationale"], terms)})
+                                  "claim": one_line(redact(f["claim"], terms)),
+                                  "location": one_line(redact(f["location"], terms)),
+                                  "rationale": one_line(redact(f["rationale"], terms))})
         anon_reviews.append({"label": label, "cut": review.cut, "conformed": review.conformed,
                              "prose": redact(review.prose, terms), "findings": ids})
     bundle = Bundle(run_id, labels, anon_reviews, anon_findings, terms)

@@ -241,9 +241,13 @@ class CouncilRun:
         judges = [m for m, r in zip(self.plan.seats, self.reviews, strict=True) if r.usable]
         self.bundle = bundle = build_bundle(self.run_id, self.reviews, self.plan.seats)
         views = {m.name: bundle.view_for(m.name) for m in judges}
-        prompts = [judge_briefing(self.plan.briefing, *views[m.name]) for m in judges]
+        prompts = [judge_briefing(self.plan.briefing, *views[m.name], nonce=bundle.nonce)
+                   for m in judges]
+        # what each judge reads of the seats, as it is in the prompt sent
+        marker = f"## The reviews [{bundle.nonce}]"
         leaked = bundle.scan({"bundle": bundle.markdown(),
-                              **{f"view for {m}": v[0] for m, v in views.items()}})
+                              **{f"prompt of judge {m.name}": p.split(marker, 1)[-1]
+                                 for m, p in zip(judges, prompts, strict=True)}})
         self.anonymity = {"terms": len(bundle.terms), "checked": 1 + len(views),
                           "leaks": leaked}
         if leaked:
