@@ -8,10 +8,10 @@ prompt tokens on every request of every leg. The command is always there.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
+from orchestrator import workspace
 from orchestrator.hookspecs import hookimpl
 from orchestrator.tools import Tool
 
@@ -22,15 +22,7 @@ def count(text: str) -> dict[str, int]:
     return {"words": len(text.split()), "lines": len(text.splitlines()), "chars": len(text)}
 
 
-def _inside(root: Path, path: str) -> Path:
-    """``path`` under ``root``, or ValueError: a model may not read outside the workspace."""
-    target = (root / path).resolve()
-    if not target.is_relative_to(root.resolve()):
-        raise ValueError(f"{path} is outside the workspace")
-    return target
-
-
-def word_count_tool(workspace: Path | None) -> Tool:
+def word_count_tool(leg) -> Tool:
     def word_count(text: str | None = None, path: str | None = None) -> dict[str, int] | str:
         """Count the words, lines and characters of a text or a workspace file, exactly.
 
@@ -41,12 +33,12 @@ def word_count_tool(workspace: Path | None) -> Tool:
         if (text is None) == (path is None):
             return "error: pass exactly one of `text` or `path`"
         if path is not None:
-            if workspace is None:
+            if leg.workspace is None:
                 return "error: this leg has no workspace; pass `text` instead"
-            try:
-                text = _inside(workspace, path).read_text(encoding="utf-8", errors="replace")
-            except (OSError, ValueError) as exc:
-                return f"error: cannot read {path}: {exc}"
+            try:  # orch's own rules: inside the root, no credential file, text only
+                text = workspace.read_text(path, leg.workspace, **workspace.rules(leg))
+            except workspace.PathRefused as refused:
+                return f"error: cannot read {path}: {refused}"
         return count(text)
 
     return Tool.from_function(word_count)  # the schema comes from the hints and docstring
@@ -55,7 +47,7 @@ def word_count_tool(workspace: Path | None) -> Tool:
 @hookimpl
 def register_tools(leg):
     if leg.plugin_config(NAME).get("tool"):
-        return [word_count_tool(leg.workspace)]
+        return [word_count_tool(leg)]
     return None
 
 

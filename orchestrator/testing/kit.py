@@ -39,10 +39,21 @@ class WaveRun:
         """The JSON bodies that reached the server, oldest first."""
         return [r.body for r in self.requests]
 
+    def leg_dir(self, n: int = 1) -> Path:
+        """Leg ``n``'s folder (1-based, in the order of ``models``): ``metadata.json``,
+        ``conversation.jsonl`` and whatever a plugin wrote there."""
+        return self.runs_dir / self.legs[n - 1]["leg_id"]
+
+    def record(self, n: int = 1) -> dict[str, Any]:
+        """Leg ``n``'s record as written to its ``metadata.json``."""
+        import json
+
+        return json.loads((self.leg_dir(n) / "metadata.json").read_text())
+
     def conversation(self, n: int = 1) -> list[dict[str, Any]]:
         import json
 
-        path = self.runs_dir / f"{self.doc['wave_id']}-{n}" / "conversation.jsonl"
+        path = self.leg_dir(n) / "conversation.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()]
 
 

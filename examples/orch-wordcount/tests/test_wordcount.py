@@ -43,15 +43,25 @@ def test_the_tool_reads_workspace_files_but_nothing_outside(orch, scripted_serve
     workspace.mkdir()
     (workspace / "notes.txt").write_text("alpha beta gamma delta\n")
     (tmp_path / "secret.txt").write_text("outside")
+    # orch's rules, through orchestrator.workspace: a credential file inside the workspace is
+    # refused too (the example's own check let `.env` through), and so is a symlink out
+    (workspace / ".env").write_text("API_TOKEN=env-secret-0123456789\n")
+    (workspace / "link.txt").symlink_to(tmp_path / "secret.txt")
     scripted_server.script(
-        "m", Reply(tool_calls=[{"name": "word_count", "arguments": {"path": "notes.txt"}},
-                               {"name": "word_count", "arguments": {"path": "../secret.txt"}}]),
+        "m", Reply(tool_calls=[{"name": "word_count", "arguments": {"path": p}} for p in (
+            "notes.txt", "../secret.txt", ".env", "link.txt")]),
         Reply(text="done"))
     run = orch.run_leg("m", "count", plugins=PLUGIN, workspace=workspace)
     results = [m["content"] for m in run.bodies[1]["messages"] if m["role"] == "tool"]
     assert json.loads(results[0]) == {"words": 4, "lines": 1, "chars": 23}
     assert results[1].startswith("error: cannot read ../secret.txt:")
-    assert "outside the workspace" in results[1]
+    assert "climbs out of the workspace root" in results[1]
+    assert results[2].startswith("error: cannot read .env:") and "rule '.env*'" in results[2]
+    assert "symlink that leads outside" in results[3]
+    assert "env-secret" not in json.dumps(run.bodies) and "outside" not in results[0]
+    # the kit's run object: each leg's folder and its record, as written
+    assert run.record(1)["status"] == "complete" and run.record(1)["leg_id"] == run.leg["leg_id"]
+    assert (run.leg_dir(1) / "conversation.jsonl").is_file()
 
 
 def test_without_the_setting_no_tool_is_offered(orch, scripted_server):
