@@ -38,6 +38,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.secrets import key_shape_spans
+
 MARK = "[withheld: {rule}]"
 
 _PRIVATE_BEGIN = re.compile(
@@ -212,8 +214,6 @@ def find(text: str) -> list[Match]:
             if m.end() > m.start():  # to the end of the token (a JWT's signature too)
                 end = _TOKEN_TAIL.match(text, m.end()).end()
                 found.append(Match(rule, m.start(), end))
-    from orchestrator.secrets import key_shape_spans
-
     found += [Match("key-shape", a, b) for a, b in key_shape_spans(text)]
     found.sort(key=lambda m: (m.start, -m.end))
     kept: list[Match] = []
