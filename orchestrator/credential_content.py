@@ -42,14 +42,14 @@ from orchestrator.secrets import key_shape_spans
 
 MARK = "[withheld: {rule}]"
 
-_PRIVATE_BEGIN = re.compile(
-    r"-----BEGIN (?P<kind>(?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
-    r"|PuTTY-User-Key-File-\d+:")
+_PRIVATE_BEGIN = (r"-----BEGIN (?P<kind>(?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
+                  r"|PuTTY-User-Key-File-\d+:")
 _PUTTY_END = re.compile(r"^Private-MAC:.*$", re.M)
 # A line of a key's body as a file or a numbered ``read`` shows it: base64, an armour header
 # ("Proc-Type: 4,ENCRYPTED", "Comment: ..."), or blank.
-_KEY_LINE = re.compile(r"(?:\s*\d+\t)?[ \t]*(?:[A-Za-z0-9+/=]{4,}|[A-Za-z][A-Za-z0-9-]*: ?.*|)"
-                       r"[ \t]*\r?")
+# (On RE2: on ``re`` a long line of blanks after a BEGIN would take quadratic time.)
+_KEY_LINE = (r"(?:\s*\d+\t)?[ \t]*(?:[A-Za-z0-9+/=]{4,}|[A-Za-z][A-Za-z0-9-]*: ?.*|)"
+             r"[ \t]*\r?")
 _URL_USERINFO = (r"\b[A-Za-z][A-Za-z0-9+.\-]{1,15}://"
                  r"([^\s/@:?#'\"<>]+(?::[^\s/@?#'\"<>]*)?)@[A-Za-z0-9\[]")
 _AUTH_HEADER = (r"(?i)\bauthorization\s*[:=]\s*(?:basic|bearer|token|digest)\s+"
@@ -137,6 +137,12 @@ def _rules() -> tuple[Any, Any]:
     return _compiled(_URL_USERINFO), _compiled(_AUTH_HEADER)
 
 
+@functools.lru_cache(maxsize=1)
+def _keys() -> tuple[Any, Any]:
+    """(a private key's BEGIN, a line of a key's body), on RE2."""
+    return _compiled(_PRIVATE_BEGIN), _compiled(_KEY_LINE)
+
+
 def entropy(value: str) -> float:
     """Shannon entropy in bits per character."""
     if not value:
@@ -178,14 +184,14 @@ def _end_of_block(text: str, begin: re.Match) -> int:
         found = end_marker.search(text, at + 1, nxt)
         if found:
             return found.end()
-        if not _KEY_LINE.fullmatch(text[at + 1:nxt]):
+        if not _keys()[1].fullmatch(text[at + 1:nxt]):
             return at
         at = nxt
     return len(text)
 
 
 def _blocks(text: str) -> Iterable[Match]:
-    for begin in _PRIVATE_BEGIN.finditer(text):
+    for begin in _keys()[0].finditer(text):
         yield Match("private-key", begin.start(), _end_of_block(text, begin))
 
 
@@ -261,11 +267,11 @@ class KeyBlocks:
             if self._end.search(line):
                 self._end = None
                 return True
-            if _KEY_LINE.fullmatch(line.rstrip("\n")):
+            if _keys()[1].fullmatch(line.rstrip("\n")):
                 return True
             self._end = None  # the block ended without its END line
-        begin = _PRIVATE_BEGIN.search(line) if ("PRIVATE KEY" in line
-                                                 or "PuTTY-User-Key" in line) else None
+        begin = _keys()[0].search(line) if ("PRIVATE KEY" in line
+                                             or "PuTTY-User-Key" in line) else None
         if begin is None:
             return False
         end = _end_marker(begin)
