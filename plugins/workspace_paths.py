@@ -30,6 +30,10 @@ HOME_CREDENTIALS = (".ssh", ".aws/credentials", ".netrc", ".pgpass", ".vault-tok
 INODE_WALK_ENTRIES = 50_000
 INODE_WALK_SECONDS = 2.0
 UNVERIFIED_LINK = "hard link (its other names could not all be checked)"
+# The walk's answer is shared by the legs of a wave (each has its own Workspace) for this
+# long: a pnpm-style tree of hard links must not cost a walk per leg.
+INODE_CACHE_SECONDS = 10.0
+_inode_cache: dict[tuple, tuple[float, dict[tuple[int, int], str], bool]] = {}
 
 
 class Refused(Exception):  # noqa: N818 - a refusal the model reads, not a crash
@@ -135,6 +139,11 @@ class Workspace:
         workspace and of the usual credential files of the home directory; found once."""
         if self._denied_inodes is not None:
             return self._denied_inodes
+        key = (self.root, tuple(self.policy.rules), os.path.expanduser("~"))
+        cached = _inode_cache.get(key)
+        if cached and time.monotonic() - cached[0] < INODE_CACHE_SECONDS:
+            self._denied_inodes, self._inodes_complete = cached[1], cached[2]
+            return cached[1]
         found: dict[tuple[int, int], str] = {}
         deadline, seen = time.monotonic() + INODE_WALK_SECONDS, 0
 
@@ -170,6 +179,7 @@ class Workspace:
                 if rule:
                     note(os.path.join(dirpath, f), rule)
         self._denied_inodes = found
+        _inode_cache[key] = (time.monotonic(), found, self._inodes_complete)
         return found
 
     def _existing_parent(self, real: str) -> str:

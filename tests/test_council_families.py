@@ -109,6 +109,9 @@ def test_families_come_from_names_and_litellm_and_unknown_seats_redact_every_fam
     assert families(m("gw/claude-opus-4-1", "gw", "openai/claude-opus-4-1")) == {"claude"}
     assert families(m("moonshot/kimi-k2", "moonshot", "moonshot/kimi-k2", False)) == {"kimi"}
     assert families(m("gw/reviewer", "gw", "openai/reviewer")) == set()
+    # no family in the name: litellm's model list files the id under openai
+    assert families(m("gw/computer-use-preview", "gw", "openai/computer-use-preview")) == {
+        "gpt"}
     from orchestrator.council.anonymity import identifying_terms
 
     terms = identifying_terms([m("gw/reviewer", "gw", "openai/reviewer"),
