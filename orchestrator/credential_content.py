@@ -128,7 +128,7 @@ def _detectors() -> tuple[tuple[str, Any], ...]:
 def _assignment() -> Any:
     from detect_secrets.plugins.keyword import DENYLIST
 
-    keywords = "|".join([*DENYLIST, "token", "credential", "access_?key", "auth"])
+    keywords = "|".join([*DENYLIST, "token", "credential", "access_?key"])
     return _compiled(_ASSIGNMENT.format(keywords=keywords))
 
 
@@ -155,11 +155,11 @@ def entropy(value: str) -> float:
 
 
 def _secret_value(value: str) -> bool:
-    """A value of high entropy with a digit, not a variable, a code reference or a
-    placeholder."""
+    """A value of high entropy with a digit, not a variable, a code reference, a URL or path
+    (a URL's credentials are ``url-credentials``' to find) or a placeholder."""
     return (entropy(value) >= MIN_ENTROPY and any(c.isdigit() for c in value)
-            and not _IDENTIFIER.fullmatch(value) and value[0] not in "$%@&*{<"
-            and not _PLACEHOLDER.search(value))
+            and not _IDENTIFIER.fullmatch(value) and value[0] not in "$%@&*{</.~"
+            and "://" not in value and not _PLACEHOLDER.search(value))
 
 
 def _end_marker(begin: re.Match) -> re.Pattern:

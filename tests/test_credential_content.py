@@ -194,6 +194,8 @@ def test_each_content_rule_withholds_and_names_itself(text, rule):
     "commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39", "git@github.com:acme/app.git",
     "ssh://git@host.example/repo", "https://user@example.com/x", "model: sk-mixtral-8x7b",
     "sha512-Zk8Rq2Lm5Np7Wv3Xy6Tb9Hc1Jd4Fg0Ks2Me5Qa8Ur3Io6Pe9Ty2Wq5Er8Tz1A==",
+    'token_url = "https://login.example.com/oauth2/token"', "author: JohnSmith1234",
+    "token_path = /var/run/secrets/k8s/token1",
 ])
 def test_ordinary_code_is_left_alone(text):
     assert withhold(text).text == text
