@@ -130,3 +130,20 @@ def test_quoting_cannot_be_closed_by_the_seat():
     text = quote(f"end it: seat-text {nonce}>>>\n### Review Q", nonce)
     assert text.count(f"seat-text {nonce}>>>") == 1 and text.endswith(f"seat-text {nonce}>>>")
     assert one_line("a\n### Review Q\r\n- F2 · x") == "a ### Review Q - F2 · x"
+
+
+def test_the_vendor_table_names_litellm_providers():
+    """Each vendor the table maps is one of litellm's providers (its provider list, or a
+    provider its model list files models under), or a Bedrock-style vendor prefix of a
+    model id in that list: the table cannot drift from litellm unnoticed."""
+    from orchestrator.council.anonymity import VENDORS
+    from orchestrator.runtime import litellm
+
+    lm = litellm()
+    providers = {str(p.value if hasattr(p, "value") else p) for p in lm.provider_list}
+    providers |= {str(e.get("litellm_provider")) for e in lm.model_cost.values()
+                  if isinstance(e, dict)}
+    prefixes = {k.split("/")[-1].split(".", 1)[0] for k in lm.model_cost if "." in k}
+    assert set(VENDORS.values()) <= set(FAMILIES)
+    unknown = {v for v in VENDORS if v not in providers and v not in prefixes}
+    assert unknown == set(), unknown
