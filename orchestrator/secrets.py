@@ -254,12 +254,10 @@ def _shape_replacer(text: str):
     return replace
 
 
-def key_shape_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each high-confidence key shape in ``text`` (with a digit), for the
-    credential-content scan (:mod:`orchestrator.credential_content`)."""
-    if not _SHAPE_PREFIX.search(text):
-        return []
-    return [m.span() for m in _KEY_SHAPE.finditer(text) if _HAS_DIGIT.search(m.group(0))]
+def key_shape_pattern() -> str:
+    """The key shapes' regular expression, for the credential-content scan
+    (:mod:`orchestrator.credential_content`), which runs it over every tool result."""
+    return _KEY_SHAPE.pattern
 
 
 # Fields that hold identifiers, never free text: masked by value, never by shape.

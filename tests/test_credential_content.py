@@ -244,3 +244,29 @@ def test_hostile_text_after_a_begin_line_takes_linear_time():
     assert withhold(hostile).text == "[withheld: private-key]\n" + " " * 200_000 + "!\nafter\n"
     blocks = KeyBlocks()
     assert [blocks.inside(line) for line in hostile.splitlines(True)] == [True, False, False]
+
+
+def test_the_cheap_prefilters_cover_every_keyword_and_key_shape():
+    """The scan skips a pass when no substring it needs is there; those lists must cover
+    detect-secrets' keywords and orch's key shapes, or a credential would pass unseen."""
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    from orchestrator.credential_content import _ASSIGNMENT_STEMS, _SHAPE_PREFIXES
+    from orchestrator.secrets import key_shape_pattern
+
+    for keyword in [*DENYLIST, "token", "credential", "access_?key"]:
+        plain = keyword.replace("_?", "")
+        assert any(stem in plain for stem in _ASSIGNMENT_STEMS), keyword
+    # every alternative of the key-shape pattern starts with a listed prefix
+    for example in ["sk-proj-Abcdefghij0123456789xyz", "pk-Abcdefghij0123456789xyzab",
+                    "rk-Abcdefghij0123456789xyzab", "ak-Abcdefghij0123456789xyzab",
+                    "sk_live_Abcdefghij0123456789", "AIza" + "A1" * 17 + "B",
+                    "ghp_" + "a1" * 18, "github_pat_" + "a1" * 20, "xai-" + "a1" * 20,
+                    "gsk_" + "a1" * 20, "nvapi-" + "a1" * 20, "pplx-" + "a1" * 20]:
+        import re
+
+        assert re.search(key_shape_pattern(), example), example
+        assert any(example.startswith(p) for p in _SHAPE_PREFIXES), example
+        assert withhold(f"x {example} y").rules, example
+    # a tripwire: a new shape in orchestrator.secrets changes this; add its example above
+    assert len(key_shape_pattern().split("|")) == 13
