@@ -56,33 +56,14 @@ def budget_options(command):
     return with_budgets
 
 
-# Which plugin makes each budget flag work: a flag whose plugin is not loaded would be
-# silently ignored, so it is a usage error before any spend (docs/budgets.md).
-BUDGET_PLUGINS = {"output_budget": "output_budget", "thinking": "output_budget",
-                  "leg_tokens": "turn_budget", "leg_seconds": "turn_budget",
-                  "max_cost": "cost_ceiling"}
+def require_budget_plugins(budgets: dict, pm, no_plugins: bool, cfg=None) -> None:
+    """Refuse (exit 2, one line) a budget asked for by a flag or by config whose plugin is
+    off: it would be silently ignored (orchestrator/budget_guards.py)."""
+    from orchestrator import runtime
+    from orchestrator.budget_guards import require_guards
 
-
-def require_budget_plugins(budgets: dict, pm, no_plugins: bool) -> None:
-    """Raise a usage error (exit 2) naming the first budget flag whose plugin is off."""
-    for key, value in budgets.items():
-        plugin = BUDGET_PLUGINS.get(key)
-        if plugin is None or pm.get_plugin(plugin) is not None:
-            continue
-        if key == "thinking" and value == "none":
-            continue  # asks for nothing: no guard needed
-        flag = "--" + key.replace("_", "-")
-        info = getattr(pm, "infos", {}).get(plugin)
-        if no_plugins:
-            why, fix = "--no-plugins loads no plugins", "drop --no-plugins"
-        elif info is not None and info.status == "disabled":
-            why = f"it is {info.reason}"
-            fix = f"enable it (remove {plugin} from ORCH_DISABLE_PLUGINS / plugins.disabled)"
-        else:
-            why = f"it is {info.status}" if info is not None else "it is not installed"
-            fix = "check `orch plugins`"
-        raise click.UsageError(f"{flag} needs the {plugin} plugin, which is not loaded "
-                               f"({why}); {fix}, or drop {flag}")
+    require_guards(budgets, pm, cfg if cfg is not None else runtime.config(),
+                   no_plugins=no_plugins)
 
 
 def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list[str]:
@@ -172,7 +153,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
     cfg = runtime.config()
     runs = runs_dir or config_mod.runs_dir()
-    retry_of, retry_options, prior = None, {}, []
+    retry_of, retry_options, prior, chair_only_if_new = None, {}, [], False
     if retry_failed:
         from orchestrator.engine.retry import plan_retry
 
@@ -183,16 +164,20 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
             raise click.UsageError(f"--retry-failed re-runs that wave's own models and "
                                    f"briefing; drop {', '.join(given)}")
 
+        from orchestrator.engine.family_claim import claim_family
         from orchestrator.engine.rebuild import resolve_wave_id
+        from orchestrator.engine.retry import family_root
 
         retry_failed = resolve_wave_id(runs, retry_failed)  # a unique prefix names the id
+        # One retry of a family at a time, held until this command ends: each plans from
+        # what the one before it paid.
+        click.get_current_context().with_resource(
+            claim_family(runs, family_root(runs, retry_failed)))
         plan = plan_retry(runs, retry_failed, chair_model=chair,
                           max_cost_given="max_cost" in budgets)
         old = plan.wave
-        if old["status"] == "running":
-            raise OrchError(f"wave {retry_failed} is still running (pid {old.get('pid')}); "
-                            "wait for it to end, or stop it, before retrying its legs")
-        # Each leg as its own files say: a leg that completed is never sent (or paid) again.
+        # A leg completed in any member of the family (its files, the ledger, the outbox)
+        # is never sent (or paid) again.
         if plan.empty:
             click.echo(f"wave {retry_failed} has no failed legs: nothing to retry", err=True)
             sys.exit(0)
@@ -205,7 +190,9 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         prompt_source = f"{retry_failed}/briefing.md"
         retry_of = retry_failed
         tag = tag or old.get("tag")
-        chair = (chair or old.get("chair_model")) if plan.chair else None
+        chair = plan.chair_model if plan.chair else None
+        chair_only_if_new = plan.chair_only_if_new
+        retry_options["retry_slots"] = plan.slots
         tools_mode = tools_mode or (old.get("options") or {}).get("tools")
         workspace = workspace or (old.get("options") or {}).get("workspace")
         budgets = {**{k: v for k, v in (old.get("options") or {}).items() if k in BUDGET_KEYS},
@@ -224,6 +211,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
                             workspace=workspace, workspace_any=workspace_any,
                             max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
                             retry_of=retry_of, prior=prior, retry_options=retry_options)
+    spec.chair_only_if_new = chair_only_if_new
     doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
     if as_json:
         print_json(doc)
@@ -246,7 +234,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
         raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
     pm = runtime.plugin_manager(enabled=not no_plugins)
-    require_budget_plugins(budgets, pm, no_plugins)
+    require_budget_plugins(budgets, pm, no_plugins, cfg)
     resolved = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
     for model in {m.name: m for m in [*resolved, *([chair_model] if chair_model else [])]}.values():
