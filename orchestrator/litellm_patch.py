@@ -1,4 +1,5 @@
-"""The one place orch corrects litellm: a 422 that names no parameter is not sent again.
+"""The one place orch corrects litellm: a 422 that names no parameter is not sent again, and
+usage litellm cannot read does not cost a billed answer.
 
 With ``drop_params`` on (runtime.py), litellm's OpenAI-compatible client answers a 422 by
 dropping the parameters the error names and sending the request once more. A 422 that names
@@ -6,6 +7,13 @@ none — a LiteLLM proxy's ``budget_exceeded`` (gateway.py) — went out twice, 
 second refusal ended as an empty reply ("no choices"), the proxy's reason lost. Here the
 helper raises the original 422 when it would drop nothing; a 422 naming parameters (a FastAPI
 validation error from vLLM and friends) is still mended and resent as before.
+
+litellm builds a reply's usage with ``litellm.Usage(**usage)``; a count that is not an int
+(``12.5``, ``"abc"``, ``1e20``) made that raise, and the whole answer - already billed - was
+lost as "Invalid response object". :func:`honest_usage` reads each count first
+(:mod:`orchestrator.token_counts`), passes litellm a safe int and keeps what it fixed on the
+usage (``orch_unreadable``), so ``server.usage_of`` marks the answer ``suspect``. A usage
+built with no counts at all is marked ``orch_absent``: the reply carried none.
 """
 
 from __future__ import annotations
@@ -31,3 +39,52 @@ def no_blind_resend(lm: Any) -> None:
 
     drop_or_raise._orch_wrapped = True  # type: ignore[attr-defined]
     handler.drop_params_from_unprocessable_entity_error = drop_or_raise
+
+
+_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+_DETAILS = (("prompt_tokens_details", "cached_tokens"),
+            ("completion_tokens_details", "reasoning_tokens"))
+
+
+def _readable(kwargs: dict[str, Any]) -> dict[str, str]:
+    """Replace, in ``kwargs``, each count litellm could not read; return what was wrong."""
+    from orchestrator.token_counts import read_count
+
+    problems: dict[str, str] = {}
+
+    def fix(holder: dict[str, Any], key: str) -> None:
+        value = holder.get(key)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)
+                             and value >= 0):
+            return
+        holder[key], problem = read_count(value)
+        if problem is not None:
+            problems[key] = problem
+
+    for key in _COUNTS:
+        fix(kwargs, key)
+    for details, key in _DETAILS:
+        if isinstance(kwargs.get(details), dict):
+            kwargs[details] = dict(kwargs[details])
+            fix(kwargs[details], key)
+    return problems
+
+
+def honest_usage(lm: Any) -> None:
+    """Wrap ``litellm.Usage.__init__`` (idempotent): see the module's docstring."""
+    usage = getattr(lm, "Usage", None)
+    original = getattr(usage, "__init__", None)
+    if original is None or getattr(original, "_orch_wrapped", False):
+        return
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        problems = _readable(kwargs)
+        absent = not args and not any(kwargs.get(k) is not None for k in _COUNTS)
+        original(self, *args, **kwargs)
+        if problems:
+            self.orch_unreadable = problems
+        if absent:
+            self.orch_absent = True
+
+    init._orch_wrapped = True  # type: ignore[attr-defined]
+    usage.__init__ = init
