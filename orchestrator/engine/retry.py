@@ -65,6 +65,15 @@ def _root(wave_id: str, parents: dict[str, str | None]) -> str:
     return wave_id
 
 
+def _depth(wave_id: str, parents: dict[str, str | None]) -> int:
+    depth, seen = 0, {wave_id}
+    while parents.get(wave_id) and parents[wave_id] not in seen:
+        wave_id = parents[wave_id]
+        seen.add(wave_id)
+        depth += 1
+    return depth
+
+
 def family_root(runs_dir: Path, wave_id: str) -> str:
     """The root of ``wave_id``'s family (the wave that is no retry)."""
     parents = _parents(runs_dir)
@@ -99,8 +108,11 @@ def plan_retry(runs_dir: Path, wave_id: str, *, chair_model: str | None = None,
     parents = _parents(runs_dir)
     parents.setdefault(wave_id, doc.get("retry_of"))
     root = _root(wave_id, parents)
-    family = sorted(w for w in parents if _root(w, parents) == root)  # ids sort by time
-    docs = {w: doc if w == wave_id else load_wave(runs_dir, w) for w in family}
+    members = [w for w in parents if _root(w, parents) == root]
+    docs = {w: doc if w == wave_id else load_wave(runs_dir, w) for w in members}
+    # oldest first: ids sort by the second only, so by creation time (ms), then by depth
+    family = sorted(members, key=lambda w: (str(docs[w].get("created_at") or ""),
+                                            _depth(w, parents), w))
     busy = [w for w in family if docs[w]["status"] == "running"]
     if busy:
         raise OrchError(f"wave {busy[0]} is still running (pid {docs[busy[0]].get('pid')}); "
