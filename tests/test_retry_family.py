@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
+from orchestrator.testing.daemon import invoke
 from orchestrator.testing.scripted_server import Reply
 
 ORCH = [sys.executable, "-m", "orchestrator"]
@@ -124,6 +125,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_after_a_full_disk_the_retry_sees_the_outboxed_legs_as_paid(
         orch, scripted_server, orch_home, tmp_path, monkeypatch):
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
@@ -196,6 +198,7 @@ def test_concurrent_retries_of_one_family_pay_each_leg_once_under_the_ceiling(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("both_ways")  # in-process, and both retries inside one orch serve
 def test_a_retry_started_while_another_runs_is_refused_in_one_line(
         orch, scripted_server, orch_home):
     scripted_server.script("b", Reply(status=500))
@@ -209,7 +212,7 @@ def test_a_retry_started_while_another_runs_is_refused_in_one_line(
     while scripted_server.count("b") < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert scripted_server.count("b") == 2  # the winner's request is in flight
-    loser = fanout("--retry-failed", first["wave_id"])
+    loser = invoke(["fanout", "--retry-failed", first["wave_id"]])
     assert loser.exit_code == 1
     lines = loser.stderr.strip().splitlines()
     assert len(lines) == 1 and "being retried now by pid " in lines[0], loser.stderr

@@ -179,7 +179,9 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         # A leg completed in any member of the family (its files, the ledger, the outbox)
         # is never sent (or paid) again.
         if plan.empty:
-            click.echo(f"wave {retry_failed} has no failed legs: nothing to retry", err=True)
+            also = f" (its family: {', '.join(plan.family)})" if len(plan.family) > 1 else ""
+            click.echo(f"wave {retry_failed} has no failed legs{also}: nothing to retry",
+                       err=True)
             sys.exit(0)
         specs = plan.models
         try:
