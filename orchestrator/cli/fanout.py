@@ -179,7 +179,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         # A leg completed in any member of the family (its files, the ledger, the outbox)
         # is never sent (or paid) again.
         if plan.empty:
-            also = f" (its family: {', '.join(plan.family)})" if len(plan.family) > 1 else ""
+            also = f" in its family of {len(plan.family)} waves" if len(plan.family) > 1 \
+                else ""
             click.echo(f"wave {retry_failed} has no failed legs{also}: nothing to retry",
                        err=True)
             sys.exit(0)
