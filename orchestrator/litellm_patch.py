@@ -63,6 +63,11 @@ def _readable(kwargs: dict[str, Any]) -> dict[str, str]:
 
     for key in _COUNTS:
         fix(kwargs, key)
+    given = [k for k in _COUNTS[:2] if kwargs.get(k) is not None]
+    if given:  # a usage with one count and not the other: the other was not reported
+        for key in _COUNTS[:2]:
+            if key not in given:
+                problems[key] = "is missing"
     for details, key in _DETAILS:
         if isinstance(kwargs.get(details), dict):
             kwargs[details] = dict(kwargs[details])
@@ -70,8 +75,34 @@ def _readable(kwargs: dict[str, Any]) -> dict[str, str]:
     return problems
 
 
+def _usage_object(convert: Any) -> Any:
+    """``convert`` (litellm's reply-to-response converter), handed a reply whose ``usage`` is
+    no object (``"abc"``, ``5``, a list) as if it had none, the value kept for the note:
+    litellm's ``Usage(**usage)`` would raise on it and lose the answer."""
+    if getattr(convert, "_orch_wrapped", False):
+        return convert
+
+    def wrapped(response_object: Any = None, *args: Any, **kwargs: Any) -> Any:
+        usage = response_object.get("usage") if isinstance(response_object, dict) else None
+        if usage is not None and not isinstance(usage, dict):
+            response_object = {**response_object,
+                               "usage": {"orch_unreadable": {"usage": f"{usage!r:.40}"}}}
+        return convert(response_object, *args, **kwargs)
+
+    wrapped._orch_wrapped = True  # type: ignore[attr-defined]
+    return wrapped
+
+
 def honest_usage(lm: Any) -> None:
-    """Wrap ``litellm.Usage.__init__`` (idempotent): see the module's docstring."""
+    """Wrap ``litellm.Usage.__init__`` and the OpenAI-compatible client's converter
+    (idempotent): see the module's docstring."""
+    try:
+        from litellm.llms.openai import openai as handler
+    except Exception:  # another litellm layout: Usage alone is corrected
+        handler = None
+    if handler is not None and hasattr(handler, "convert_to_model_response_object"):
+        handler.convert_to_model_response_object = _usage_object(
+            handler.convert_to_model_response_object)
     usage = getattr(lm, "Usage", None)
     original = getattr(usage, "__init__", None)
     if original is None or getattr(original, "_orch_wrapped", False):
@@ -82,7 +113,8 @@ def honest_usage(lm: Any) -> None:
         absent = not args and not any(kwargs.get(k) is not None for k in _COUNTS)
         original(self, *args, **kwargs)
         if problems:
-            self.orch_unreadable = problems
+            self.orch_unreadable = {**(getattr(self, "orch_unreadable", None) or {}),
+                                    **problems}
         if absent:
             self.orch_absent = True
 

@@ -128,6 +128,10 @@ def normalise(model: ResolvedModel, raw: Any) -> Response:
     if usage_absent(getattr(raw, "usage", None)) and source not in ("free", "reported"):
         # the answer stands; its cost is not $0 but unknown, so the wave's total is a floor
         cost, source, note = None, "unknown", NO_USAGE
+        unreadable = getattr(getattr(raw, "usage", None), "orch_unreadable", None)
+        if isinstance(unreadable, dict) and "usage" in unreadable:
+            note = (f"the provider's usage {unreadable['usage']} is not an object: this "
+                    "answer's tokens and cost are unknown")
     return Response(
         text=message.content or "",
         tool_calls=calls,

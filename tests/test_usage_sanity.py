@@ -50,6 +50,11 @@ FUZZ = [
      10, True),
     ("reasoning-float", {"prompt_tokens": 10, "completion_tokens": 20,
                          "reasoning_tokens": 1.5}, 10, True),
+    ("null-prompt", {"prompt_tokens": None, "completion_tokens": 2}, 0, True),
+    ("dict-prompt", {"prompt_tokens": {"a": 1}, "completion_tokens": 2}, 0, True),
+    ("list-prompt", {"prompt_tokens": [1], "completion_tokens": 2}, 0, True),
+    ("huge-cached-float", {"prompt_tokens": 10, "completion_tokens": 2,
+                           "cached_tokens": 1e30}, 10, True),
     # impossible, though every count is an int
     ("cached-above-prompt", {"prompt_tokens": 100, "completion_tokens": 2,
                              "cached_tokens": 1_000_000}, 100, True),
@@ -83,23 +88,31 @@ def test_hostile_usage_keeps_the_answer_and_its_row_and_marks_it(
     assert spend["total_cost_usd"] >= 0
 
 
-@pytest.mark.parametrize("reply", [Reply(text="answer", no_usage=True),
-                                   Reply(text="answer", body={
-                                       "id": "x", "object": "chat.completion", "model": "m",
-                                       "choices": [{"index": 0, "finish_reason": "stop",
-                                                    "message": {"role": "assistant",
-                                                                "content": "answer"}}],
-                                       "usage": None})], ids=["missing", "null"])
-def test_missing_usage_keeps_the_answer_and_its_cost_is_unknown(
-        orch, scripted_server, orch_home, reply):
+def completion_with_usage(usage) -> Reply:
+    return Reply(body={"id": "x", "object": "chat.completion", "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": "answer"}}],
+                       "usage": usage})
+
+
+@pytest.mark.parametrize(("reply", "note"), [
+    (Reply(text="answer", no_usage=True), "the provider reported no usage"),
+    (completion_with_usage(None), "the provider reported no usage"),
+    (completion_with_usage("abc"), "the provider's usage 'abc' is not an object"),
+    (completion_with_usage(5), "the provider's usage 5 is not an object"),
+    (completion_with_usage([]), "the provider's usage [] is not an object"),
+], ids=["missing", "null", "string", "number", "list"])
+def test_missing_or_shapeless_usage_keeps_the_answer_and_its_cost_is_unknown(
+        orch, scripted_server, orch_home, reply, note):
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
     scripted_server.script("m", reply)
     run = orch.run_leg("m", "q")
     assert run.leg["status"] == "complete" and run.leg["answer"] == "answer"
     row = ledger(orch_home)[0]
+    assert row["status"] == "complete"
     assert row["cost_source"] == "unknown" and row["cost_usd"] is None
     assert run.doc["cost_exact"] is False  # the wave's total is a floor
-    assert "the provider reported no usage" in run.leg["notes"][0]
+    assert run.leg["notes"][0].startswith(note)
 
 
 def test_reported_zeros_are_not_missing(orch, scripted_server, orch_home):
