@@ -221,3 +221,16 @@ def test_a_retry_started_while_another_runs_is_refused_in_one_line(
     assert scripted_server.count("b") == 2
     total = sum(r["cost_usd"] for r in spend(orch_home))
     assert total == pytest.approx(8.00004)
+
+
+def test_a_planted_symlink_at_the_claim_is_refused_not_followed(orch, scripted_server,
+                                                                orch_home, tmp_path):
+    orch.provider()
+    scripted_server.script("a", Reply(status=500))
+    first = json.loads(fanout("-m", "scripted/a", "-p", "q", "--json").stdout)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (orch_home / "runs" / first["wave_id"] / "retry.lock").symlink_to(victim)
+    result = fanout("--retry-failed", first["wave_id"])
+    assert result.exit_code == 1 and "cannot claim wave" in result.stderr
+    assert victim.read_text() == "precious" and scripted_server.count("a") == 1

@@ -31,7 +31,7 @@ def claim_family(runs_dir: Path, root: str) -> Iterator[None]:
     """Hold the family of ``root`` for the ``with`` block, or raise :class:`FamilyBusy`."""
     path = runs_dir / root / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)  # no planted link
     except OSError as exc:
         raise OrchError(f"cannot claim wave {root} for a retry: {path}: "
                         f"{exc.strerror or exc}; check that the runs directory is "
