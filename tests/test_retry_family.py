@@ -157,6 +157,35 @@ def test_after_a_full_disk_the_retry_sees_the_outboxed_legs_as_paid(
     assert scripted_server.count() == sent == 4
 
 
+@pytest.mark.slow
+def test_after_a_full_disk_the_retry_runs_only_the_failed_leg_with_what_the_record_left(
+        orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    """Three legs paid $0.015 each into the outbox, one failed; wave.json says running and
+    every leg's files say $0. The retry sends only the failed leg, under the ceiling less what
+    the outbox says was paid."""
+    orch.provider(input_cost_per_mtok=1000.0, output_cost_per_mtok=1000.0)
+    scripted_server.default = Reply(text="paid", usage={"prompt_tokens": 10,
+                                                        "completion_tokens": 5})
+    scripted_server.script("m3", Reply(status=500), Reply(text="at last", usage={
+        "prompt_tokens": 10, "completion_tokens": 5}))
+    broken = tmp_path / "full"
+    (broken / "ledger.db").mkdir(parents=True)
+    env = env_for(orch_home, ORCH_LEDGER_URL=f"sqlite:///{broken / 'ledger.db'}")
+    run = subprocess.run([sys.executable, "-c", FULL_DISK, "fanout", "-m",
+                          ",".join(f"scripted/m{n}" for n in range(4)), "-p", "q", "--tools",
+                          "none", "-q", "--max-cost", "1", "--output-budget", "100"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    wave_id = next(iter(waves(orch_home)))
+    monkeypatch.setenv("ORCH_LEDGER_URL", env["ORCH_LEDGER_URL"])
+    doc = json.loads(fanout("--retry-failed", wave_id, "--json").stdout)
+    assert [leg["model"] for leg in doc["legs"]] == ["scripted/m3"]
+    assert doc["legs"][0]["status"] == "complete"
+    assert doc["options"]["max_cost_family"]["spent"] == pytest.approx(0.045)
+    assert doc["options"]["max_cost"] == pytest.approx(1 - 0.045)
+    assert [scripted_server.count(f"m{n}") for n in range(4)] == [1, 1, 1, 2]
+
+
 def _fingerprint(url: str) -> str:
     from orchestrator.outbox import locations
 
