@@ -37,12 +37,20 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def asked(budgets: dict[str, Any], config, source=flag) -> list[tuple[str, Any, str, str]]:
+def asked(budgets: dict[str, Any], config, source=flag,
+          kept_from: dict[str, str] | None = None) -> list[tuple[str, Any, str, str | None]]:
     """Every budget asked for: (key, value, where it was asked, how to stop asking), the
     run's own ``budgets`` first (``source(key)`` names them: a flag, an MCP argument, a bench
-    file), then config's plugin sections for the keys the run did not set."""
-    out = [(key, value, source(key), f"drop {source(key)}")
-           for key, value in budgets.items() if value is not None and key in PLUGIN_OF]
+    file), then config's plugin sections for the keys the run did not set. ``kept_from``
+    names, per key, the wave a retry kept a budget from: it cannot be dropped, only held."""
+    out: list[tuple[str, Any, str, str | None]] = []
+    for key, value in budgets.items():
+        if value is None or key not in PLUGIN_OF:
+            continue
+        if key in (kept_from or {}):
+            out.append((key, value, f"{flag(key)} (kept from wave {kept_from[key]})", None))
+        else:
+            out.append((key, value, source(key), f"drop {source(key)}"))
     given = {key for key, *_ in out}
     for (plugin, name), key in CONFIG_KEYS.items():
         value = config.plugin_config(plugin).get(name) if config is not None else None
@@ -55,9 +63,9 @@ def asked(budgets: dict[str, Any], config, source=flag) -> list[tuple[str, Any, 
 
 
 def require_guards(budgets: dict[str, Any], pm, config, *, no_plugins: bool = False,
-                   source=flag) -> None:
+                   source=flag, kept_from: dict[str, str] | None = None) -> None:
     """Raise :class:`GuardOff` for the first budget asked for whose plugin is not loaded."""
-    for key, value, where, drop in asked(budgets, config, source):
+    for key, value, where, drop in asked(budgets, config, source, kept_from):
         plugin = PLUGIN_OF[key]
         if pm.get_plugin(plugin) is not None:
             continue
@@ -72,5 +80,8 @@ def require_guards(budgets: dict[str, Any], pm, config, *, no_plugins: bool = Fa
         else:
             why = f"it is {info.status}" if info is not None else "it is not installed"
             fix = "check `orch plugins`"
+        if drop is None:  # a retry keeps its wave's budgets: only the plugin can hold them
+            raise GuardOff(f"{where} needs the {plugin} plugin, which is not loaded ({why}); "
+                           f"{fix}: a retry keeps its wave's budgets")
         raise GuardOff(f"{where} needs the {plugin} plugin, which is not loaded ({why}); "
                        f"{fix}, or {drop}")

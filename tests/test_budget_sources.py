@@ -4,6 +4,8 @@ where the budget was asked for and the fix."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -114,3 +116,19 @@ def test_a_bench_ceiling_with_a_contestant_that_disables_its_plugin_runs_nothing
     where = f"max_cost in {config}" if source == "file" else "--max-cost"
     assert f"{where} (contestant m) needs the cost_ceiling plugin" in result.stderr
     assert scripted_server.count() == 0
+
+
+def test_a_retry_keeps_its_waves_ceiling_and_refuses_without_its_plugin(
+        priced, scripted_server):
+    scripted_server.script("b", Reply(status=500))
+    first = invoke("fanout", "-m", "scripted/a,scripted/b", "-p", "q", "--tools", "none",
+                   "--max-cost", "9", "--json")
+    wave_id = json.loads(first.stdout)["wave_id"]
+    sent = scripted_server.count()
+    result = invoke("fanout", "--retry-failed", wave_id, "--no-plugins")
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert line.startswith(f"orch: error: --max-cost (kept from wave {wave_id}) needs the "
+                           "cost_ceiling plugin")
+    assert line.endswith("drop --no-plugins: a retry keeps its wave's budgets")
+    assert scripted_server.count() == sent

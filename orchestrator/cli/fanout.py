@@ -56,14 +56,15 @@ def budget_options(command):
     return with_budgets
 
 
-def require_budget_plugins(budgets: dict, pm, no_plugins: bool, cfg=None) -> None:
-    """Refuse (exit 2, one line) a budget asked for by a flag or by config whose plugin is
-    off: it would be silently ignored (orchestrator/budget_guards.py)."""
+def require_budget_plugins(budgets: dict, pm, no_plugins: bool, cfg=None,
+                           kept_from: dict[str, str] | None = None) -> None:
+    """Refuse (exit 2, one line) a budget asked for by a flag or by config (or kept by a
+    retry) whose plugin is off: it would be silently ignored (orchestrator/budget_guards.py)."""
     from orchestrator import runtime
     from orchestrator.budget_guards import require_guards
 
     require_guards(budgets, pm, cfg if cfg is not None else runtime.config(),
-                   no_plugins=no_plugins)
+                   no_plugins=no_plugins, kept_from=kept_from)
 
 
 def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list[str]:
@@ -153,7 +154,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
     cfg = runtime.config()
     runs = runs_dir or config_mod.runs_dir()
-    retry_of, retry_options, prior, chair_only_if_new = None, {}, [], False
+    retry_of, retry_options, prior, chair_only_if_new, kept_from = None, {}, [], False, {}
     if retry_failed:
         from orchestrator.engine.retry import plan_retry
 
@@ -198,11 +199,14 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         retry_options["retry_slots"] = plan.slots
         tools_mode = tools_mode or (old.get("options") or {}).get("tools")
         workspace = workspace or (old.get("options") or {}).get("workspace")
-        budgets = {**{k: v for k, v in (old.get("options") or {}).items() if k in BUDGET_KEYS},
-                   **budgets}  # a retry keeps the original wave's budgets unless overridden
+        kept = {k: v for k, v in (old.get("options") or {}).items()
+                if k in BUDGET_KEYS and k not in budgets}
+        kept_from = dict.fromkeys(kept, retry_failed)
+        budgets = {**kept, **budgets}  # a retry keeps its wave's budgets unless overridden
         if plan.ceiling is not None:  # the family's ceiling, less what it spent (retry.py)
             budgets["max_cost"] = plan.ceiling["left"]
             retry_options["max_cost_family"] = plan.ceiling
+            kept_from["max_cost"] = plan.ceiling["root"]
         prior = plan.prior
     else:
         specs = choose_models(models, council, cfg,
@@ -213,7 +217,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
                             timeout_min=timeout_min, max_steps=max_steps, tools_mode=tools_mode,
                             workspace=workspace, workspace_any=workspace_any,
                             max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
-                            retry_of=retry_of, prior=prior, retry_options=retry_options)
+                            retry_of=retry_of, prior=prior, retry_options=retry_options,
+                            kept_from=kept_from)
     spec.chair_only_if_new = chair_only_if_new
     doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
     if as_json:
@@ -227,7 +232,8 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
                  chair: str | None, timeout_min: float, max_steps: int, tools_mode: str | None,
                  workspace: str | None, workspace_any: bool, max_legs: int, tag: str | None,
                  no_plugins: bool, budgets: dict, retry_of: str | None = None,
-                 prior: list | None = None, retry_options: dict | None = None):
+                 prior: list | None = None, retry_options: dict | None = None,
+                 kept_from: dict[str, str] | None = None):
     """Every check before any spend, then the WaveSpec and the plugin manager to run it with:
     the one path `orch fanout` and `orch mcp`'s fanout tool share (budgets, plugins, keys)."""
     from orchestrator import runtime
@@ -237,7 +243,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
         raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
     pm = runtime.plugin_manager(enabled=not no_plugins)
-    require_budget_plugins(budgets, pm, no_plugins, cfg)
+    require_budget_plugins(budgets, pm, no_plugins, cfg, kept_from)
     resolved = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
     for model in {m.name: m for m in [*resolved, *([chair_model] if chair_model else [])]}.values():
