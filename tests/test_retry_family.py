@@ -263,3 +263,26 @@ def test_a_planted_symlink_at_the_claim_is_refused_not_followed(orch, scripted_s
     result = fanout("--retry-failed", first["wave_id"])
     assert result.exit_code == 1 and "cannot claim wave" in result.stderr
     assert victim.read_text() == "precious" and scripted_server.count("a") == 1
+
+
+def test_paid_legs_takes_the_furthest_copy_of_a_row_updated_in_place(orch_home):
+    """A leg's row written at each billed request (seq 1, 2, 3: running totals), copies in
+    the outbox and the ledger: the furthest is the leg's total, never their sum; a row in
+    flight (aborted) does not complete the leg."""
+    from orchestrator import outbox
+    from orchestrator.engine.paid import paid_legs
+    from orchestrator.ledger_engine import default_url
+
+    base = {"wave_id": "w", "kind": "leg", "model": "p/m", "provider": "p"}
+    lines = [{**base, "leg_id": "w-1", "seq": n, "status": "aborted", "cost_usd": n * 1.0}
+             for n in (1, 2)]
+    lines += [{**base, "leg_id": "w-1", "seq": 3, "status": "complete", "cost_usd": 3.0},
+              {**base, "leg_id": "w-2", "seq": 2, "status": "aborted", "cost_usd": 2.0},
+              *[{**base, "leg_id": "w-3", "status": "complete", "cost_usd": 0.5,
+                 "ts": "2026-01-01T00:00:00+00:00"}] * 2]
+    path = outbox.locations(default_url())[0]  # no ledger yet: the outbox alone answers
+    path.write_text("".join(json.dumps({"row": row}) + "\n" for row in lines))
+    paid = paid_legs(["w"])
+    assert (paid["w-1"].cost_usd, paid["w-1"].complete) == (3.0, True)
+    assert (paid["w-2"].cost_usd, paid["w-2"].complete) == (2.0, False)
+    assert (paid["w-3"].cost_usd, paid["w-3"].complete) == (0.5, True)  # one row, two copies

@@ -3,9 +3,9 @@ rows and the outbox's waiting lines, read together.
 
 A retry plans from this as well as from ``wave.json``: a crash or a full disk can leave a
 wave's files saying ``running`` or ``aborted`` for legs whose answers arrived and were billed
-(their rows went to the outbox). Rows are summed per leg, so one row per leg and one row per
-billed request read the same. A row present in both places (a replay killed between its
-insert and the journal's rewrite) counts once.
+(their rows went to the outbox). A leg's row may be updated in place as its requests are
+billed (``seq``): the furthest copy is the leg's total. A row written whole present in both
+places (a replay killed between its insert and the journal's rewrite) counts once.
 """
 
 from __future__ import annotations
@@ -37,21 +37,40 @@ def paid_legs(wave_ids: Iterable[str], url: str | None = None) -> dict[str, Paid
     wanted = set(wave_ids)
     url = url or default_url()
     rows = _ledger_rows(wanted, url) + _outbox_rows(wanted, url)
-    seen: set[tuple] = set()
-    legs: dict[str, Paid] = {}
+    by_leg: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        key = (row.get("leg_id"), _ts(row.get("ts")), row.get("input_tokens"),
-               row.get("output_tokens"), row.get("status"))
-        if key in seen or not isinstance(row.get("leg_id"), str):
+        if isinstance(row.get("leg_id"), str):
+            by_leg.setdefault(row["leg_id"], []).append(row)
+    return {leg_id: _leg(leg_rows) for leg_id, leg_rows in by_leg.items()}
+
+
+def _leg(rows: list[dict[str, Any]]) -> Paid:
+    """One leg from its rows. A row with a sequence (``seq``: the leg's billed requests so
+    far, its row updated in place as they are billed) holds the leg's running total: the
+    furthest one is the truth, the others are earlier copies (an outbox line, the ledger's
+    row). Rows without one were written whole, one per leg: each counts once, however many
+    places hold it."""
+    sequenced = [r for r in rows if isinstance(r.get("seq"), int)]
+    if sequenced:
+        best = max(sequenced, key=lambda r: (r["seq"], r.get("status") == COMPLETE))
+        return Paid(cost_usd=_dollars(best.get("cost_usd")),
+                    complete=best.get("status") == COMPLETE, rows=len(rows))
+    seen: set[tuple] = set()
+    paid = Paid()
+    for row in rows:
+        key = (_ts(row.get("ts")), row.get("input_tokens"), row.get("output_tokens"),
+               row.get("status"))
+        if key in seen:
             continue
         seen.add(key)
-        paid = legs.setdefault(row["leg_id"], Paid())
         paid.rows += 1
-        cost = row.get("cost_usd")
-        if isinstance(cost, int | float) and cost > 0:
-            paid.cost_usd += float(cost)
+        paid.cost_usd += _dollars(row.get("cost_usd"))
         paid.complete = paid.complete or row.get("status") == COMPLETE
-    return legs
+    return paid
+
+
+def _dollars(cost: Any) -> float:
+    return float(cost) if isinstance(cost, int | float) and cost > 0 else 0.0
 
 
 def _ts(value: Any) -> str | None:
