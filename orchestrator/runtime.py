@@ -138,9 +138,10 @@ def litellm():
     _litellm.set_verbose = False
     _litellm.drop_params = True
     _litellm.telemetry = False
-    from orchestrator.litellm_patch import no_blind_resend
+    from orchestrator.litellm_patch import honest_usage, no_blind_resend
 
     no_blind_resend(_litellm)  # a 422 that names no parameter is not sent twice
+    honest_usage(_litellm)  # usage litellm cannot read keeps its billed answer
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "openai"):
         lg = logging.getLogger(name)
         lg.handlers.clear()

@@ -17,6 +17,7 @@ from orchestrator.gateway import reported_cost
 from orchestrator.models import ResolvedModel, register_litellm_keys
 from orchestrator.request import Request, Response, ToolCall, Usage
 from orchestrator.secrets import register_headers, scrub, scrub_values
+from orchestrator.token_counts import MAX_TOKEN_COUNT, read_count
 
 # Declared providers need *some* key for litellm's OpenAI client; local servers ignore it.
 NO_KEY = "sk-no-key-required"
@@ -124,6 +125,13 @@ def normalise(model: ResolvedModel, raw: Any) -> Response:
     cost, source = cost_of(model, raw, usage, suspect=note is not None)
     if source == "suspect" and note is None:
         note = "the provider's cost was negative or not a number; recomputed from the usage"
+    if usage_absent(getattr(raw, "usage", None)) and source not in ("free", "reported"):
+        # the answer stands; its cost is not $0 but unknown, so the wave's total is a floor
+        cost, source, note = None, "unknown", NO_USAGE
+        unreadable = getattr(getattr(raw, "usage", None), "orch_unreadable", None)
+        if isinstance(unreadable, dict) and "usage" in unreadable:
+            note = (f"the provider's usage {unreadable['usage']} is not an object: this "
+                    "answer's tokens and cost are unknown")
     return Response(
         text=message.content or "",
         tool_calls=calls,
@@ -136,8 +144,6 @@ def normalise(model: ResolvedModel, raw: Any) -> Response:
     )
 
 
-# No single request reads or writes more tokens than this, whatever the model.
-MAX_TOKEN_COUNT = 10**9
 WINDOW_FACTOR = 10  # a count beyond 10x the model's window is impossible
 
 
@@ -154,29 +160,24 @@ def usage_bound(model: ResolvedModel) -> int:
     return min(MAX_TOKEN_COUNT, WINDOW_FACTOR * int(window)) if window else MAX_TOKEN_COUNT
 
 
-def _count(value: Any) -> tuple[int, str | None]:
-    """One reported token count as a sane int, and what was wrong with it (None: nothing).
-    Floats are truncated; strings of digits are read; anything else counts 0."""
-    if value is None:
-        return 0, None
-    if isinstance(value, bool):
-        return 0, f"{value!r} is not a count"
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return 0, f"{value[:40]!r} is not a count"
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        return 0, f"{value!r} is not a count"
-    if value < 0:
-        return 0, f"{value:g} is negative"
-    return int(value), None
+# litellm's names for the counts orch keeps (litellm_patch.honest_usage marks what it fixed)
+_LITELLM_NAMES = {"prompt_tokens": "input_tokens", "completion_tokens": "output_tokens",
+                  "cached_tokens": "cached_tokens", "reasoning_tokens": "reasoning_tokens"}
+NO_USAGE = "the provider reported no usage: this answer's tokens and cost are unknown"
+
+
+def usage_absent(u: Any) -> bool:
+    """Whether the reply carried no usage at all (not: usage of zeros)."""
+    return u is None or (bool(getattr(u, "orch_absent", False))
+                         and not getattr(u, "prompt_tokens", 0)
+                         and not getattr(u, "completion_tokens", 0))
 
 
 def usage_of(u: Any, bound: int = MAX_TOKEN_COUNT) -> tuple[Usage, str | None]:
-    """The provider's four counts, sanitised: negative or unreadable counts become 0, counts
-    past ``bound`` are clamped to it. Returns the usage and a note saying what was wrong
-    (None when the figures were believable): the leg is then marked ``suspect``."""
+    """The provider's four counts, sanitised: unreadable, fractional or negative counts are
+    read as safe ints, counts past ``bound`` are clamped to it, cached input past the input
+    and reasoning past the output are clamped to them. Returns the usage and a note saying
+    what was wrong (None when the figures were believable): the leg is then ``suspect``."""
     if u is None:
         return Usage(), None
     prompt_details = getattr(u, "prompt_tokens_details", None)
@@ -185,14 +186,21 @@ def usage_of(u: Any, bound: int = MAX_TOKEN_COUNT) -> tuple[Usage, str | None]:
            "output_tokens": getattr(u, "completion_tokens", 0),
            "reasoning_tokens": getattr(completion_details, "reasoning_tokens", 0),
            "cached_tokens": getattr(prompt_details, "cached_tokens", 0)}
-    counts, problems = {}, []
+    fixed = getattr(u, "orch_unreadable", None)  # what litellm could not have read
+    problems = [f"{_LITELLM_NAMES.get(k, k)} {p}" for k, p in
+                (fixed.items() if isinstance(fixed, dict) else ()) if k in _LITELLM_NAMES]
+    counts = {}
     for name, value in raw.items():
-        count, problem = _count(value)
+        count, problem = read_count(value)
         if problem is None and count > bound:
             problem, count = f"{count:,} is past the bound of {bound:,}", bound
         if problem is not None:
             problems.append(f"{name} {problem}")
         counts[name] = count
+    for part, whole in (("cached_tokens", "input_tokens"), ("reasoning_tokens", "output_tokens")):
+        if counts[part] > counts[whole]:
+            problems.append(f"{part} {counts[part]:,} is more than {whole} {counts[whole]:,}")
+            counts[part] = counts[whole]
     note = None
     if problems:
         note = (f"suspect usage: {'; '.join(problems)} (clamped to 0..{bound:,}); the cost is "

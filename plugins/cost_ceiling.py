@@ -2,9 +2,13 @@
 
 The ceiling is a running account (docs/budgets.md):
 
-- **claim** - before each request is sent, its worst case (the estimated input at the input
+- **claim** - before each request is sent, its worst case (its claimed input at the input
   price plus the output reservation at the output price) is claimed against the ceiling,
-  together with the known spend of every leg and the open claims of the others;
+  together with the known spend of every leg and the open claims of the others. The claimed
+  input is anchored on the prompt size the provider reported for the leg's last answer plus
+  the estimate of what was added since (the whole estimate before any answer), the estimated
+  part times a safety factor: the most the provider counted over orch's estimate in any
+  answer of the wave for that model (at least 1, at most MAX_FACTOR);
 - **settle** - when the response arrives its real cost is on the leg's record (the engine
   bills it before any hook runs) and the claim is dropped; a leg holds one claim at a time,
   so a request that got no answer (a step resent in text mode, ``request.attempt`` 2) has its
@@ -16,9 +20,15 @@ The ceiling is a running account (docs/budgets.md):
   claimed the same way; one that does not fit is refused (``COST_CEILING``).
 
 Every check and its claim happen in one synchronous step under a lock, so two legs never both
-take the last dollar. A model with no known price claims nothing; the wave then exits 2 with
-``cost_exact: false``. Known spend past the ceiling (an estimate ran low) is a Notice, and the
-wave document's ``over_ceiling_usd`` makes the wave exit 2.
+take the last dollar. The bound that holds: when the last claim was granted, known spend plus
+every open claim was within the ceiling, and no request was sent after it; so the final spend
+passes the ceiling by at most what the requests then in flight - at most one per leg, C for C
+legs at once - cost beyond their claims. A request costs beyond its claim only by input the
+provider counted over the claimed input (or output past the ``max_tokens`` it was sent with),
+so: by at most C requests' input cost (docs/budgets.md; the property test on the wire in
+tests/test_budget_ceiling.py). A model with no known price claims nothing; the wave then exits
+2 with ``cost_exact: false``. Known spend past the ceiling (an estimate ran low) is a Notice,
+and the wave document's ``over_ceiling_usd`` makes the wave exit 2.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from orchestrator.hookspecs import hookimpl
 NAME = "cost_ceiling"
 DEFAULT_RESERVATION = 4096  # output tokens assumed (and sent) when no ceiling is known
 MIN_FINAL = 256  # the smallest reservation a final request under the ceiling is sent with
+MAX_FACTOR = 10.0  # the most a provider's prompt count may raise the claims' safety factor
 _LOCK = threading.Lock()  # hooks are synchronous; this also covers waves in threads
 FINAL_REQUEST = (
     "The cost ceiling for this task is nearly spent and no tools are available any more. "
@@ -98,13 +109,48 @@ def input_tokens(leg, messages: list, tools: list | None) -> int:
     return memo["tokens"] + (REPLY_PRIMING if messages else 0) + tools_tokens
 
 
+def claimed_input(leg, messages: list, tools: list | None) -> int:
+    """The input tokens a request is claimed for: anchored on the prompt size the provider
+    reported for this leg's last answer plus the estimate of what was added since, or the
+    whole estimate before any answer; the estimated part times the model's safety factor
+    (what the provider counted over orch's estimate, learned from every answer in the wave).
+    The request as sent is remembered, for :func:`after_response` to learn from."""
+    estimate = input_tokens(leg, messages, tools)
+    factor = leg.state.get(NAME, {}).get("factors", {}).get(leg.model.name, 1.0)
+    claim = math.ceil(estimate * factor)
+    anchor = leg.state.get(f"{NAME}.anchor")
+    if anchor is not None:
+        reported, estimated, n, last = anchor
+        if 0 < n <= len(messages) and messages[n - 1] is last and estimate >= estimated:
+            claim = reported + math.ceil((estimate - estimated) * factor)
+    leg.state[f"{NAME}.sent"] = (estimate, len(messages), messages[-1] if messages else None)
+    return claim
+
+
 def worst_case(leg, request) -> float | None:
-    """The most ``request`` can cost: its estimated input plus its output reservation."""
+    """The most ``request`` can cost: its claimed input plus its output reservation."""
     price = prices(leg)
     if price is None:
         return None
-    tokens_in = input_tokens(leg, request.messages, request.tools)
+    tokens_in = claimed_input(leg, request.messages, request.tools)
     return tokens_in * price[0] + reservation(leg, request.params) * price[1]
+
+
+def learn(leg, response) -> None:
+    """After an answer: the provider's own prompt size anchors the leg's next claim, and
+    its ratio to orch's estimate raises the model's safety factor (never below 1, at most
+    MAX_FACTOR). Usage that was clamped (``suspect``) teaches nothing."""
+    sent = leg.state.pop(f"{NAME}.sent", None)
+    reported = response.usage.input_tokens
+    if sent is None or response.usage_note is not None or reported <= 0:
+        return
+    estimate, n, last = sent
+    leg.state[f"{NAME}.anchor"] = (reported, estimate, n, last)
+    account = leg.state.get(NAME)
+    if account is not None and estimate > 0:
+        factors = account.setdefault("factors", {})
+        ratio = min(MAX_FACTOR, reported / estimate)
+        factors[leg.model.name] = max(factors.get(leg.model.name, 1.0), ratio)
 
 
 def committed(account: dict, exclude: str | None = None) -> float:
@@ -214,7 +260,7 @@ def _fitted(leg, request, left: float):
     """``request`` (tool-less) with its output reservation lowered to what ``left`` dollars
     cover, or None when that is below MIN_FINAL tokens."""
     p_in, p_out = prices(leg)
-    tokens_in = input_tokens(leg, request.messages, None)
+    tokens_in = claimed_input(leg, request.messages, None)
     affordable = int((left - tokens_in * p_in) / p_out) if p_out > 0 else reservation(
         leg, request.params)
     out = min(reservation(leg, request.params), affordable)
@@ -235,6 +281,7 @@ def after_response(leg, request, response):
     if account is not None:
         with _LOCK:
             account["claims"].pop(leg.leg_id, None)
+            learn(leg, response)
     return (yield)
 
 

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from orchestrator.cli import cli
+from orchestrator.hookspecs import hookimpl
 from orchestrator.testing.scripted_server import Reply
+from orchestrator.tools import Tool
 
 
 def fanout(*args: str):
@@ -167,3 +172,95 @@ def test_a_failed_chair_alone_can_be_retried(orch, scripted_server):
     assert "ANSWER-FROM-A" in packet and "ANSWER-FROM-B" in packet
     nothing = fanout("--retry-failed", doc["wave_id"])
     assert nothing.exit_code == 0 and "nothing to retry" in nothing.stderr
+
+
+# -- the bound, on the wire ----------------------------------------------------------------------
+
+class EchoTool:
+    """A tool every leg may call, so a leg takes as many steps as its replies ask for."""
+
+    @hookimpl
+    def register_tools(self, leg):
+        return [Tool("echo", "Echo.", {"type": "object", "properties": {}}, lambda **kw: "e")]
+
+
+def provider_counting(ratio: float, steps: int, out_share: float, seen: list):
+    """A provider whose prompt count is ``ratio`` x orch's own estimate of what it received,
+    whose output is ``out_share`` of what the request reserved (never more), and whose legs
+    call the tool until they took ``steps`` steps. Each request's reported input goes to
+    ``seen``."""
+    from orchestrator.estimate import estimate_messages
+
+    def reply(body, n):
+        estimate = estimate_messages(body["messages"], body.get("tools"))
+        prompt = max(1, math.ceil(ratio * estimate))
+        out = max(1, int(out_share * int(body.get("max_tokens") or 4096)))
+        seen.append(prompt)
+        usage = {"prompt_tokens": prompt, "completion_tokens": out}
+        done = sum(1 for m in body["messages"] if m.get("role") == "tool")
+        if body.get("tools") and done + 1 < steps:
+            return Reply(tool_calls=[{"name": "echo", "arguments": {}}], usage=usage)
+        return Reply(text="an answer", usage=usage)
+    return reply
+
+
+@pytest.mark.timeout(600)
+@settings(max_examples=14, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(legs=st.integers(1, 16), ratio=st.floats(0.5, 3.0), steps=st.integers(1, 3),
+       price_in=st.sampled_from([0.1, 3.0, 60.0, 1000.0]),
+       price_out=st.sampled_from([0.4, 15.0, 1000.0]),
+       out_share=st.sampled_from([0.25, 1.0]), budget=st.integers(256, 2000),
+       words=st.integers(5, 3000), share=st.floats(0.05, 1.2))
+@example(legs=16, ratio=3.0, steps=3, price_in=1000.0, price_out=0.4, out_share=0.25,
+         budget=256, words=3000, share=0.5)  # input dominates, every first claim runs low
+@example(legs=16, ratio=0.5, steps=3, price_in=3.0, price_out=1000.0, out_share=1.0,
+         budget=2000, words=50, share=0.3)
+def test_property_spend_passes_the_ceiling_by_at_most_c_requests_input(
+        orch, scripted_server, legs, ratio, steps, price_in, price_out, out_share, budget,
+        words, share):
+    """docs/budgets.md: with C legs at once the known spend passes the ceiling by at most
+    what C requests' input cost beyond their claims, so by at most C requests' reported
+    input; and never when the provider counts no more than orch estimated."""
+    orch.provider(input_cost_per_mtok=price_in, output_cost_per_mtok=price_out)
+    seen: list[int] = []
+    scripted_server.script("m", provider_counting(ratio, steps, out_share, seen))
+    briefing = "word " * words
+    per_request = (words * 2 * price_in + budget * price_out) / 1e6
+    ceiling = round(share * legs * steps * per_request, 6)
+    run = orch.run_wave(["m"] * legs, briefing, plugins=[EchoTool()], max_steps=steps + 1,
+                        options={"max_cost": ceiling, "output_budget": budget, "tools": "read"})
+    spent = run.doc["cost_usd"]
+    assert len(seen) == len(run.requests)
+    bound = sum(sorted((p * price_in / 1e6 for p in seen), reverse=True)[:legs])
+    assert spent <= ceiling + bound + 1e-9, (spent, ceiling, bound)
+    if ratio <= 0.8:  # every claim held: within the ceiling itself
+        assert spent <= ceiling + 1e-9, (spent, ceiling)
+    assert (run.doc["over_ceiling_usd"] is not None) == (spent > ceiling + 1e-9)
+    if spent > ceiling + 1e-9:
+        assert run.doc["exit_code"] != 0  # never a clean run past its ceiling
+
+
+def test_the_safety_factor_learned_from_the_first_answer_holds_the_next_claim(
+        orch, scripted_server):
+    """A provider that counts 3x orch's estimate: the first request ran past its claim, but
+    the next one claims the provider's own count (anchored) plus 3x the estimate of what was
+    added, so it is not sent where it could not fit. Before, it claimed orch's estimate
+    alone, was sent, and the wave passed its ceiling."""
+    orch.provider(input_cost_per_mtok=1000.0, output_cost_per_mtok=1.0)
+    briefing = "word " * 2000
+    options = {"output_budget": 300, "tools": "read"}
+    probe: list[int] = []  # the same wave without a ceiling: what each request counts
+    scripted_server.script("m", provider_counting(3.0, 2, 1.0, probe))
+    orch.run_wave(["m"], briefing, plugins=[EchoTool()], max_steps=3, options=options)
+    assert len(probe) == 2
+    first = (probe[0] * 1000.0 + 300 * 1.0) / 1e6
+    # room for the second request's estimate (a third of its count), not for its count
+    ceiling = round(first + (2 / 3) * probe[1] * 1000.0 / 1e6, 6)
+    seen: list[int] = []
+    scripted_server.script("m", provider_counting(3.0, 2, 1.0, seen))
+    run = orch.run_wave(["m"], briefing, plugins=[EchoTool()], max_steps=3,
+                        options={**options, "max_cost": ceiling})
+    assert seen == probe[:1]  # the second request was not sent
+    assert run.leg["reason"].startswith("BUDGET_CEILING") and run.leg["status"] == "refused"
+    assert run.doc["cost_usd"] <= ceiling and run.doc["over_ceiling_usd"] is None

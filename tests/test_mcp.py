@@ -597,3 +597,18 @@ def test_installed_plugins_reshape_the_request_as_on_the_cli(mcp_env, tmp_path, 
     assert via_mcp == via_cli
     leg = result.structured_content["legs"][0]
     assert leg["redactions"] == json.loads(cli_result.stdout)["legs"][0]["redactions"]
+
+
+def test_a_ceiling_whose_plugin_is_off_is_refused_naming_the_argument(
+        mcp_env, tmp_path, orch_home, scripted_server):
+    """max_cost (or a config ceiling) with cost_ceiling disabled: refused, nothing sent."""
+    env = {**mcp_env, "ORCH_DISABLE_PLUGINS": "cost_ceiling"}
+    calls = [("fanout", {"prompt": "q", "models": ["scripted/a"], "max_cost": 1},
+              "max_cost needs the cost_ceiling plugin, which is not loaded"),
+             ("council_run", {"prompt": "q", "models": ["scripted/a", "scripted/b"],
+                              "chair": "scripted/c", "max_cost": 1},
+              "max_cost needs the cost_ceiling plugin, which is not loaded")]
+    for (name, _, expected), text in zip(calls, tool_errors(env, tmp_path, calls),
+                                         strict=True):
+        assert expected in text and "--max-cost" not in text, (name, text)
+    assert scripted_server.count() == 0

@@ -23,6 +23,7 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each model contestant's model and plugin manager (its disable_plugins, its tier pin)."""
     from orchestrator import runtime
     from orchestrator.bakeoff.run import TierPin
+    from orchestrator.budget_guards import require_guards
     from orchestrator.cli.common import resolve_all
     from orchestrator.plugins import load, stderr_warn
 
@@ -34,8 +35,18 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
             continue
         section = {**base, "disabled": [*base.get("disabled", []), *c.disable_plugins]}
         pms[c.name] = load(section, warn=stderr_warn, extra=[("bench_tier", TierPin())])
+        # a ceiling from --max-cost or the bench file holds for every contestant, or none runs
+        require_guards({"max_cost": plan.max_cost}, pms[c.name], cfg,
+                       source=lambda _key, name=c.name: _ceiling_source(plan, name))
         resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
     return resolved, pms
+
+
+def _ceiling_source(plan: Plan, contestant: str) -> str:
+    in_file = (plan.config.get("bench") or {}).get("max_cost")
+    where = f"max_cost in {plan.config_path}" if in_file is not None and \
+        in_file == plan.max_cost else "--max-cost"
+    return f"{where} (contestant {contestant})"
 
 
 def check_contestants(plan: Plan, resolved: dict[str, Any], unsafe: bool = False) -> int:

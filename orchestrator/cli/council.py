@@ -226,7 +226,7 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
 
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
     pm = runtime.plugin_manager(enabled=not no_plugins)
-    require_budget_plugins(budgets, pm, no_plugins)
+    require_budget_plugins(budgets, pm, no_plugins, cfg)
     seats = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0]
     import_litellm_quietly()

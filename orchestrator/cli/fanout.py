@@ -56,33 +56,15 @@ def budget_options(command):
     return with_budgets
 
 
-# Which plugin makes each budget flag work: a flag whose plugin is not loaded would be
-# silently ignored, so it is a usage error before any spend (docs/budgets.md).
-BUDGET_PLUGINS = {"output_budget": "output_budget", "thinking": "output_budget",
-                  "leg_tokens": "turn_budget", "leg_seconds": "turn_budget",
-                  "max_cost": "cost_ceiling"}
+def require_budget_plugins(budgets: dict, pm, no_plugins: bool, cfg=None,
+                           kept_from: dict[str, str] | None = None) -> None:
+    """Refuse (exit 2, one line) a budget asked for by a flag or by config (or kept by a
+    retry) whose plugin is off: it would be silently ignored (orchestrator/budget_guards.py)."""
+    from orchestrator import runtime
+    from orchestrator.budget_guards import require_guards
 
-
-def require_budget_plugins(budgets: dict, pm, no_plugins: bool) -> None:
-    """Raise a usage error (exit 2) naming the first budget flag whose plugin is off."""
-    for key, value in budgets.items():
-        plugin = BUDGET_PLUGINS.get(key)
-        if plugin is None or pm.get_plugin(plugin) is not None:
-            continue
-        if key == "thinking" and value == "none":
-            continue  # asks for nothing: no guard needed
-        flag = "--" + key.replace("_", "-")
-        info = getattr(pm, "infos", {}).get(plugin)
-        if no_plugins:
-            why, fix = "--no-plugins loads no plugins", "drop --no-plugins"
-        elif info is not None and info.status == "disabled":
-            why = f"it is {info.reason}"
-            fix = f"enable it (remove {plugin} from ORCH_DISABLE_PLUGINS / plugins.disabled)"
-        else:
-            why = f"it is {info.status}" if info is not None else "it is not installed"
-            fix = "check `orch plugins`"
-        raise click.UsageError(f"{flag} needs the {plugin} plugin, which is not loaded "
-                               f"({why}); {fix}, or drop {flag}")
+    require_guards(budgets, pm, cfg if cfg is not None else runtime.config(),
+                   no_plugins=no_plugins, kept_from=kept_from)
 
 
 def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list[str]:
@@ -172,7 +154,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
     cfg = runtime.config()
     runs = runs_dir or config_mod.runs_dir()
-    retry_of, retry_options, prior = None, {}, []
+    retry_of, retry_options, prior, chair_only_if_new, kept_from = None, {}, [], False, {}
     if retry_failed:
         from orchestrator.engine.retry import plan_retry
 
@@ -183,18 +165,25 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
             raise click.UsageError(f"--retry-failed re-runs that wave's own models and "
                                    f"briefing; drop {', '.join(given)}")
 
+        from orchestrator.engine.family_claim import claim_family
         from orchestrator.engine.rebuild import resolve_wave_id
+        from orchestrator.engine.retry import family_root
 
         retry_failed = resolve_wave_id(runs, retry_failed)  # a unique prefix names the id
+        # One retry of a family at a time, held until this command ends: each plans from
+        # what the one before it paid.
+        click.get_current_context().with_resource(
+            claim_family(runs, family_root(runs, retry_failed)))
         plan = plan_retry(runs, retry_failed, chair_model=chair,
                           max_cost_given="max_cost" in budgets)
         old = plan.wave
-        if old["status"] == "running":
-            raise OrchError(f"wave {retry_failed} is still running (pid {old.get('pid')}); "
-                            "wait for it to end, or stop it, before retrying its legs")
-        # Each leg as its own files say: a leg that completed is never sent (or paid) again.
+        # A leg completed in any member of the family (its files, the ledger, the outbox)
+        # is never sent (or paid) again.
         if plan.empty:
-            click.echo(f"wave {retry_failed} has no failed legs: nothing to retry", err=True)
+            also = f" in its family of {len(plan.family)} waves" if len(plan.family) > 1 \
+                else ""
+            click.echo(f"wave {retry_failed} has no failed legs{also}: nothing to retry",
+                       err=True)
             sys.exit(0)
         specs = plan.models
         try:
@@ -205,14 +194,19 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
         prompt_source = f"{retry_failed}/briefing.md"
         retry_of = retry_failed
         tag = tag or old.get("tag")
-        chair = (chair or old.get("chair_model")) if plan.chair else None
+        chair = plan.chair_model if plan.chair else None
+        chair_only_if_new = plan.chair_only_if_new
+        retry_options["retry_slots"] = plan.slots
         tools_mode = tools_mode or (old.get("options") or {}).get("tools")
         workspace = workspace or (old.get("options") or {}).get("workspace")
-        budgets = {**{k: v for k, v in (old.get("options") or {}).items() if k in BUDGET_KEYS},
-                   **budgets}  # a retry keeps the original wave's budgets unless overridden
+        kept = {k: v for k, v in (old.get("options") or {}).items()
+                if k in BUDGET_KEYS and k not in budgets}
+        kept_from = dict.fromkeys(kept, retry_failed)
+        budgets = {**kept, **budgets}  # a retry keeps its wave's budgets unless overridden
         if plan.ceiling is not None:  # the family's ceiling, less what it spent (retry.py)
             budgets["max_cost"] = plan.ceiling["left"]
             retry_options["max_cost_family"] = plan.ceiling
+            kept_from["max_cost"] = plan.ceiling["root"]
         prior = plan.prior
     else:
         specs = choose_models(models, council, cfg,
@@ -223,7 +217,9 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
                             timeout_min=timeout_min, max_steps=max_steps, tools_mode=tools_mode,
                             workspace=workspace, workspace_any=workspace_any,
                             max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
-                            retry_of=retry_of, prior=prior, retry_options=retry_options)
+                            retry_of=retry_of, prior=prior, retry_options=retry_options,
+                            kept_from=kept_from)
+    spec.chair_only_if_new = chair_only_if_new
     doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
     if as_json:
         print_json(doc)
@@ -236,7 +232,8 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
                  chair: str | None, timeout_min: float, max_steps: int, tools_mode: str | None,
                  workspace: str | None, workspace_any: bool, max_legs: int, tag: str | None,
                  no_plugins: bool, budgets: dict, retry_of: str | None = None,
-                 prior: list | None = None, retry_options: dict | None = None):
+                 prior: list | None = None, retry_options: dict | None = None,
+                 kept_from: dict[str, str] | None = None):
     """Every check before any spend, then the WaveSpec and the plugin manager to run it with:
     the one path `orch fanout` and `orch mcp`'s fanout tool share (budgets, plugins, keys)."""
     from orchestrator import runtime
@@ -246,7 +243,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
         raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
     pm = runtime.plugin_manager(enabled=not no_plugins)
-    require_budget_plugins(budgets, pm, no_plugins)
+    require_budget_plugins(budgets, pm, no_plugins, cfg, kept_from)
     resolved = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
     for model in {m.name: m for m in [*resolved, *([chair_model] if chair_model else [])]}.values():

@@ -1,11 +1,15 @@
 """What ``--retry-failed`` inherits: the legs to run again, the ceiling that is left, and the
-answers its chair reads.
+answers its chair reads, planned from the whole family and from what was paid.
 
 A wave and its retries (and their retries) are one *family*: their root is the wave that is
-no retry. The family shares the root's cost ceiling: a retry gets what the whole family has
-not spent. The chair of a retry reads every complete answer of the retried wave and of the
-waves it retried, so a second chair call never misses the first answers; a chair that failed
-is retried even when every leg completed.
+no retry. Each leg of the root is a *slot*; a retry's legs stand in for the slots they retry
+(``options.retry_slots``). A slot completed in any member of the family, as its files say or
+as the ledger and its outbox say (:mod:`orchestrator.engine.paid`, which a full disk or a
+crash cannot leave stale), is never run again. The family shares the root's cost ceiling: a
+retry gets what the whole family has not spent. The chair of a retry reads every complete
+answer of the family; it is called again only when the retry brought a new complete answer,
+or when the family's last chair failed for a reason other than the ceiling.
+A retry plans and runs under :func:`orchestrator.engine.family_claim.claim_family`.
 """
 
 from __future__ import annotations
@@ -14,18 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.engine.paid import Paid, paid_legs
 from orchestrator.engine.record import COMPLETE, LegRecord
 from orchestrator.errors import OrchError
 from orchestrator.store import read_json
+
+CEILING_REFUSALS = ("COST_CEILING", "BUDGET_CEILING")
 
 
 @dataclass
 class RetryPlan:
     wave: dict[str, Any]  # the document of the wave being retried
-    models: list[str]  # the failed legs' models, in order
-    chair: bool  # whether the retry calls the chair
+    models: list[str]  # the failed slots' models, in the root's order
+    chair: bool  # whether the retry may call the chair
+    slots: list[str] = field(default_factory=list)  # the root leg each model stands in for
+    chair_model: str | None = None
+    chair_only_if_new: bool = False  # call it only when a retried leg completes
     prior: list[LegRecord] = field(default_factory=list)  # complete answers the chair reads
     ceiling: dict[str, Any] | None = None  # {"root", "ceiling", "spent", "left"}
+    root: str = ""
+    family: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -53,43 +65,100 @@ def _root(wave_id: str, parents: dict[str, str | None]) -> str:
     return wave_id
 
 
+def _depth(wave_id: str, parents: dict[str, str | None]) -> int:
+    depth, seen = 0, {wave_id}
+    while parents.get(wave_id) and parents[wave_id] not in seen:
+        wave_id = parents[wave_id]
+        seen.add(wave_id)
+        depth += 1
+    return depth
+
+
+def family_root(runs_dir: Path, wave_id: str) -> str:
+    """The root of ``wave_id``'s family (the wave that is no retry)."""
+    parents = _parents(runs_dir)
+    return _root(wave_id, parents)
+
+
+def _slot_legs(doc: dict[str, Any], root_doc: dict[str, Any]) -> list[tuple[str, dict]]:
+    """(slot, leg) for each leg of ``doc``: the root's legs are their own slots; a retry's
+    stand in for the slots it named, or (a retry made before slots were recorded) for the
+    root's slots of the same model, in order."""
+    if doc["wave_id"] == root_doc["wave_id"]:
+        return [(leg["leg_id"], leg) for leg in doc["legs"]]
+    named = (doc.get("options") or {}).get("retry_slots") or []
+    free = [leg for leg in root_doc["legs"]]
+    out = []
+    for n, leg in enumerate(doc["legs"]):
+        if n < len(named) and isinstance(named[n], str):
+            out.append((named[n], leg))
+            continue
+        match = next((s for s in free if s["model"] == leg["model"]), None)
+        if match is not None:
+            free.remove(match)
+            out.append((match["leg_id"], leg))
+    return out
+
+
 def plan_retry(runs_dir: Path, wave_id: str, *, chair_model: str | None = None,
                max_cost_given: bool = False) -> RetryPlan:
     from orchestrator.engine.rebuild import load_wave
 
     doc = load_wave(runs_dir, wave_id)
-    models = [leg["model"] for leg in doc["legs"] if leg["status"] != COMPLETE]
-    old_chair = doc.get("chair")
-    chair = bool(chair_model or doc.get("chair_model")) and (
-        bool(models) or old_chair is None or old_chair.get("status") != COMPLETE)
-    plan = RetryPlan(wave=doc, models=models, chair=chair)
     parents = _parents(runs_dir)
     parents.setdefault(wave_id, doc.get("retry_of"))
-    # The chair reads the complete answers of this wave and of every wave it retried.
-    current: str | None = wave_id
-    seen: set[str] = set()
-    while current and current not in seen:
-        seen.add(current)
-        ancestor = doc if current == wave_id else load_wave(runs_dir, current)
-        plan.prior += [LegRecord.from_dict(leg) for leg in ancestor["legs"]
-                       if leg["status"] == COMPLETE]
-        current = parents.get(current)
+    root = _root(wave_id, parents)
+    members = [w for w in parents if _root(w, parents) == root]
+    docs = {w: doc if w == wave_id else load_wave(runs_dir, w) for w in members}
+    # oldest first: ids sort by the second only, so by creation time (ms), then by depth
+    family = sorted(members, key=lambda w: (str(docs[w].get("created_at") or ""),
+                                            _depth(w, parents), w))
+    busy = [w for w in family if docs[w]["status"] == "running"]
+    if busy:
+        raise OrchError(f"wave {busy[0]} is still running (pid {docs[busy[0]].get('pid')}); "
+                        "wait for it to end, or stop it, before retrying its legs")
+    paid = paid_legs(family)
+    root_doc = docs[root]
+    done: dict[str, LegRecord] = {}  # slot -> the latest complete answer for it
+    for w in family:
+        for slot, leg in _slot_legs(docs[w], root_doc):
+            if leg["status"] == COMPLETE or paid.get(leg["leg_id"], Paid()).complete:
+                done[slot] = LegRecord.from_dict(leg)
+    todo = [leg for leg in root_doc["legs"] if leg["leg_id"] not in done]
+    chairs = [docs[w]["chair"] for w in family if docs[w].get("chair")]
+    chair_name = chair_model or next((docs[w].get("chair_model") for w in reversed(family)
+                                      if docs[w].get("chair_model")), None)
+    last = chairs[-1] if chairs else None
+    owed = bool(chair_name and done) and (last is None or (
+        last["status"] != COMPLETE and not _ceiling_refused(last)))
+    plan = RetryPlan(wave=doc, models=[leg["model"] for leg in todo],
+                     slots=[leg["leg_id"] for leg in todo], chair_model=chair_name,
+                     chair=bool(chair_name) and (bool(todo) or owed),
+                     chair_only_if_new=not owed, root=root, family=family,
+                     prior=[done[leg["leg_id"]] for leg in root_doc["legs"]
+                            if leg["leg_id"] in done])
     if not max_cost_given:
-        plan.ceiling = _family_ceiling(runs_dir, wave_id, parents)
+        plan.ceiling = _family_ceiling(root, docs, paid)
     return plan
 
 
-def _family_ceiling(runs_dir: Path, wave_id: str,
-                    parents: dict[str, str | None]) -> dict[str, Any] | None:
-    """The root's ceiling and what the whole family spent, or None when it had none."""
-    from orchestrator.engine.rebuild import load_wave
+def _ceiling_refused(chair: dict[str, Any]) -> bool:
+    return chair["status"] == "refused" and str(chair.get("reason") or "").startswith(
+        CEILING_REFUSALS)
 
-    root = _root(wave_id, parents)
-    ceiling = (load_wave(runs_dir, root).get("options") or {}).get("max_cost")
+
+def _family_ceiling(root: str, docs: dict[str, dict[str, Any]],
+                    paid: dict[str, Paid]) -> dict[str, Any] | None:
+    """The root's ceiling and what the whole family spent (each leg as its files or the
+    ledger say, whichever knows more), or None when it had none."""
+    ceiling = (docs[root].get("options") or {}).get("max_cost")
     if ceiling is None:
         return None
-    family = [w for w in parents if _root(w, parents) == root]
-    spent = sum(load_wave(runs_dir, w).get("cost_usd") or 0.0 for w in family)
+    spent = 0.0
+    for doc in docs.values():
+        for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
+            spent += max(leg.get("cost_usd") or 0.0,
+                         paid.get(leg["leg_id"], Paid()).cost_usd)
     left = round(float(ceiling) - spent, 10)
     if left <= 0:
         raise OrchError(f"wave {root} and its retries spent ${spent:.4f} of their "

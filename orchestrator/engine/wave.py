@@ -91,6 +91,7 @@ class WaveSpec:
     briefings: list[str] | None = None  # one per model, overriding ``briefing`` (council)
     prior: list[LegRecord] = field(default_factory=list)  # answers a retry's chair also reads
     later: list[ResolvedModel] = field(default_factory=list)  # run by later stages: pre-flight
+    chair_only_if_new: bool = False  # a retry: the chair only when one of its legs completed
 
 
 class Wave:
@@ -243,6 +244,10 @@ class Wave:
         return doc
 
     async def _run_chair(self) -> None:
+        if self.spec.chair_only_if_new and not any(r.status == COMPLETE for r in self.records):
+            self.context.notice("no retried leg completed: the chair was not called again "
+                                "(it would read the same answers)")
+            return
         brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing,
                                                         [*self.spec.prior, *self.records])
         if brief is None:
