@@ -28,16 +28,17 @@ class PluginExit(Exception):  # noqa: N818 - said as what the plugin did
     plugin's failure, never the command's end."""
 
 
-def hook_deadline_s(config=None) -> float:
-    """Seconds a third party's hook may take: ``ORCH_HOOK_DEADLINE_S``, then config
-    ``plugins.hook_deadline_s``, then DEADLINE_S."""
+def hook_deadline_s(config=None) -> float | None:
+    """Seconds a third party's hook may take, as the user set it: ``ORCH_HOOK_DEADLINE_S``,
+    then config ``plugins.hook_deadline_s``; None when unset (each hook's default then:
+    DEADLINE_S, WAVE_DEADLINE_S for wave_start and wave_end)."""
     raw: Any = os.environ.get(DEADLINE_ENV)
     where = DEADLINE_ENV
     if raw is None and config is not None:
         raw = (config.section("plugins") or {}).get("hook_deadline_s")
         where = "plugins.hook_deadline_s in config.json"
     if raw is None or raw == "":
-        return DEADLINE_S
+        return None
     try:
         value = float(raw)
     except (TypeError, ValueError):

@@ -37,6 +37,7 @@ from typing import Any
 from orchestrator.errors import LegError, OrchError, Refusal
 from orchestrator.hook_answers import WrongAnswer, checker
 from orchestrator.hook_deadline import (
+    DEADLINE_S,
     WAVE_DEADLINE_S,
     HookTimeout,
     PluginExit,
@@ -135,9 +136,13 @@ def _finish(gen, value: Any) -> tuple[bool, Any]:
 
 
 class HookRunner:
-    def __init__(self, pm, *, deadline_s: float | None = None) -> None:
+    def __init__(self, pm, *, deadline_s: float | None = None, config=None) -> None:
+        """``deadline_s`` for every third party's hook; by default the user's setting
+        (``hook_deadline_s``), else DEADLINE_S and WAVE_DEADLINE_S for wave hooks."""
         self.pm = pm
-        self.deadline_s = hook_deadline_s() if deadline_s is None else deadline_s
+        chosen = deadline_s if deadline_s is not None else hook_deadline_s(config)
+        self.deadline_s = chosen or DEADLINE_S
+        self.wave_deadline_s = chosen or WAVE_DEADLINE_S
         self._impls: dict[str, list[_Impl]] = {}
         self._steps: dict[str, list] = {}
 
@@ -147,8 +152,7 @@ class HookRunner:
         if name not in self._impls:
             caller = getattr(self.pm.hook, name)
             is_builtin = getattr(self.pm, "is_builtin", lambda _name: False)
-            default = max(self.deadline_s, WAVE_DEADLINE_S) if name in _WAVE_HOOKS \
-                else self.deadline_s
+            default = self.wave_deadline_s if name in _WAVE_HOOKS else self.deadline_s
             self._impls[name] = [_Impl(i, name, not is_builtin(i.plugin_name), default)
                                  for i in reversed(caller.get_hookimpls())
                                  if not i.hookwrapper]

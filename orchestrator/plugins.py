@@ -208,7 +208,7 @@ def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:
     """The ``register_commands`` hook: a plugin that raises (or exits, or takes longer than
     its hook deadline), or names a built-in command, has its commands skipped with one
     warning; the CLI always starts. A third party's runs on a worker thread (hook_deadline)."""
-    from orchestrator.hook_deadline import call_blocking, hook_deadline_s
+    from orchestrator.hook_deadline import DEADLINE_S, call_blocking, hook_deadline_s
 
     deadline = None
     for impl in reversed(pm.hook.register_commands.get_hookimpls()):
@@ -220,7 +220,7 @@ def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:
             if pm.is_builtin(impl.plugin_name):
                 call()
             else:
-                deadline = deadline or hook_deadline_s()
+                deadline = deadline or hook_deadline_s() or DEADLINE_S
                 call_blocking(call, deadline)
         except Exception as exc:
             group.commands = before

@@ -136,6 +136,53 @@ def test_a_hook_past_its_deadline_ends_its_leg_only(
     assert scripted_server.count("bad") == 0  # the request it held was never sent
 
 
+WAVE_LEVEL = HEAD + """
+@hookimpl
+def wave_start(wave):
+    time.sleep(10**6)
+
+@hookimpl
+def before_launch(wave, leg):
+    if bad(leg):
+        time.sleep(10**6)
+"""
+
+
+def test_wave_level_hooks_past_their_deadline_end_only_their_call(
+        orch, scripted_server, site, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("ORCH_HOOK_DEADLINE_S", "0.5")  # wave hooks too, when the user sets it
+    site.install("orch-test-hostile", "1.0", {"hostile": WAVE_LEVEL})
+    run = two_legs(orch, scripted_server)
+    legs = by_model(run)
+    assert "plugin hostile failed in wave_start: HookTimeout: did not return within 0.5 s" \
+        in run.doc["notices"]
+    assert legs["good"]["status"] == "complete"
+    assert legs["bad"]["status"] == "refused" and scripted_server.count("bad") == 0
+    assert legs["bad"]["reason"].startswith(
+        "PLUGIN_TIMEOUT: plugin hostile's before_launch did not return within 0.5 s")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_a_bad_deadline_setting_is_one_line_naming_it(monkeypatch, value):
+    from orchestrator.errors import OrchError
+    from orchestrator.hook_deadline import hook_deadline_s
+
+    monkeypatch.setenv("ORCH_HOOK_DEADLINE_S", value)
+    with pytest.raises(OrchError, match=r"^ORCH_HOOK_DEADLINE_S must be a number of seconds "
+                                        r"above 0 \(got '" + value + r"'\); fix it or unset it"):
+        hook_deadline_s()
+
+
+def test_a_bad_deadline_in_config_stops_the_command_in_one_line(orch, orch_home, site):  # noqa: F811
+    orch.provider()
+    orch.config(plugins={"hook_deadline_s": 0})
+    ran = orch_process("fanout", "-m", "scripted/m", "-p", "hi", home=orch_home, site=site)
+    assert ran.returncode == 1
+    assert ran.stderr.splitlines() == [
+        "orch: error: plugins.hook_deadline_s in config.json must be a number of seconds above "
+        "0 (got 0); fix it or unset it for the default 5 s"]
+
+
 EXITS = HEAD + """
 import sys
 

@@ -115,15 +115,13 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
 def default_models(pm, cfg) -> dict | None:
     """The first plugin's default models, through the hook boundary: a plugin that raises,
     answers the wrong shape or takes too long is skipped with one warning naming it."""
-    from orchestrator.hook_deadline import hook_deadline_s
     from orchestrator.hooks import HookRunner
     from orchestrator.plugins import one_line, stderr_warn
 
     def skipped(plugin: str, hook: str, exc: BaseException) -> None:
         stderr_warn(f"plugin {plugin}: {hook} failed and was skipped: {one_line(exc)}")
 
-    return HookRunner(pm, deadline_s=hook_deadline_s(cfg)).first_sync("default_models",
-                                                                      skipped, config=cfg)
+    return HookRunner(pm, config=cfg).first_sync("default_models", skipped, config=cfg)
 
 
 class NoModels(OrchError):

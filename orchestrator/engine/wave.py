@@ -34,7 +34,6 @@ from orchestrator.engine.record import (
     now_iso,
 )
 from orchestrator.errors import OrchError, Refusal
-from orchestrator.hook_deadline import hook_deadline_s
 from orchestrator.hooks import HookRunner
 from orchestrator.models import ResolvedModel
 from orchestrator.pids import process_started
@@ -99,7 +98,7 @@ class Wave:
                  observe=None, server: Server | None = None) -> None:
         self.spec = spec
         self.config = config
-        self.hooks = HookRunner(pm, deadline_s=hook_deadline_s(config))
+        self.hooks = HookRunner(pm, config=config)
         self.ledger = ledger
         self.observe = observe
         self.wave_id = spec.wave_id or new_wave_id()
