@@ -76,6 +76,12 @@ def register_tools(leg):
 def system_prompt(leg):
     return 12345 if bad(leg) else None
 """,
+    "async": """
+@hookimpl
+async def after_response(leg, request, response):
+    await anyio.sleep(0)
+    return {"text": "junk"} if bad(leg) else None
+""",
     "wrapper": """
 @hookimpl(wrapper=True)
 def before_request(leg, request):
@@ -106,7 +112,7 @@ def test_a_wrong_answer_is_discarded_and_only_its_plugin_is_named(
     assert legs["bad"]["answer"] == "bad leg's answer"  # sent as the other plugins left it
     errors = legs["bad"]["plugin_errors"]
     assert [(e["plugin"], e["hook"]) for e in errors] == [
-        ("hostile", "before_request" if hook == "wrapper" else hook)]
+        ("hostile", {"wrapper": "before_request", "async": "after_response"}.get(hook, hook))]
     assert errors[0]["error"].startswith("WrongAnswer: ")
     assert not BUILTINS & {e["plugin"] for leg in run.legs for e in leg["plugin_errors"]}
     if hook == "system_prompt":  # the number was not sent as the system message
