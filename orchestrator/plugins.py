@@ -205,14 +205,23 @@ def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, wa
 
 
 def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:
-    """The ``register_commands`` hook: a plugin that raises, or names a built-in command,
-    has its commands skipped with one warning; the CLI always starts."""
+    """The ``register_commands`` hook: a plugin that raises (or exits, or takes longer than
+    its hook deadline), or names a built-in command, has its commands skipped with one
+    warning; the CLI always starts. A third party's runs on a worker thread (hook_deadline)."""
+    from orchestrator.hook_deadline import DEADLINE_S, call_blocking, hook_deadline_s
+
+    deadline = None
     for impl in reversed(pm.hook.register_commands.get_hookimpls()):
         if impl.wrapper or impl.hookwrapper:
             continue
         before = dict(group.commands)
+        call = functools.partial(impl.function, *[{"cli": group}[a] for a in impl.argnames])
         try:
-            impl.function(*[{"cli": group}[a] for a in impl.argnames])
+            if pm.is_builtin(impl.plugin_name):
+                call()
+            else:
+                deadline = deadline or hook_deadline_s() or DEADLINE_S
+                call_blocking(call, deadline)
         except Exception as exc:
             group.commands = before
             if warn:

@@ -106,18 +106,33 @@ async def run_sync(fn: Callable[[], T], *, seconds: float) -> T:
     """``fn()`` on a daemon worker thread. Waits at most ``seconds`` + GRACE_S (then
     ToolTimeout); cancellation (the leg's timeout, a signal) ends the wait at once. Either
     way the thread is told to stop and is never waited for again."""
+    ends = time.monotonic() + seconds + GRACE_S
+    return await run_until(fn, lambda: ends, seconds=seconds)
+
+
+async def run_until(fn: Callable[[], T], deadline: Callable[[], float], *,
+                    seconds: float = float("inf"), quick_s: float = 0.0) -> T:
+    """``fn()`` on a daemon worker thread until ``deadline()`` (a ``time.monotonic()``
+    instant, read again whenever the wait reaches it, so the work may move it on: a hook
+    runner sets it from the implementation running now). Past it: ToolTimeout and the
+    thread abandoned, as in :func:`run_sync`; ``seconds`` is what :func:`expired` and
+    :func:`seconds_allowed` tell the work.
+
+    ``quick_s``: first wait that long on this thread (the loop stalls at most that much).
+    Work that is done by then costs a hand-over (tens of µs), not the loop's wake-up through
+    a future and a timer (hundreds of µs on a loaded machine): hooks are mostly quick."""
     import asyncio
 
     call = _Call(seconds)
     done = threading.Event()
     outcome: dict[str, Any] = {}
     loop = asyncio.get_running_loop()
-    finished = loop.create_future()
+    waiting: list[asyncio.Future] = []  # set before the loop waits: then the work wakes it
     context = contextvars.copy_context()
 
     def wake() -> None:
-        if not finished.done():
-            finished.set_result(None)
+        if waiting and not waiting[0].done():
+            waiting[0].set_result(None)
 
     def work() -> None:
         _current.set(call)
@@ -127,8 +142,8 @@ async def run_sync(fn: Callable[[], T], *, seconds: float) -> T:
             outcome["error"] = exc
         finally:
             _current.set(None)
-            done.set()
-            if not call.abandoned.is_set():
+            done.set()  # before looking at ``waiting``; the loop sets it before ``done``
+            if waiting and not call.abandoned.is_set():
                 try:
                     loop.call_soon_threadsafe(wake)
                 except RuntimeError:
@@ -136,8 +151,48 @@ async def run_sync(fn: Callable[[], T], *, seconds: float) -> T:
 
     try:
         _Worker.submit(lambda: context.run(work))
-        with anyio.move_on_after(seconds + GRACE_S):
-            await asyncio.shield(finished)
+        if quick_s > 0:
+            done.wait(quick_s)
+        if not done.is_set():
+            waiting.append(loop.create_future())
+        finished = waiting[0] if waiting else None
+        while not done.is_set():
+            left = deadline() - time.monotonic()
+            if left <= 0:
+                break
+            with anyio.move_on_after(left):
+                await asyncio.shield(finished)
+    finally:
+        if not done.is_set():
+            call.abandoned.set()
+    if not done.is_set():
+        raise ToolTimeout(f"did not finish within its {call.seconds:g} s limit")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def run_blocking(fn: Callable[[], T], *, seconds: float) -> T:
+    """``fn()`` on a daemon worker thread, waited for from synchronous code (start-up, the
+    CLI reading its models) at most ``seconds``: then ToolTimeout, the thread abandoned."""
+    call = _Call(seconds)
+    done = threading.Event()
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        _current.set(call)
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:
+            outcome["error"] = exc
+        finally:
+            _current.set(None)
+            done.set()
+
+    try:
+        _Worker.submit(lambda: context.run(work))
+        done.wait(seconds)
     finally:
         if not done.is_set():
             call.abandoned.set()

@@ -8,6 +8,8 @@ many of each were removed under ``redactions`` (counts only, never the values).
 It is a ``wrapper=True`` implementation, so it sees the request *after* every other plugin's
 ``before_request`` change: nothing another plugin adds can slip past it.
 
+It is fail-closed: if it fails, the request is refused and nothing is sent.
+
 Settings (``plugin_config.redact`` in orch's config.json), all optional::
 
     {"emails": true, "keys": true, "env": true, "min_env_length": 8,
@@ -24,6 +26,9 @@ from typing import Any
 from orchestrator.hookspecs import hookimpl
 
 NAME = "redact"
+# A redactor that breaks (a bad pattern in its settings, a bug) must not let the request go
+# out unredacted: its failure refuses the request instead (docs/plugins.md, Failing closed).
+FAIL_CLOSED = True
 
 EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
 # Well-known key shapes: OpenAI/Anthropic-style sk-..., GitHub, AWS access key ids, Slack,

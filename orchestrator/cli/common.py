@@ -30,8 +30,8 @@ def resolver(pm, warn=None):
 
             warn(f"plugin {plugin}: resolve_model failed and was skipped: {one_line(exc)}")
 
-    return lambda spec, config: runner.first("resolve_model", on_error, spec=spec,
-                                             config=config)
+    return lambda spec, config: runner.first_sync("resolve_model", on_error, spec=spec,
+                                                  config=config)
 
 
 def resolve_all(specs: list[str], config: Config, pm, warn=None) -> list[models.ResolvedModel]:

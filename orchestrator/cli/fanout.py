@@ -84,7 +84,7 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
     from orchestrator import runtime
 
     pm = pm or runtime.plugin_manager()
-    chosen = pm.hook.default_models(config=cfg)
+    chosen = default_models(pm, cfg)
     if chosen:  # a plugin's default (the local plugin: the embedded model on a bare machine)
         click.echo(chosen["notice"], err=True)
         return list(chosen["models"])
@@ -92,6 +92,18 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
         raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "
                         "`defaults.models` in config.json)")
     raise NoModels("no models: pass --models, add a provider, or enable the local plugin")
+
+
+def default_models(pm, cfg) -> dict | None:
+    """The first plugin's default models, through the hook boundary: a plugin that raises,
+    answers the wrong shape or takes too long is skipped with one warning naming it."""
+    from orchestrator.hooks import HookRunner
+    from orchestrator.plugins import one_line, stderr_warn
+
+    def skipped(plugin: str, hook: str, exc: BaseException) -> None:
+        stderr_warn(f"plugin {plugin}: {hook} failed and was skipped: {one_line(exc)}")
+
+    return HookRunner(pm, config=cfg).first_sync("default_models", skipped, config=cfg)
 
 
 class NoModels(OrchError):

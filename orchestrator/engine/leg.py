@@ -39,6 +39,9 @@ REJECTED_ARGUMENTS = "_orch_rejected"
 # of status always does at once. Steps of a remote model take seconds, so each is written.
 PROGRESS_WRITE_S = 0.5
 
+# A third party's leg_end after a signal: the process leaves within 2 s whatever it does.
+ABORT_HOOK_S = 0.3
+
 LegObserver = Callable[[LegContext], None]
 LedgerAppend = Callable[[dict[str, Any]], Awaitable[str | None]]  # None, or the outbox
 
@@ -182,8 +185,11 @@ class Leg:
         await self._ledger_row()
         self.save()
         try:
+            # after a signal the process must leave within 2 s: a third party gets less
             await self.hooks.notify("leg_end", self.plugin_error, leg=self.ctx,
-                                    record=self.record)
+                                    record=self.record,
+                                    deadline_s=ABORT_HOOK_S if self.record.status == ABORTED
+                                    else None)
         except Exception as exc:  # a plugin's LegError/OrchError after the end changes nothing
             self.plugin_error("?", "leg_end", exc)
         self.save()
@@ -212,7 +218,8 @@ class Leg:
     async def _prepare(self) -> None:
         ctx = self.ctx
         offered: list[Tool] = []
-        for plugin, tools in self.hooks.collect("register_tools", self.plugin_error, leg=ctx):
+        for plugin, tools in await self.hooks.collect("register_tools", self.plugin_error,
+                                                      leg=ctx):
             for tool in tools:
                 tool.plugin = tool.plugin or plugin
                 tool.builtin = self.hooks.pm.is_builtin(plugin)
@@ -222,7 +229,7 @@ class Leg:
         ctx.tools = {t.name: t for t in roster or []}
         if ctx.tools:
             ctx.set("roster", sorted(ctx.tools))
-        ctx.system = self.hooks.first("system_prompt", self.plugin_error, leg=ctx)
+        ctx.system = await self.hooks.first("system_prompt", self.plugin_error, leg=ctx)
         messages: list[dict[str, Any]] = []
         if ctx.system:
             messages.append({"role": "system", "content": ctx.system})

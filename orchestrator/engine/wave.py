@@ -24,7 +24,7 @@ from orchestrator.engine.ceiling import degradations, over_ceiling
 from orchestrator.engine.chair import chair_packet
 from orchestrator.engine.context import LegContext, WaveContext
 from orchestrator.engine.ledger_sink import LedgerSink
-from orchestrator.engine.leg import Leg
+from orchestrator.engine.leg import ABORT_HOOK_S, Leg
 from orchestrator.engine.record import (
     ABORTED,
     COMPLETE,
@@ -99,7 +99,7 @@ class Wave:
                  observe=None, server: Server | None = None) -> None:
         self.spec = spec
         self.config = config
-        self.hooks = HookRunner(pm)
+        self.hooks = HookRunner(pm, config=config)
         self.ledger = ledger
         self.observe = observe
         self.wave_id = spec.wave_id or new_wave_id()
@@ -181,7 +181,8 @@ class Wave:
             self.context.notice(text)
         self.context.status = self.status
         try:
-            await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context)
+            await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context,
+                                    deadline_s=ABORT_HOOK_S if self.signum else None)
         except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
             self._on_hook_error("?", "wave_end", exc)
         return self.finalise()

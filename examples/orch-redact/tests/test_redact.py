@@ -107,3 +107,15 @@ def test_installed_entry_point_loads_it_as_a_third_party_plugin(orch_home):
     info = {p["name"]: p for p in json.loads(done.stdout)["plugins"]}["redact"]
     assert (info["status"], info["source"], info["builtin"]) == ("loaded", "orch-redact", False)
     assert info["hooks"] == ["before_request"] and info["version"] == "0.1.0"
+
+
+def test_a_broken_pattern_refuses_the_request_instead_of_sending_it_unredacted(
+        orch, scripted_server):
+    orch.config(plugin_config={"redact": {"patterns": {"ticket": "TCK-[0-9"}}})  # unclosed
+    scripted_server.script("m", Reply(text="never"))
+    run = orch.run_leg("m", f"Use {KEY} for TCK-123456", plugins=[orch_redact])
+    assert scripted_server.requests == [] and run.bodies == []
+    assert run.leg["status"] == "refused"
+    assert run.leg["reason"].startswith("PLUGIN_FAILED: plugin redact failed in before_request "
+                                        "(error: unterminated character set")
+    assert run.leg["reason"].endswith("it is fail-closed, so nothing was sent")
