@@ -30,7 +30,7 @@ def _hello():
     from orchestrator.daemon.client import hello
 
     path = paths.socket_path()
-    return hello(path) if path.exists() else None
+    return hello(path)  # raises paths.Untrusted for a socket that is not ours
 
 
 def _ask(kind: str) -> dict | None:
