@@ -288,3 +288,13 @@ def test_the_wire_is_length_prefixed_json():  # the fake daemon above speaks it 
     assert json.loads(b.recv(size)) == {"t": "hello"}
     a.close()
     b.close()
+
+
+def test_no_socket_is_no_verdict_and_no_line(orch, scripted_server, runtime_dir):
+    """Nothing listens: nothing to distrust, whatever the directory's mode."""
+    (runtime_dir / "orch").chmod(0o777)
+    orch.provider()
+    scripted_server.script("m", Reply(text="in-process"))
+    result = client(["fanout", "-m", "scripted/m", "-p", "hi"])
+    assert result.exit_code == 0 and "in-process" in result.stdout, result.output
+    assert "trusted" not in result.stderr, result.stderr

@@ -64,8 +64,9 @@ def check_owned(path: Path) -> None:
     have put the socket there or swapped it). Checked with ``lstat``: a link is never
     followed. A missing socket is no verdict (FileNotFoundError)."""
     uid = os.getuid()
+    os.lstat(path)  # FileNotFoundError: nothing listens there, nothing to judge
     for item, what in ((path.parent, "directory"), (path, "socket")):
-        st = os.lstat(item)  # FileNotFoundError: nothing listens there
+        st = os.lstat(item)
         if stat.S_ISLNK(st.st_mode):
             raise Untrusted(f"the daemon's {what} {item} is a symlink (owner uid "
                             f"{st.st_uid}): not trusted; {_FIX}")
