@@ -298,3 +298,23 @@ def test_no_socket_is_no_verdict_and_no_line(orch, scripted_server, runtime_dir)
     result = client(["fanout", "-m", "scripted/m", "-p", "hi"])
     assert result.exit_code == 0 and "in-process" in result.stdout, result.output
     assert "trusted" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("planted", ["open directory", "foreign file"])
+def test_serve_stop_never_signals_a_pid_someone_else_wrote(orch, runtime_dir, planted):
+    if planted == "foreign file" and os.getuid() != 0:
+        pytest.skip("chown to another user needs root")
+    victim = subprocess.Popen(["sleep", "60"])
+    pid_file = runtime_dir / "orch" / "orch.pid"
+    pid_file.write_text(f"{victim.pid}\n")
+    if planted == "open directory":
+        (runtime_dir / "orch").chmod(0o777)
+    else:
+        os.chown(pid_file, 65534, 65534)
+    try:
+        result = client(["serve", "stop"])
+        assert result.exit_code == 0 and "not running" in result.stdout, result.output
+        assert victim.poll() is None  # still alive: it was never signalled
+    finally:
+        victim.kill()
+        victim.wait()

@@ -58,14 +58,14 @@ class Untrusted(OrchError):  # noqa: N818 - a verdict on a path, carried to the 
     said to it. ``str()`` is the one line to show, its fix included."""
 
 
-def check_owned(path: Path) -> None:
+def check_owned(path: Path, kind: str = "socket") -> None:
     """Raise :class:`Untrusted` unless the socket at ``path`` and its directory are this
     user's: neither a symlink, both owned by our uid, the directory 0700 (nobody else could
     have put the socket there or swapped it). Checked with ``lstat``: a link is never
     followed. A missing socket is no verdict (FileNotFoundError)."""
     uid = os.getuid()
     os.lstat(path)  # FileNotFoundError: nothing listens there, nothing to judge
-    for item, what in ((path.parent, "directory"), (path, "socket")):
+    for item, what in ((path.parent, "directory"), (path, kind)):
         st = os.lstat(item)
         if stat.S_ISLNK(st.st_mode):
             raise Untrusted(f"the daemon's {what} {item} is a symlink (owner uid "
@@ -77,8 +77,9 @@ def check_owned(path: Path) -> None:
             raise Untrusted(f"the daemon's directory {item} (owner uid {st.st_uid}) is open "
                             f"to others (mode {stat.S_IMODE(st.st_mode):o}): not trusted; "
                             f"`chmod 700 {item}` if it is yours")
-        if what == "socket" and not stat.S_ISSOCK(st.st_mode):
-            raise Untrusted(f"{item} (owner uid {st.st_uid}) is not a socket: not trusted; "
+        if what == "socket" and not stat.S_ISSOCK(st.st_mode) or \
+                what == "file" and not stat.S_ISREG(st.st_mode):
+            raise Untrusted(f"{item} (owner uid {st.st_uid}) is not a {what}: not trusted; "
                             "remove it")
 
 
