@@ -77,6 +77,7 @@ class Config:
                 check(data, path)
         for name in SECTIONS:
             data.setdefault(name, {})
+        _register_url_credentials(data)
         return cls(path=path, data=data)
 
     def save(self) -> None:
@@ -124,3 +125,15 @@ class Config:
     @property
     def defaults(self) -> dict[str, Any]:
         return self.section("defaults")
+
+
+def _register_url_credentials(data: dict[str, Any]) -> None:
+    """A hand-edited ``base_url`` with ``user:pass@`` or ``?key=``: its credentials are
+    secrets from the moment config.json is read, so no output (a listing, doctor, an error)
+    shows them."""
+    from orchestrator.secrets import register_url
+
+    providers = data.get("providers")
+    for entry in providers.values() if isinstance(providers, dict) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("base_url"), str):
+            register_url(entry["base_url"])

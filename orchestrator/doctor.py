@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator import __version__
 from orchestrator import config as config_mod
 from orchestrator.errors import OrchError
+from orchestrator.secrets import has_url_credentials, mask_url
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 PROBE_TIMEOUT_S = 3.0
@@ -237,13 +238,19 @@ def providers(cfg: config_mod.Config) -> tuple[list[Check], dict[str, list[str]]
         else:
             rows.append(Check(section, "key", FAIL, f"${var} is not set",
                               f"export {var}=... (the key for {pid})"))
+        url = mask_url(entry["base_url"])
+        if has_url_credentials(entry["base_url"]):  # never probed: urllib would send them
+            rows.append(Check(section, "endpoint", FAIL, f"{url}: credentials in the base URL: "
+                              "move them to --api-key-env",
+                              f"export {pid.upper()}_API_KEY=... then orch provider add {pid} "
+                              f"--base-url URL-WITHOUT-THEM --api-key-env {pid.upper()}_API_KEY"))
+            continue
         models, why = probe_models(entry["base_url"], key)
         if models is None:
             fix = (f"export {var}" if why.startswith("HTTP 40") and var else
-                   f"start the server at {entry['base_url']}, or fix it: orch provider add "
+                   f"start the server at {url}, or fix it: orch provider add "
                    f"{pid} --base-url URL")
-            rows.append(Check(section, "endpoint", FAIL, f"GET {entry['base_url']}/models: "
-                              f"{why}", fix))
+            rows.append(Check(section, "endpoint", FAIL, f"GET {url}/models: {why}", fix))
             continue
         listed[pid] = models
         shown = ", ".join(models[:8]) + (f" (+{len(models) - 8})" if len(models) > 8 else "")

@@ -33,6 +33,10 @@ def cache_path():
 def provider_models(pid: str, entry: dict, *, refresh: bool = False) -> tuple[list[str], str]:
     """(model ids, where from: ``live`` | ``cache`` | ``stale cache`` | ``unreachable``)."""
     from orchestrator.doctor import probe_models
+    from orchestrator.secrets import has_url_credentials
+
+    if has_url_credentials(entry.get("base_url")):  # never probed, never cached (orch doctor)
+        return [], "unreachable"
 
     path = cache_path()
     try:

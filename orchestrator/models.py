@@ -7,7 +7,12 @@ from typing import Any
 
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
-from orchestrator.secrets import register_env, register_identifier, register_url
+from orchestrator.secrets import (
+    register_env,
+    register_identifier,
+    register_params,
+    register_url,
+)
 
 # Sampling variants every install has; config `variants` adds or overrides.
 BUILTIN_VARIANTS: dict[str, dict[str, Any]] = {
@@ -40,6 +45,7 @@ class ResolvedModel:
                      self.litellm_model.partition("/")[2]):
             register_identifier(text)
         register_url(self.api_base)  # a hand-edited URL's credentials are secrets
+        register_params(self.sampling)  # a variant's extra_headers, before any file shows it
 
     @property
     def base_name(self) -> str:

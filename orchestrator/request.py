@@ -45,6 +45,14 @@ class Request:
     # first one's ``tools`` (no answer, nothing billed); each send passes before_request once
     attempt: int = 1
 
+    def __post_init__(self) -> None:
+        # By construction: a request's credentials (a plugin's or a variant's headers, URL
+        # credentials, query keys) are secrets from the moment it exists, before any log of
+        # it is written (a plugin's request.evolve() builds a new one and passes here too).
+        from orchestrator.secrets import register_params
+
+        register_params(self.params)
+
     def evolve(self, **changes: Any) -> Request:
         return dataclasses.replace(self, **changes)
 

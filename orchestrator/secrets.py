@@ -23,7 +23,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -146,35 +146,118 @@ def register_env(name: str) -> str | None:
     return value
 
 
+def _url_credentials(url: str) -> tuple[list[str], list[str]]:
+    """(userinfo parts, names of query parameters that carry a credential) of ``url``."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        userinfo = [p for p in (parts.username, parts.password) if p]
+    except ValueError:
+        return [], []
+    keys = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if _credential_param(k)]
+    return userinfo, keys
+
+
+def _credential_param(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name)) or name.lower() in ("key", "sig", "signature", "code")
+
+
+def has_url_credentials(url: str | None) -> bool:
+    """``url`` carries ``user:pass@`` or a credential query parameter (``?key=``)."""
+    if not url or not isinstance(url, str):
+        return False
+    userinfo, keys = _url_credentials(url)
+    return bool(userinfo or keys)
+
+
+def mask_url(url: str | None) -> str | None:
+    """``url`` as it may be shown: ``http://***@host/v1``, ``?key=***``; its credentials are
+    registered as well, so no other output shows them either."""
+    if not url or not isinstance(url, str) or not has_url_credentials(url):
+        return url
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    register_url(url)
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.username or parts.password:
+        netloc = f"{MASK}@{netloc}"
+    query = urlencode([(k, MASK if _credential_param(k) else v)
+                       for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def register_url(url: str | None) -> None:
     """Credentials a URL carries (``user:pass@``, ``?key=``) are secrets; the URL without them
     is an identifier."""
-    if not url:
+    if not url or not isinstance(url, str):
         return
     from urllib.parse import parse_qsl, urlsplit
 
     try:
         parts = urlsplit(url)
+        userinfo = (parts.username, parts.password)
     except ValueError:
         return
-    for part in (parts.username, parts.password):
+    for part in userinfo:
         register(part, "a URL credential")
     for key, value in parse_qsl(parts.query):
-        if _SECRET_NAME.search(key) or key.lower() in ("key", "sig", "signature", "code"):
+        if _credential_param(key):
             register(value, "a URL credential")
     register_identifier(url)
     if parts.hostname:
         register_identifier(parts.hostname)
 
 
+# Headers every client sends with public values: never registered (their values are words
+# such as ``application/json`` that masking would cut out of ordinary text).
+_PUBLIC_HEADERS = frozenset({
+    "content-type", "accept", "accept-encoding", "accept-language", "user-agent",
+    "http-referer", "referer", "x-title", "anthropic-version", "anthropic-beta",
+    "openai-beta", "cache-control", "connection", "content-length",
+})
+_HEADER_PARAMS = ("extra_headers", "headers")
+_QUERY_PARAMS = ("extra_query", "query_params")
+_URL_PARAMS = ("api_base", "base_url")
+
+
 def register_headers(headers: dict[str, Any] | None) -> None:
-    """Key-bearing headers (Authorization, X-Api-Key, ...) sent with requests."""
-    for name, value in (headers or {}).items():
-        if isinstance(value, str) and re.search(r"auth|key|token|secret", str(name), re.I):
-            register(value, f"header {name}")
-            for scheme in ("Bearer ", "Basic ", "Token "):
-                if value.startswith(scheme):
-                    register(value[len(scheme):], f"header {name}")
+    """Every header sent with a request, whatever its name (``X-Plugin-Data`` may carry a
+    key as well as ``X-Api-Key``), but the few whose values are public words."""
+    if not isinstance(headers, dict):
+        return
+    for name, value in headers.items():
+        if not isinstance(value, str) or str(name).lower() in _PUBLIC_HEADERS:
+            continue
+        register(value, f"header {name}")
+        for scheme in ("Bearer ", "Basic ", "Token "):
+            if value.startswith(scheme):
+                register(value[len(scheme):], f"header {name}")
+
+
+def register_params(params: dict[str, Any] | None) -> None:
+    """Everything credential-like in a request's parameters, registered before the request
+    is written anywhere: headers (a plugin's ``before_request``, a variant, a provider),
+    URL credentials, query keys, and any secret-named parameter (``api_key``,
+    ``azure_ad_token``, ...), at any depth (``extra_body``)."""
+    if not isinstance(params, dict):
+        return
+    for name, value in params.items():
+        key = str(name)
+        if key in _HEADER_PARAMS:
+            register_headers(value)
+        elif key in _QUERY_PARAMS and isinstance(value, dict):
+            for qname, qvalue in value.items():
+                if isinstance(qvalue, str):
+                    register(qvalue, f"query parameter {qname}")
+        elif key in _URL_PARAMS and isinstance(value, str):
+            register_url(value)
+        elif isinstance(value, dict):
+            register_params(value)
+        elif isinstance(value, str) and _SECRET_NAME.search(key) \
+                and not _NOT_SECRET_NAME.search(key):
+            register(value, f"parameter {key}")
 
 
 def register_identifier(text: str | None) -> None:
@@ -193,10 +276,30 @@ def source_of(value: str) -> str:
     return _registry.sources.get(value, "a credential")
 
 
+# Where else key values live that this process must not send: the environment of an
+# ``orch serve`` job's client, which never sent them (daemon/jobio.py adds its finder).
+_finders: list[Callable[[str], tuple[int, str] | None]] = []
+
+
+def add_finder(finder: Callable[[str], tuple[int, str] | None]) -> None:
+    if finder not in _finders:
+        _finders.append(finder)
+
+
+def remove_finder(finder: Callable[[str], tuple[int, str] | None]) -> None:
+    if finder in _finders:
+        _finders.remove(finder)
+
+
 def find_position(text: str) -> tuple[int, str] | None:
-    """(offset, where the value came from) of the first registered value in ``text``."""
+    """(offset, where the value came from) of the first registered value in ``text`` (or
+    of a value a finder knows of: a daemon job's client's keys)."""
     hits = [(at, source_of(value)) for value in secret_values()
             if (at := text.find(value)) >= 0]
+    for finder in list(_finders):
+        hit = finder(text)
+        if hit is not None:
+            hits.append((int(hit[0]), str(hit[1])))
     return min(hits) if hits else None
 
 

@@ -16,7 +16,7 @@ from orchestrator.errors import ProviderError
 from orchestrator.gateway import reported_cost
 from orchestrator.models import ResolvedModel, register_litellm_keys
 from orchestrator.request import Request, Response, ToolCall, Usage
-from orchestrator.secrets import register_headers, scrub, scrub_values
+from orchestrator.secrets import register_params, scrub, scrub_values
 from orchestrator.token_counts import MAX_TOKEN_COUNT, read_count
 
 # Declared providers need *some* key for litellm's OpenAI client; local servers ignore it.
@@ -60,7 +60,7 @@ class Server:
             kwargs["api_key"] = NO_KEY
         kwargs.update(litellm_prices(model))
         kwargs.update(request.params)
-        register_headers(kwargs.get("extra_headers") or kwargs.get("headers"))
+        register_params(kwargs)  # the Request registered its own; the model's are added here
         return kwargs
 
     async def complete(self, model: ResolvedModel, request: Request,

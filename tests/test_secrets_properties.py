@@ -11,6 +11,8 @@ import base64
 import itertools
 import json
 import os
+import re
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -202,3 +204,82 @@ def test_a_key_leaves_through_no_council_stage(scripted_server, scratch, name, v
     kinds = {r.model for r in scripted_server.requests[before:]}
     assert {"alpha", "bravo", "charlie", "delta"} <= kinds
     _assert_nowhere(value, home, results, [r.body for r in scripted_server.requests[before:]])
+
+
+# -- headers a plugin or a variant adds, under names that do not look like secrets --------------
+
+# A plugin that adds a header on every request, its name and value from the environment
+# (variables whose names say nothing of a secret: the safety net of secret-named variables
+# does not catch them).
+HEADER_PLUGIN = """
+import os
+from orchestrator.hookspecs import hookimpl
+
+@hookimpl
+def before_request(leg, request):
+    headers = {os.environ["HDRPLUG_HEADER"]: os.environ["HDRPLUG_VAL"]}
+    return request.evolve(params={**request.params, "extra_headers": headers})
+"""
+header_names = st.from_regex(r"X-[A-Z][a-z]{2,8}(-[A-Z][a-z]{2,8})?", fullmatch=True).filter(
+    lambda n: not re.search(r"auth|key|tok|secret|pass", n, re.I))
+
+
+@pytest.fixture
+def header_plugin(tmp_path, monkeypatch):
+    from test_plugins_loading import Site
+
+    path = tmp_path / "site"
+    path.mkdir()
+    monkeypatch.syspath_prepend(str(path))
+    site = Site(path)
+    site.install("orch-test-headers", "1.0", {"hdrplug": HEADER_PLUGIN})
+    yield site
+    for name in site.modules:
+        sys.modules.pop(name, None)
+
+
+def _sent_header(request, name: str) -> str | None:
+    return {k.lower(): v for k, v in request.headers.items()}.get(name.lower())
+
+
+@SLOW
+@given(header=header_names, value=keys)
+def test_a_header_a_plugin_adds_is_never_written(scripted_server, scratch, header_plugin,
+                                                 header, value):
+    """The first request of the first leg too: it is logged before it is sent."""
+    home, env = _fresh_home(scratch, "SCRIPTED_UNUSED", "x")
+    env.update(HDRPLUG_HEADER=header, HDRPLUG_VAL=value)
+    n = next(_n)
+    before = len(scripted_server.requests)
+    scripted_server.script(f"t{n}", Reply(tool_calls=[{"name": "list", "arguments": {},
+                                                       "id": "l"}]), Reply(text="done"))
+    ws = scratch / f"ws{n}"
+    (ws / ".git").mkdir(parents=True)
+    results = [_invoke(env, "provider", "add", "acme", "--base-url", scripted_server.url)]
+    results.append(_invoke(env, "fanout", "-m", f"acme/t{n},acme/u{n}", "-p", "Go.",
+                           "--workspace", str(ws), "--json"))
+    assert results[-1].exit_code == 0, results[-1].output
+    results.append(_invoke(env, "status", json.loads(results[-1].stdout)["wave_id"]))
+    sent = scripted_server.requests[before:]
+    assert len(sent) == 3 and all(_sent_header(r, header) == value for r in sent)
+    _assert_nowhere(value, home, results, [r.body for r in sent])
+
+
+@SLOW
+@given(header=header_names, value=keys)
+def test_a_header_a_variant_adds_is_never_written(scripted_server, scratch, header, value):
+    """config.json holds it (the user wrote it there); nothing orch writes does."""
+    home, env = _fresh_home(scratch, "SCRIPTED_UNUSED", "x")
+    n = next(_n)
+    before = len(scripted_server.requests)
+    results = [_invoke(env, "provider", "add", "acme", "--base-url", scripted_server.url)]
+    config = json.loads((home / "config.json").read_text())
+    config["variants"] = {"hdr": {"temperature": 0.1, "extra_headers": {header: value}}}
+    (home / "config.json").write_text(json.dumps(config))
+    results.append(_invoke(env, "fanout", "-m", f"acme/v{n}@hdr", "-p", "Go.", "--json"))
+    assert results[-1].exit_code == 0, results[-1].output
+    results.append(_invoke(env, "runs", "--json"))
+    sent = scripted_server.requests[before:]
+    assert len(sent) == 1 and _sent_header(sent[0], header) == value
+    (home / "config.json").unlink()
+    _assert_nowhere(value, home, results, [r.body for r in sent])

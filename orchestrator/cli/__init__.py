@@ -78,8 +78,9 @@ class LazyGroup(click.Group):
         except Terminated:
             click.echo("orch: terminated", err=True)
             ctx.exit(143)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
+                BrokenPipeError):
+            raise  # BrokenPipeError: stdout's reader left; main() ends quietly
         except Exception as exc:  # a bug, not bad input: still one line, the trace in the log
             from orchestrator.runtime import log
             from orchestrator.secrets import scrub
@@ -176,6 +177,17 @@ def main() -> None:
     # Watched from the first line to the last: SIGINT is KeyboardInterrupt already; SIGTERM
     # becomes Terminated (exit 143, one line) instead of a silent kill mid-write.
     signal.signal(signal.SIGTERM, _terminate)
+    from orchestrator import closed_pipe
+
+    closed_pipe.install()  # `orch runs | head -1`: the rest goes nowhere, the run goes on
+    try:
+        _main()
+    except BrokenPipeError:  # a write around sys.stdout (its buffer) met the closed pipe
+        closed_pipe.silence(sys.__stdout__)
+        sys.exit(0)
+
+
+def _main() -> None:
     from orchestrator.daemon.client import delegate  # standard library only: no litellm
 
     code = delegate(sys.argv[1:])  # a warm `orch serve` runs it, when one fits

@@ -18,6 +18,7 @@ import click
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
 from orchestrator.models import resolve
+from orchestrator.secrets import mask_url
 
 # Names that end up inside model specs (`ID/MODEL`, `--models a,b`, `MODEL@VARIANT`): keep them
 # free of the separators those specs use.
@@ -126,7 +127,7 @@ def _check_cost(flag: str, value: float) -> float:
 
 
 def _describe_provider(pid: str, entry: dict[str, Any]) -> str:
-    parts = [pid, entry.get("base_url", "?")]
+    parts = [pid, mask_url(entry.get("base_url")) or "?"]
     env = entry.get("api_key_env")
     if env:
         parts.append(f"key ${env} ({'set' if os.environ.get(env) else 'unset'})")
@@ -230,7 +231,7 @@ def provider_add(provider_id: str, base_url: str, api_key_env: str | None,
     config.providers[provider_id] = entry
     config.save()
     if old is not None:
-        click.echo(f"replaced provider {provider_id} (was {old.get('base_url', '?')})")
+        click.echo(f"replaced provider {provider_id} (was {mask_url(old.get('base_url')) or '?'})")
     else:
         click.echo(f"added provider {provider_id}; address its models as {provider_id}/MODEL")
     if "api_key_env" in entry and not os.environ.get(entry["api_key_env"]):
@@ -251,6 +252,7 @@ def provider_list(as_json: bool) -> None:
     providers = Config.load().providers
     if as_json:
         echo_json([{"id": pid, **providers[pid],
+                    "base_url": mask_url(providers[pid].get("base_url")),
                     "api_key_set": bool(providers[pid].get("api_key_env")
                                         and os.environ.get(providers[pid]["api_key_env"]))}
                    for pid in sorted(providers)])

@@ -30,7 +30,7 @@ def _hello():
     from orchestrator.daemon.client import hello
 
     path = paths.socket_path()
-    return hello(path) if path.exists() else None
+    return hello(path)  # raises paths.Untrusted for a socket that is not ours
 
 
 def _ask(kind: str) -> dict | None:
@@ -137,7 +137,14 @@ def stop() -> None:
 
 
 def _pid_from_file() -> int | None:
+    """The pid in orch.pid, when that file and its directory are ours alone (a pid file
+    someone else could write must never choose the process we signal)."""
     from orchestrator.daemon import paths
+
+    try:
+        paths.check_owned(paths.pid_path(), kind="file")
+    except (OSError, OrchError):
+        return None
 
     try:
         pid = int(paths.pid_path().read_text().strip())

@@ -34,10 +34,28 @@ def job_command(argv: list[str]) -> str | None:
 
 
 def hello(path: Path, timeout: float = 5.0) -> tuple[Channel, dict] | None:
-    """A connection and the daemon's greeting, or None when nothing answers there."""
+    """A connection and the daemon's greeting, or None when nothing answers there.
+
+    The daemon is authenticated before a word is said to it (docs/security.md): the socket
+    and its directory are ours (``lstat``, no symlink, the directory 0700) and the process
+    listening runs as our uid (``SO_PEERCRED``). Raises :class:`paths.Untrusted` otherwise."""
+    try:
+        paths.check_owned(path)
+    except paths.Untrusted:
+        raise
+    except OSError:  # nothing there, or a path we cannot even look at: nobody to talk to
+        return None
     try:
         chan = connect(path, timeout)
     except OSError:
+        return None
+    try:
+        paths.check_listener(chan.sock, path)
+    except paths.Untrusted:
+        chan.close()
+        raise
+    except OSError:
+        chan.close()
         return None
     try:
         chan.sock.settimeout(timeout)  # a wedged daemon is as good as none
@@ -76,7 +94,11 @@ def delegate(argv: list[str]) -> int | None:
     if command is None:
         return None
     path = paths.socket_path()
-    greeted = hello(path) if path.exists() else None
+    try:
+        greeted = hello(path)
+    except paths.Untrusted as exc:  # nothing was sent: not argv, not the environment
+        print(f"orch: {exc} (this run goes in-process)", file=sys.stderr)
+        return None
     if greeted is None:
         if _config_daemon() == "auto":
             spawn_daemon()  # this run goes in-process; the next finds it warm
@@ -96,7 +118,10 @@ def delegate(argv: list[str]) -> int | None:
         # "home", "config": a daemon for another ORCH_HOME or other plugin switches
         # (ORCH_PLUGINS, ORCH_DISABLE_PLUGINS): as if none ran (docs/serve.md)
         return None
-    return Relay(chan, argv, send_all_keys=command == "bench").run()
+    from orchestrator.daemon.keyset import key_names, read_config
+
+    allowed = key_names(argv, read_config(paths.home()), os.environ)
+    return Relay(chan, argv, send_all_keys=command == "bench", allowed=allowed).run()
 
 
 def _secret_named(name: str) -> bool:
@@ -113,10 +138,13 @@ class _Signalled(Exception):  # noqa: N818 - a signal, carried out of a blocking
 class Relay:
     """One job: send it, then write what comes back until its exit code arrives."""
 
-    def __init__(self, chan: Channel, argv: list[str], *, send_all_keys: bool) -> None:
+    def __init__(self, chan: Channel, argv: list[str], *, send_all_keys: bool,
+                 allowed: set[str] | None = None) -> None:
         self.chan = chan
         self.argv = argv
         self.send_all_keys = send_all_keys  # bench: command contestants inherit every key
+        self.allowed = set(allowed or ())  # the key variables the job's models need
+        self.refused: set[str] = set()
         self.wave_id: str | None = None
         self.signals = 0
         self._sending = False
@@ -135,7 +163,7 @@ class Relay:
             env.setdefault("LINES", str(size.lines))
         return {"t": "run", "argv": self.argv, "cwd": os.getcwd(), "tty": tty,
                 "env": {k: v for k, v in env.items() if k not in secret},
-                "secret_names": sorted(secret)}
+                "secret_names": sorted(secret & self.allowed)}
 
     def run(self) -> int:
         from orchestrator.secrets import scrub_values
@@ -204,7 +232,13 @@ class Relay:
                 os.dup2(devnull.fileno(), stream.fileno())
         elif kind == "env":
             self._send({"t": "reply", "id": message.get("id"),
-                        "value": os.environ.get(message.get("name", ""))})
+                        "value": self._key(message.get("name"))})
+        elif kind == "find":  # the briefing check: a variable's name comes back, no value
+            from orchestrator.secrets import find_position
+
+            hit = find_position(str(message.get("text", "")))
+            self._send({"t": "reply", "id": message.get("id"),
+                        "value": list(hit) if hit else None})
         elif kind == "stdin":
             import base64
 
@@ -219,6 +253,17 @@ class Relay:
         elif kind == "exit":
             sys.stdout.flush()
             return int(message.get("code", 1))
+        return None
+
+    def _key(self, name) -> str | None:
+        """A key variable the daemon asks for: only one of the names this client computed
+        from the job (keyset.py); any other is refused, and said once."""
+        if isinstance(name, str) and name in self.allowed:
+            return os.environ.get(name)
+        if name not in self.refused:
+            self.refused.add(name)
+            print(f"orch: the daemon asked for ${name}, which no model of this job uses: "
+                  "refused (run with --no-daemon if the job needs it)", file=sys.stderr)
         return None
 
     def _daemon_died(self) -> int:

@@ -114,6 +114,15 @@ class Job:
             register(value, f"${name}")
             self.env[name] = value
 
+    def find_secret(self, text: str) -> tuple[int, str] | None:
+        """Where ``text`` holds one of the client's key values (``$GITHUB_TOKEN``...), which
+        it never sent: asked of the client, which answers with an offset and a variable's
+        name, never a value. The same check as in-process (briefing.check_briefing)."""
+        hit = self._ask({"t": "find", "text": text})
+        if isinstance(hit, list) and len(hit) == 2:
+            return int(hit[0]), str(hit[1])
+        return None
+
     def stdin(self, mode: str) -> bytes:
         if mode == "all" and self._stdin is not None:
             return self._stdin

@@ -20,6 +20,8 @@ import threading
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from orchestrator import secrets
+
 _job: contextvars.ContextVar[Any] = contextvars.ContextVar("orch_daemon_job", default=None)
 
 
@@ -261,6 +263,7 @@ def install() -> None:
         logger_factory=structlog.stdlib.LoggerFactory(), cache_logger_on_first_use=True)
     runtime.job_logging = JobLogging()
     runtime.configure_logging.cache_clear()
+    secrets.add_finder(_clients_keys)
     _inherit_job_in_threads()
     _job_env_for_children()
 
@@ -294,7 +297,14 @@ def uninstall() -> None:
     subprocess.Popen.__init__ = _saved["popen"]  # type: ignore[method-assign]
     runtime.job_logging = None
     runtime.configure_logging.cache_clear()
+    secrets.remove_finder(_clients_keys)
     _saved.clear()
+
+
+def _clients_keys(text: str) -> tuple[int, str] | None:
+    """A key value of the calling job's client in ``text`` (the briefing check)."""
+    job = _job.get()
+    return None if job is None else job.find_secret(text)
 
 
 def _inherit_job_in_threads() -> None:

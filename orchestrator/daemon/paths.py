@@ -15,8 +15,10 @@ from pathlib import Path
 
 from orchestrator import __version__
 from orchestrator.config import home
+from orchestrator.errors import OrchError
 
 SOCKET = "orch.sock"
+_FIX = "set XDG_RUNTIME_DIR to a directory only you can enter"
 PROTOCOL = 1
 
 
@@ -40,8 +42,6 @@ def log_path() -> Path:
 def ensure_run_dir() -> Path:
     """The socket's directory, created 0700; refused when another user owns it or it is
     open to others (someone could swap the socket)."""
-    from orchestrator.errors import OrchError
-
     path = run_dir()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = path.stat()
@@ -51,6 +51,49 @@ def ensure_run_dir() -> Path:
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(path, 0o700)
     return path
+
+
+class Untrusted(OrchError):  # noqa: N818 - a verdict on a path, carried to the caller
+    """The socket's directory, the socket or its listener is not this user's: nothing may be
+    said to it. ``str()`` is the one line to show, its fix included."""
+
+
+def check_owned(path: Path, kind: str = "socket") -> None:
+    """Raise :class:`Untrusted` unless the socket at ``path`` and its directory are this
+    user's: neither a symlink, both owned by our uid, the directory 0700 (nobody else could
+    have put the socket there or swapped it). Checked with ``lstat``: a link is never
+    followed. A missing socket is no verdict (FileNotFoundError)."""
+    uid = os.getuid()
+    os.lstat(path)  # FileNotFoundError: nothing listens there, nothing to judge
+    for item, what in ((path.parent, "directory"), (path, kind)):
+        st = os.lstat(item)
+        if stat.S_ISLNK(st.st_mode):
+            raise Untrusted(f"the daemon's {what} {item} is a symlink (owner uid "
+                            f"{st.st_uid}): not trusted; {_FIX}")
+        if st.st_uid != uid:
+            raise Untrusted(f"the daemon's {what} {item} belongs to uid {st.st_uid}, not to "
+                            f"you (uid {uid}): not trusted; {_FIX}")
+        if what == "directory" and stat.S_IMODE(st.st_mode) & 0o077:
+            raise Untrusted(f"the daemon's directory {item} (owner uid {st.st_uid}) is open "
+                            f"to others (mode {stat.S_IMODE(st.st_mode):o}): not trusted; "
+                            f"`chmod 700 {item}` if it is yours")
+        if what == "socket" and not stat.S_ISSOCK(st.st_mode) or \
+                what == "file" and not stat.S_ISREG(st.st_mode):
+            raise Untrusted(f"{item} (owner uid {st.st_uid}) is not a {what}: not trusted; "
+                            "remove it")
+
+
+def check_listener(sock, path: Path) -> None:
+    """Raise :class:`Untrusted` unless the process listening at the other end of our own
+    connection runs as our uid (``SO_PEERCRED``: the kernel's word, not the peer's)."""
+    import socket
+    import struct
+
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        raise Untrusted(f"the daemon listening on {path} (pid {pid}) runs as uid {uid}, not "
+                        f"as you (uid {os.getuid()}): not trusted; {_FIX}")
 
 
 def compat() -> dict:

@@ -24,7 +24,9 @@ _PROMPT = {"type": "string", "minLength": 1, "pattern": r"\S",
 _CONTEXT = {"type": "array", "maxItems": 100,
             "items": {"type": "string", "minLength": 1},
             "description": "Paths of files to append to the briefing (relative to the "
-                           "directory orch mcp was started in). Each is read once and "
+                           "directory orch mcp was started in, and inside that project: a "
+                           "path outside it, through a symlink out, or to a credential "
+                           "file such as .env is refused). Each is read once and "
                            "shared by every model; large files cost input tokens on every "
                            "model."}
 _TIMEOUT = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_MIN,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.engine.record import RUNNING
+from orchestrator.mcp_server.confine import context_paths
 from orchestrator.secrets import scrub_doc
 
 TOP_FINDINGS = 10  # council_run returns the most agreed-on findings; report.md has them all
@@ -64,7 +65,8 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
 
     cfg = runtime.config()
     specs = choose_models(_models(args), args.get("council"), cfg, runtime.plugin_manager())
-    briefing = compose(read_prompt(args["prompt"], None), read_context(args.get("context") or []))
+    briefing = compose(read_prompt(args["prompt"], None),
+                       read_context(context_paths(args.get("context") or [])))
     spec, pm = prepare_wave(
         specs, briefing, "prompt", cfg=cfg, runs=config_mod.runs_dir(), chair=args.get("chair"),
         timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
@@ -86,7 +88,7 @@ async def council_run(args: dict[str, Any], job: Job) -> dict[str, Any]:
     run = prepare_council(
         read_prompt(args["prompt"], None), "prompt", cfg=runtime.config(), models=_models(args),
         council_name=args.get("council"), chair=args.get("chair"), diff=args.get("diff"),
-        context=tuple(args.get("context") or ()),
+        context=tuple(context_paths(args.get("context") or [])),
         timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
         tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
         tag=args.get("tag"), no_plugins=False, runs_dir=None, budgets=_budgets(args),
