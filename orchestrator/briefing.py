@@ -50,7 +50,8 @@ def prompt_source_name(prompt: str | None, prompt_file: str | None) -> str:
 def read_context(paths: tuple[str, ...] | list[str]) -> str:
     """Each file as a fenced section, in the order given, its credential content (a
     private key, a token in a URL, ...) withheld with the rule named, and said on stderr."""
-    from orchestrator.credential_content import withhold
+    from orchestrator.credential_content import Withheld, withhold
+    from orchestrator.secrets import find_position
 
     sections, total = [], 0
     for raw in paths:
@@ -68,7 +69,10 @@ def read_context(paths: tuple[str, ...] | list[str]) -> str:
         if total > MAX_CONTEXT_BYTES:
             raise OrchError(f"context files add up to more than {MAX_CONTEXT_BYTES:,} bytes; "
                             "pass fewer or smaller files")
-        withheld = withhold(data.decode("utf-8", errors="replace"))
+        text = data.decode("utf-8", errors="replace")
+        # a key orch itself sends is refused by check_briefing, naming the file and line;
+        # withholding it here would hide that the user is about to send their own key
+        withheld = Withheld(text, ()) if find_position(text) else withhold(text)
         if withheld:
             import click
 
