@@ -2,7 +2,7 @@
 
 Every path a model sends is resolved the way the operating system would (symlinks followed,
 ``..`` applied after them) and the *resolved* path is what gets opened, so nothing outside
-the root can be read whatever the spelling. Each refusal is a :class:`Refused` whose message
+the root can be read whatever the spelling. Each refusal is a :class:`PathRefused` whose message
 tells the model what to send instead.
 
 The rules are the core's (the built-in workspace tools and :mod:`orchestrator.workspace`'s
