@@ -26,13 +26,12 @@ import stat
 from collections.abc import Callable
 from typing import Any
 
-from orch_plugins.workspace_paths import Refused, Workspace, glob_regex, kind
-from orch_plugins.workspace_policy import withheld_note
-
 from orchestrator import tool_thread
 from orchestrator.credential_content import MARK, KeyBlocks, note, withhold
 from orchestrator.hookspecs import hookimpl
 from orchestrator.tools import Tool
+from orchestrator.workspace.paths import Refused, Workspace, glob_regex, kind
+from orchestrator.workspace.policy import withheld_note
 
 NAME = "workspace"
 DEFAULTS: dict[str, int] = {

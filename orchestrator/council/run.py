@@ -290,7 +290,7 @@ class CouncilRun:
 
     async def _chair(self) -> None:
         packet = chair_packet(self.plan.briefing, self.reviews, self.bundle.labels, self.tally,
-                              self.notices)
+                              self.notices, nonce=self.bundle.nonce)
         self.art.text("chair-packet.md", packet)
 
         async def attempt(model, briefing, name, kind):

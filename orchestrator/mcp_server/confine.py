@@ -2,7 +2,7 @@
 
 On the command line ``-c FILE`` is the human's choice. Over MCP the caller is a coding agent
 that a file or a web page may have prompt-injected, so its ``context`` paths pass the very
-rules the workspace tools apply to a model (plugins/workspace_paths.py): inside the
+rules the workspace tools apply to a model (orchestrator/workspace/): inside the
 workspace root once symlinks and ``..`` are resolved, not deny-listed (``.env``, keys,
 credential files), a regular file. Anything else is a one-line tool error; nothing is read.
 """
@@ -19,9 +19,8 @@ def _workspace(cwd: Path, first: str):
     """The workspace the agent's paths must stay in: the git work tree around the directory
     orch mcp runs in (as the workspace tools'), else that directory itself, never a home
     directory or /; with the workspace plugin's deny/allow."""
-    from orch_plugins.workspace_paths import Workspace
-
     from orchestrator import runtime
+    from orchestrator.workspace.paths import Workspace
     from orchestrator.workspace_root import _too_wide, choose
 
     root, _notice = choose(None, cwd=cwd)
@@ -41,7 +40,7 @@ def context_paths(raw_paths: list[str] | tuple[str, ...], cwd: Path | None = Non
     file; :class:`OrchError` (one line) for the first that leaves the workspace."""
     if not raw_paths:
         return []
-    from orch_plugins.workspace_paths import Refused
+    from orchestrator.workspace.paths import Refused
 
     cwd = (cwd or Path.cwd()).resolve()
     ws = _workspace(cwd, str(raw_paths[0]))

@@ -1,12 +1,14 @@
 """The public confinement API: a path a model (or an agent) names, read under the workspace's
 rules, for third-party tools and orch's own surfaces alike.
 
-The rules are the built-in workspace tools' own (``orch_plugins.workspace_paths``, an
-internal): the path resolved as the operating system would (symlinks followed, ``..``
-applied after them) and kept under the root; the credential deny-list (``.env*``,
-``.ssh/``, ``id_*``, ``.git/config``, ... case-insensitive; a hard link to one by inode);
-never ``/proc``, ``/sys`` or ``/dev``; regular files only; a size limit; text only. What is
-read has its credential content withheld (:mod:`orchestrator.credential_content`).
+The rules live here in the core (:mod:`orchestrator.workspace.paths`, the confinement checks;
+:mod:`orchestrator.workspace.policy`, the deny-list and ``.gitignore``), and the built-in
+workspace tools (``orch_plugins.workspace``) import them: the path resolved as the operating
+system would (symlinks followed, ``..`` applied after them) and kept under the root; the
+credential deny-list (``.env*``, ``.ssh/``, ``id_*``, ``.git/config``, ... case-insensitive;
+a hard link to one by inode); never ``/proc``, ``/sys`` or ``/dev``; regular files only; a
+size limit; text only. What is read has its credential content withheld
+(:mod:`orchestrator.credential_content`).
 
     from orchestrator import workspace
 
@@ -26,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.credential_content import withhold
+from orchestrator.workspace.paths import PathRefused, Workspace
+
+__all__ = ["MAX_BYTES", "PathRefused", "read_text", "resolve", "rules"]
 
 MAX_BYTES = 8_000_000  # the built-in ``read`` tool's own limit (max_file_bytes)
-
-
-class PathRefused(Exception):  # noqa: N818 - a refusal to show a model, not a crash
-    """A path the workspace rules will not open; ``str()`` is one line for the model."""
 
 
 def rules(leg: Any) -> dict[str, Any]:
@@ -41,9 +42,7 @@ def rules(leg: Any) -> dict[str, Any]:
     return {"deny": settings.get("deny", ()), "allow": settings.get("allow", ())}
 
 
-def _workspace(root: str | os.PathLike, deny: Iterable[str], allow: Iterable[str]):
-    from orch_plugins.workspace_paths import Workspace
-
+def _workspace(root: str | os.PathLike, deny: Iterable[str], allow: Iterable[str]) -> Workspace:
     if root is None:
         raise PathRefused("there is no workspace to read from; pass the text itself")
     return Workspace(root, list(deny), list(allow))
@@ -55,12 +54,7 @@ def resolve(path: str, root: str | os.PathLike, *, want: str | None = "file",
 
     ``path`` is relative to ``root`` (an absolute path must lie inside it); ``want`` is
     ``"file"`` (a regular file, the default), ``"dir"`` or None (either)."""
-    from orch_plugins.workspace_paths import Refused
-
-    try:
-        return Path(_workspace(root, deny, allow).resolve(path, want=want))
-    except Refused as refused:
-        raise PathRefused(str(refused)) from None
+    return Path(_workspace(root, deny, allow).resolve(path, want=want))
 
 
 def read_text(path: str, root: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
@@ -69,8 +63,6 @@ def read_text(path: str, root: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
     replaced), with its credential content withheld as ``[withheld: RULE]``; or
     :class:`PathRefused` (outside the root, deny-listed, not a regular file, larger than
     ``max_bytes``, binary)."""
-    from orch_plugins.workspace_paths import Refused
-
     ws = _workspace(root, deny, allow)
     try:
         real = ws.resolve(path, want="file")
@@ -81,8 +73,6 @@ def read_text(path: str, root: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
         ws.check_text(real)
         with open(real, encoding="utf-8", errors="replace", newline="") as fh:
             text = fh.read(max_bytes + 1)
-    except Refused as refused:
-        raise PathRefused(str(refused)) from None
     except OSError as exc:
         raise PathRefused(f"{path!r} cannot be read ({exc.strerror or exc})") from None
     return withhold(text).text

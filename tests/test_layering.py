@@ -1,0 +1,138 @@
+"""The layers, read from the import graph (``ast``, imports inside functions included):
+
+- the core never imports a plugin: nothing under ``orchestrator/`` imports ``orch_plugins``
+  (plugins reach the core through hookspecs and public modules, never the reverse);
+- only a face imports a face: no module outside ``orchestrator.cli``, ``orchestrator.mcp_server``,
+  ``orchestrator.daemon`` and ``orchestrator.testing`` (core or plugin) imports one of them.
+
+The same rules as the project's ``import-cycles`` tool, kept in the suite so no new violation
+can land.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = (("orchestrator", "orchestrator"), ("plugins", "orch_plugins"))
+FACES = ("orchestrator.cli", "orchestrator.mcp_server", "orchestrator.daemon",
+         "orchestrator.testing")
+# Core modules that imported a face before this test existed (the import-cycles tool's list
+# on the day it was written). Each is a debt to pay back by moving what they use out of
+# cli/common; none may be added.
+KNOWN_FACE_IMPORTS = {
+    ("orchestrator.doctor", "orchestrator.cli.common"),
+    ("orchestrator.model_list", "orchestrator.cli.common"),
+}
+
+
+def modules(root: Path) -> dict[str, Path]:
+    """Dotted module name -> file, for the core and the built-in plugins."""
+    found = {}
+    for top, package in PACKAGES:
+        for path in sorted((root / top).rglob("*.py")):
+            rel = path.relative_to(root / top)
+            if "migrations" in rel.parts:
+                continue
+            name = ".".join((package, *rel.with_suffix("").parts)).removesuffix(".__init__")
+            found[name] = path
+    return found
+
+
+def imports(name: str, path: Path) -> set[str]:
+    """Every module ``name`` imports: ``import``, ``from ... import`` (relative ones made
+    absolute) and ``importlib.import_module``/``__import__`` of a literal name."""
+    out: set[str] = set()
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".") if is_package else name.split(".")[:-1]
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            out.add(base)
+            out.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__"):
+                out.add(node.args[0].value)
+    return out
+
+
+def face(module: str) -> str | None:
+    return next((f for f in FACES if module == f or module.startswith(f + ".")), None)
+
+
+def violations(root: Path) -> tuple[list[str], set[tuple[str, str]]]:
+    """(core modules importing a plugin, (importer, face module) pairs from outside the
+    faces)."""
+    mods = modules(root)
+
+    def resolved(target: str) -> str:  # the module a dotted name lands in (not a class in it)
+        while target and target not in mods:
+            target = target.rpartition(".")[0]
+        return target
+
+    core_to_plugin, to_face = set(), set()
+    for name, path in mods.items():
+        for target in imports(name, path):
+            if name.startswith("orchestrator") and (
+                    target == "orch_plugins" or target.startswith("orch_plugins.")):
+                core_to_plugin.add(f"{name} -> {resolved(target) or target}")
+            if face(target) and face(name) is None and name != "orchestrator.__main__":
+                to_face.add((name, resolved(target) or target))
+    return sorted(core_to_plugin), to_face
+
+
+def test_the_core_never_imports_a_plugin():
+    core_to_plugin, _ = violations(ROOT)
+    assert not core_to_plugin, (
+        "the core imports a plugin (move what it needs into the core and let the plugin "
+        "import it): " + "; ".join(core_to_plugin))
+
+
+def test_only_a_face_imports_a_face():
+    new = sorted(violations(ROOT)[1] - KNOWN_FACE_IMPORTS)
+    assert not new, ("a module outside cli/, mcp_server/, daemon/ and testing/ imports one of "
+                     "them: " + "; ".join(f"{m} -> {t}" for m, t in new))
+
+
+def test_the_known_debts_are_still_debts():
+    """An allowlisted import that is gone comes off the list, so it cannot come back."""
+    gone = sorted(KNOWN_FACE_IMPORTS - violations(ROOT)[1])
+    assert not gone, f"paid back: take these off KNOWN_FACE_IMPORTS: {gone}"
+
+
+@pytest.mark.parametrize("line, rule", [
+    ("from orch_plugins.workspace_paths import Workspace", "plugin"),
+    ("import orch_plugins.tiers", "plugin"),
+    ("importlib.import_module('orch_plugins.local')", "plugin"),
+    ("from orchestrator.cli.common import OrchError", "face"),
+    ("from orchestrator.daemon import server", "face"),
+    ("from ..mcp_server import schemas", "face"),
+])
+def test_the_checks_catch_a_new_violation(tmp_path, line, rule):
+    """A copy of the tree with one bad import inside a function is caught."""
+    for top, _ in PACKAGES:
+        for path in (ROOT / top).rglob("*.py"):
+            if "migrations" in path.parts or "__pycache__" in path.parts:
+                continue
+            copy = tmp_path / path.relative_to(ROOT)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(path.read_bytes())
+    victim = tmp_path / "orchestrator" / "council" / "chair.py"
+    victim.write_text(victim.read_text() + f"\n\ndef _late():\n    {line}\n")
+    core_to_plugin, to_face = violations(tmp_path)
+    if rule == "plugin":
+        assert any(v.startswith("orchestrator.council.chair -> orch_plugins") for v in
+                   core_to_plugin)
+    else:
+        assert any(m == "orchestrator.council.chair" for m, _ in to_face - KNOWN_FACE_IMPORTS)
