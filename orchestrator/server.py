@@ -192,8 +192,9 @@ def usage_of(u: Any, bound: int = MAX_TOKEN_COUNT) -> tuple[Usage, str | None]:
     counts = {}
     for name, value in raw.items():
         count, problem = read_count(value)
-        if problem is None and count > bound:
-            problem, count = f"{count:,} is past the bound of {bound:,}", bound
+        if count > bound:  # a count read from a string or a float is bounded too
+            problem = "; ".join(filter(None, (problem, f"{count:,} is past the bound of {bound:,}")))
+            count = bound
         if problem is not None:
             problems.append(f"{name} {problem}")
         counts[name] = count

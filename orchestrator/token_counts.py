@@ -34,7 +34,7 @@ def read_count(value: Any) -> tuple[int, str | None]:
         if isinstance(number, int):
             return number, None
         count, problem = read_count(number)
-        return count, problem or f"{value[:40]!r} is not a whole count"
+        return count, problem or f"{value[:40]!r} is a number written as text"
     if not isinstance(value, float) or not math.isfinite(value):
         return 0, f"{value!r:.40} is not a count"
     if value < 0:
