@@ -29,7 +29,7 @@ GROUP_BY = ("model", "day", "wave", "tag", "status", "kind", "user", "host")
 
 # The newest migration (orchestrator/migrations/versions). A ledger at this revision opens
 # without importing Alembic; tests/test_ledger_migrations.py checks it is Alembic's head.
-HEAD = "0002"
+HEAD = "0003"
 
 
 def utcnow() -> datetime:
@@ -55,6 +55,9 @@ class SpendRow(SQLModel, table=True):
     """One model call's usage and cost, written when the call ends however it ended."""
 
     __tablename__ = "spend"
+    __table_args__ = (sa.Index("ux_spend_leg", "wave_id", "leg_id", unique=True,
+                               sqlite_where=sa.text("seq IS NOT NULL"),
+                               postgresql_where=sa.text("seq IS NOT NULL")),)
 
     id: int | None = Field(default=None, primary_key=True)
     ts: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
@@ -78,6 +81,11 @@ class SpendRow(SQLModel, table=True):
     run_id: str | None = Field(default=None, index=True)  # a council run id
     user: str | None = Field(default=None, index=True)  # ORCH_USER, else the OS user
     host: str | None = None  # the machine that made the call
+    # How many billed requests of the leg the row holds (1, 2, ...): a leg's row is made at
+    # its first billed request and updated in place as the next ones are billed, never
+    # moved back (ledger_durable.py). Null on rows written whole (before 0003, plugins).
+    seq: int | None = None
+
 
 
 TABLE: sa.Table = SpendRow.__table__  # type: ignore[attr-defined]
@@ -85,6 +93,14 @@ COLUMNS = frozenset(c.name for c in TABLE.columns) - {"id"}
 REQUIRED = ("wave_id", "leg_id", "kind", "model", "provider", "status")
 DEFAULTS: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0,
                             "cached_tokens": 0, "cost_source": "unknown", "duration_s": 0.0}
+# The unique key of rows that carry a sequence: one row per leg, a replay, a retried write or
+# a second host can only move it forward (Ledger.append_many; migrations/versions/0003).
+LEG_KEY = ("wave_id", "leg_id")
+LEG_KEY_WHERE = sa.text("seq IS NOT NULL")
+# What a leg's durable row says while the leg runs: if the process dies now, this is true.
+# A row that says it is replaced by the leg's final row at the same ``seq``; a final row is
+# replaced only by one holding more billed requests (never by a replayed in-flight one).
+IN_FLIGHT = "aborted: the orch process ended before this leg finished"
 TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens")
 
 
