@@ -13,6 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
+from orchestrator.billed import IN_FLIGHT as _IN_FLIGHT
+
 # The one vocabulary of a row's status and the source of its cost (docs/spend.md). The ledger
 # refuses any other value at write time: a typo would otherwise fall out of every rollup.
 STATUSES = ("complete", "error", "refused", "aborted")
@@ -97,10 +99,8 @@ DEFAULTS: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "reasoning_to
 # a second host can only move it forward (Ledger.append_many; migrations/versions/0003).
 LEG_KEY = ("wave_id", "leg_id")
 LEG_KEY_WHERE = sa.text("seq IS NOT NULL")
-# What a leg's durable row says while the leg runs: if the process dies now, this is true.
-# A row that says it is replaced by the leg's final row at the same ``seq``; a final row is
-# replaced only by one holding more billed requests (never by a replayed in-flight one).
-IN_FLIGHT = "aborted: the orch process ended before this leg finished"
+# What a leg's durable row says while the leg runs (orchestrator/billed.py).
+IN_FLIGHT = _IN_FLIGHT
 TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens")
 
 

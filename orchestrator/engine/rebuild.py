@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engine.record import ABORTED, RUNNING, LegRecord
+from orchestrator.engine.record import ABORTED, RUNNING, LegRecord, now_iso
 from orchestrator.engine.wave import build_document, wave_status
 from orchestrator.errors import OrchError
+from orchestrator.billed import IN_FLIGHT
 from orchestrator.pids import same_process
 from orchestrator.store import read_json
 
@@ -71,7 +72,9 @@ def _read(path: Path) -> dict[str, Any]:
 def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     """The wave document for ``wave_id`` (exact or a unique prefix). A wave whose
     ``wave.json`` is not final is rebuilt from each leg's metadata.json; when the process
-    that ran it is gone, legs left ``running`` are reported ``aborted``."""
+    that ran it is gone, each leg is brought up to what the ledger and its outbox say it
+    was billed (engine/repair.py), legs left ``running`` are ``aborted``, and the repaired
+    files are written back (atomically, once)."""
     wave_id = resolve_wave_id(runs_dir, wave_id)
     wave_dir = runs_dir / wave_id
     doc: dict[str, Any] | None = None
@@ -96,11 +99,17 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     for leg in planned:  # legs that never wrote a file are still the wave's legs
         if leg.get("leg_id") and leg["leg_id"] not in on_disk:
             on_disk[leg["leg_id"]] = LegRecord.from_dict(leg)
+    changed: set[str] = set()
+    if not alive:  # the durable record knows more than the files a crash left behind
+        from orchestrator.engine.repair import from_record
+
+        changed = from_record(wave_id, on_disk)
     legs, chair = [], None
     for record in on_disk.values():
         if not alive and record.status in (RUNNING, "pending"):
             record.status = ABORTED
-            record.reason = "aborted: the orch process ended before this leg finished"
+            record.reason = IN_FLIGHT
+            changed.add(record.leg_id)
         if record.kind == "chair":
             chair = record
         else:
@@ -114,5 +123,12 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
                           "cost_exact", "wave_id", "runs_dir", "signal")}
     extra["rebuilt"] = True
     extra["alive"] = alive
-    return build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
-                          runs_dir=runs_dir, extra=extra)
+    if not alive:
+        extra["repaired_at"] = now_iso()
+    doc = build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
+                         runs_dir=runs_dir, extra=extra)
+    if not alive:  # once: the next open reads the repaired files as they are
+        from orchestrator.engine.repair import write_back
+
+        write_back(runs_dir, wave_dir, doc, [r for r in on_disk.values() if r.leg_id in changed])
+    return doc
