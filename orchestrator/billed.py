@@ -13,13 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.in_flight import IN_FLIGHT
 from orchestrator.request import Usage
-
-# What a leg's durable row says while the leg runs: if the process dies now, this is true.
-# The leg's end replaces it in place at the same ``seq``; an ended row is replaced only by
-# one holding more billed requests, never by a replayed in-flight one (ledger.py). Stdlib
-# only here: ``orch status`` reads it without importing the database layer.
-IN_FLIGHT = "aborted: the orch process ended before this leg finished"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-from orchestrator.billed import IN_FLIGHT as _IN_FLIGHT
+from orchestrator.in_flight import IN_FLIGHT as _IN_FLIGHT
 
 # The one vocabulary of a row's status and the source of its cost (docs/spend.md). The ledger
 # refuses any other value at write time: a typo would otherwise fall out of every rollup.
@@ -99,8 +99,7 @@ DEFAULTS: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "reasoning_to
 # a second host can only move it forward (Ledger.append_many; migrations/versions/0003).
 LEG_KEY = ("wave_id", "leg_id")
 LEG_KEY_WHERE = sa.text("seq IS NOT NULL")
-# What a leg's durable row says while the leg runs (orchestrator/billed.py).
-IN_FLIGHT = _IN_FLIGHT
+IN_FLIGHT = _IN_FLIGHT  # what a leg's durable row says while the leg runs
 TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens")
 
 

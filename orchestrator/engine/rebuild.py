@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.billed import IN_FLIGHT
 from orchestrator.engine.record import ABORTED, RUNNING, LegRecord, now_iso
 from orchestrator.engine.wave import build_document, wave_status
 from orchestrator.errors import OrchError
+from orchestrator.in_flight import IN_FLIGHT
 from orchestrator.pids import same_process
 from orchestrator.store import read_json
 
