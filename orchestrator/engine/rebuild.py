@@ -132,3 +132,21 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
 
         write_back(runs_dir, wave_dir, doc, [r for r in on_disk.values() if r.leg_id in changed])
     return doc
+
+
+def repair_dead(runs_dir: Path) -> list[str]:
+    """Open every wave under ``runs_dir`` whose ``wave.json`` says ``running`` while the
+    process that ran it is gone, so :func:`load_wave` repairs it: what a daemon does on
+    start-up for the waves the one before it left behind. The ids repaired."""
+    repaired = []
+    for path in sorted(runs_dir.glob("*/wave.json")):
+        doc = _read(path)
+        if doc.get("status") != "running" or same_process(doc.get("pid"),
+                                                          doc.get("pid_started")):
+            continue
+        try:
+            load_wave(runs_dir, path.parent.name)
+        except (OrchError, OSError, ValueError, KeyError, TypeError):
+            continue  # `orch status` on it says what is wrong, in its own words
+        repaired.append(path.parent.name)
+    return repaired
