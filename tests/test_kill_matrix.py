@@ -190,3 +190,43 @@ def test_kill_9_of_the_daemon_loses_no_billed_request_and_its_restart_repairs_th
     finally:
         for fd in held:
             os.close(fd)
+
+
+def test_a_full_disk_at_the_end_leaves_paid_legs_repaired_from_the_outbox(
+        orch, scripted_server, orch_home, monkeypatch):
+    """The issue's case: the ledger cannot be reached, and the disk is full once the legs
+    answered — their final metadata.json and wave.json are never written, the rows wait in
+    the outbox. The process exits; `orch status` must not show the paid legs `aborted $0`."""
+    from orchestrator import store
+
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    for n in range(1, 5):
+        scripted_server.script(f"m{n}", Reply(text="paid", usage=usage(n)))
+    blocker = orch_home / "not-a-dir"  # the ledger is unreachable: rows go to the outbox
+    blocker.write_text("a file where a directory should be")
+    monkeypatch.setenv("ORCH_LEDGER_URL", f"sqlite:///{blocker}/ledger.db")
+    real = store._write_tmp
+
+    def full_disk(path, text, *args, **kwargs):
+        if path.name in ("metadata.json", "wave.json") and '"running"' not in text[:2000]:
+            raise OSError(28, "No space left on device")
+        return real(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(store, "_write_tmp", full_disk)
+    run = orch.run_wave([f"m{n}" for n in range(1, 5)])
+    monkeypatch.setattr(store, "_write_tmp", real)
+    wave = run.doc["wave_id"]
+    stale = json.loads((orch_home / "runs" / wave / "wave.json").read_text())
+    assert stale["status"] == "running"  # what the full disk left
+    ended = subprocess.Popen(["true"])  # the wave's process has exited since (exit 2): a
+    ended.wait()  # wave.json naming a process that is gone
+    stale["pid"] = ended.pid
+    (orch_home / "runs" / wave / "wave.json").write_text(json.dumps(stale))
+
+    doc = json.loads(CliRunner().invoke(cli, ["status", wave, "--json"]).stdout)
+    assert [leg["status"] for leg in doc["legs"]] == ["complete"] * 4, doc["legs"]
+    costs = [(usage(n)["prompt_tokens"] * IN_PRICE + usage(n)["completion_tokens"]
+              * OUT_PRICE) / 1e6 for n in range(1, 5)]
+    assert [leg["cost_usd"] for leg in doc["legs"]] == pytest.approx(costs)
+    assert doc["status"] == "complete" and doc["cost_usd"] == pytest.approx(sum(costs))
+    assert all("repaired from the outbox" in " ".join(leg["notes"]) for leg in doc["legs"])
