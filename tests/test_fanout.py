@@ -202,12 +202,16 @@ def test_status_rebuilds_a_wave_from_its_legs(orch, scripted_server, orch_home):
     (wave_dir / "wave.json").unlink()
     meta_path = orch_home / "runs" / f"{run.doc['wave_id']}-2" / "metadata.json"
     meta = json.loads(meta_path.read_text())
-    meta["status"] = "running"  # as if the process died mid-leg
-    meta_path.write_text(json.dumps(meta))
+    meta.update(status="running", billed=0)  # as if the process died mid-leg, before its
+    meta_path.write_text(json.dumps(meta))  # answer was billed: no ledger row of it either
+    with sqlite3.connect(orch_home / "ledger.db") as con:
+        con.execute("delete from spend where leg_id = ?", (meta["leg_id"],))
     result = CliRunner().invoke(cli, ["status", run.doc["wave_id"], "--json"])
     doc = json.loads(result.stdout)
     assert doc["rebuilt"] is True and doc["status"] == "partial"
     assert [leg["status"] for leg in doc["legs"]] == ["complete", "aborted"]
+    # written back: the next reader finds the wave final
+    assert json.loads((wave_dir / "wave.json").read_text())["status"] == "partial"
 
 
 @both_ways
