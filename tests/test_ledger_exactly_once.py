@@ -86,3 +86,28 @@ def test_a_row_only_moves_forward(ledger_url, orch_home):
     assert len(ledger.rows()) == 3
     with pytest.raises(ValueError, match="seq -1 is not a request count"):
         ledger.append({**base, "status": "complete", "seq": -1})
+
+
+def test_billed_legs_reads_the_ledger_and_the_outbox_furthest_first(ledger_url, orch_home):
+    """What retries and repair plan from: per leg, the furthest of the ledger's row and the
+    outbox's lines, and whether the leg ended or completed."""
+    from orchestrator.billed import billed_legs
+
+    ledger = Ledger(ledger_url)
+    base = {"wave_id": "w", "kind": "leg", "model": "p/m", "provider": "p",
+            "cost_source": "declared", "status": "aborted", "reason": IN_FLIGHT}
+    ledger.append({**base, "leg_id": "w-1", "seq": 2, "input_tokens": 20, "cost_usd": 2.0})
+    ledger.append({**base, "leg_id": "w-2", "seq": 1, "input_tokens": 10, "cost_usd": 1.0})
+    ledger.append({**base, "leg_id": "w-4", "status": "complete", "reason": None})  # no seq
+    ledger.close()
+    outbox.append(ledger_url, {**base, "leg_id": "w-1", "seq": 1, "input_tokens": 10})  # behind
+    outbox.append(ledger_url, {**base, "leg_id": "w-2", "seq": 1, "status": "complete",
+                               "reason": None, "input_tokens": 10, "cost_usd": 1.0})
+    outbox.append(ledger_url, {**base, "leg_id": "w-3", "seq": 3, "input_tokens": 30,
+                               "cost_usd": 3.0})
+    legs = billed_legs("w", ledger_url)
+    got = {k: (b.seq, b.ended, b.complete, b.usage.input_tokens, b.cost_usd)
+           for k, b in legs.items()}
+    assert got == {"w-1": (2, False, False, 20, 2.0), "w-2": (1, True, True, 10, 1.0),
+                   "w-3": (3, False, False, 30, 3.0), "w-4": (None, True, True, 0, None)}
+    assert billed_legs("other", ledger_url) == {}
