@@ -89,6 +89,7 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
         if doc.get("status") != "running":
             return doc
     alive = doc is not None and same_process(doc.get("pid"), doc.get("pid_started"))
+    recorded = doc is not None  # wave.json names the process
     on_disk: dict[str, LegRecord] = {}
     for path in sorted(runs_dir.glob(f"{wave_id}-*/metadata.json")):
         meta = _read(path)
@@ -127,7 +128,10 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
         extra["repaired_at"] = now_iso()
     doc = build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
                          runs_dir=runs_dir, extra=extra)
-    if not alive:  # once: the next open reads the repaired files as they are
+    # Once, and only for a wave whose wave.json names a process that is gone: without the
+    # file nobody can tell the wave is over (its first write may have failed), so the repair
+    # stays in this document and the legs' files are left to their process.
+    if not alive and recorded:
         from orchestrator.engine.repair import write_back
 
         write_back(runs_dir, wave_dir, doc, [r for r in on_disk.values() if r.leg_id in changed])
