@@ -33,6 +33,9 @@ from orchestrator.ledger_schema import (  # noqa: F401 - the names callers impor
     COST_SOURCES,
     DEFAULTS,
     GROUP_BY,
+    IN_FLIGHT,
+    LEG_KEY,
+    LEG_KEY_WHERE,
     REQUIRED,
     STATUSES,
     TABLE,
@@ -126,7 +129,12 @@ class Ledger:
                 try:
                     with self.engine.begin() as conn:
                         self.bound(conn, deadline)
-                        conn.execute(sa.insert(TABLE), prepared)
+                        whole = [r for r in prepared if r["seq"] is None]
+                        legs = _furthest([r for r in prepared if r["seq"] is not None])
+                        if whole:
+                            conn.execute(sa.insert(TABLE), whole)
+                        if legs:
+                            conn.execute(self._forward(), legs)
                     return
                 except sa_exc.OperationalError as exc:
                     last = attempt == WRITE_ATTEMPTS - 1 or (
@@ -134,6 +142,28 @@ class Ledger:
                     if not _is_locked(exc) or last:
                         raise
                     time.sleep(0.05 * 2**attempt + random.uniform(0, 0.05))
+
+    def _forward(self):
+        """The write of a leg's durable row (one with ``seq``): insert it, or move the row
+        the ledger holds forward — to more billed requests, or from in flight to the leg's
+        end at the same count. Never back: a replayed journal line, a write retried after
+        its commit, or a second host replaying the same journal changes nothing. The
+        database's unique key decides (``ux_spend_leg``), not a read before the write."""
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        elif self.engine.dialect.name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:  # pragma: no cover - the two backends orch is tested on
+            raise OrchError(f"spend ledger {self.location}: per-request rows need SQLite or "
+                            "PostgreSQL")
+        stmt = insert(TABLE)
+        new, held = stmt.excluded, TABLE.c
+        forward = (held.seq < new.seq) | (
+            (held.seq == new.seq) & (held.status == "aborted") & (held.reason == IN_FLIGHT))
+        return stmt.on_conflict_do_update(
+            index_elements=list(LEG_KEY), index_where=LEG_KEY_WHERE,
+            set_={c.name: new[c.name] for c in TABLE.columns if c.name != "id"},
+            where=forward)
 
     def bound(self, conn: sa.Connection, deadline: float | None) -> None:
         """Bound the lock wait of the operation on ``conn`` by ``deadline`` (a
@@ -149,31 +179,40 @@ class Ledger:
             conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, left)}")
 
     def take_outbox(self, rows: list[dict[str, Any]]) -> tuple[set[int], int]:
-        """Insert journaled rows the ledger does not hold yet: the indexes of the rows now in
-        it (inserted, or found already there), and how many were inserted. A row that
-        cannot be inserted is left out and stays in the journal."""
+        """Write journaled rows the ledger does not hold yet: the indexes of the rows now in
+        it (written, or found already there), and how many ledger rows that makes. A leg's
+        durable row (with ``seq``) relies on the unique key — several journal lines of one
+        leg (in flight, then its end) make one row. A row without ``seq`` (journaled by an
+        orch before 0003) is inserted only when no row of its ``(wave_id, leg_id)`` is
+        there. A row that cannot be written is left out and stays in the journal."""
         deadline = time.monotonic() + 2.0  # a replay never holds a command up for long
-        keys = {(r.get("wave_id"), r.get("leg_id")) for r in rows}
+        keys = {(r.get("wave_id"), r.get("leg_id")) for r in rows if r.get("seq") is None}
         with self._reporting("read"), self.engine.connect() as conn:
             query = sa.select(TABLE.c.wave_id, TABLE.c.leg_id).where(
                 TABLE.c.wave_id.in_({k[0] for k in keys if k[0]}))
             present = {tuple(r) for r in conn.execute(query)}
-        taken = {n for n, r in enumerate(rows) if (r.get("wave_id"), r.get("leg_id")) in present}
+        taken = {n for n, r in enumerate(rows) if r.get("seq") is None
+                 and (r.get("wave_id"), r.get("leg_id")) in present}
         todo = [n for n in range(len(rows)) if n not in taken]
+
+        def counted(done: list[int]) -> int:  # one per leg, one per row without seq
+            return len({(rows[n].get("wave_id"), rows[n].get("leg_id"))
+                        if rows[n].get("seq") is not None else n for n in done})
+
         try:
             self.append_many([rows[n] for n in todo], deadline=deadline)
-            return taken | set(todo), len(todo)
+            return taken | set(todo), counted(todo)
         except (OrchError, ValueError, TypeError):
             pass
-        inserted = 0
+        done = []
         for n in todo:  # one bad row must not keep the others out
             try:
                 self.append_many([rows[n]], deadline=deadline)
             except (OrchError, ValueError, TypeError):
                 continue
             taken.add(n)
-            inserted += 1
-        return taken, inserted
+            done.append(n)
+        return taken, counted(done)
 
     # -- reading
 
@@ -252,6 +291,19 @@ class Ledger:
     def close(self) -> None:
         """Close pooled connections (the engine reconnects if used again)."""
         self.engine.dispose()
+
+
+def _furthest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per leg: the one the unique key would keep. (PostgreSQL refuses a statement
+    that updates one row twice; the same leg's in-flight and final rows may share a batch.)"""
+    best: dict[tuple, dict[str, Any]] = {}
+    for row in rows:
+        key = tuple(row[k] for k in LEG_KEY)
+        held = best.get(key)
+        if held is None or (row["seq"], row["reason"] != IN_FLIGHT) >= \
+                (held["seq"], held["reason"] != IN_FLIGHT):
+            best[key] = row
+    return list(best.values())
 
 
 def _group_key(group_by: str):
@@ -337,6 +389,10 @@ def _check_vocabulary(row: dict[str, Any]) -> None:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                   or not 0 <= value < 2**63):
             raise ValueError(f"spend row {name} {value!r} is not a token count")
+    seq = row.get("seq")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)
+                            or not 0 <= seq < 2**31):
+        raise ValueError(f"spend row seq {seq!r} is not a request count")
     cost = row.get("cost_usd")
     if cost is not None and not (isinstance(cost, int | float) and math.isfinite(cost)
                                  and cost >= 0):

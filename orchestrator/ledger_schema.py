@@ -13,6 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
+from orchestrator.in_flight import IN_FLIGHT as _IN_FLIGHT
+
 # The one vocabulary of a row's status and the source of its cost (docs/spend.md). The ledger
 # refuses any other value at write time: a typo would otherwise fall out of every rollup.
 STATUSES = ("complete", "error", "refused", "aborted")
@@ -29,7 +31,7 @@ GROUP_BY = ("model", "day", "wave", "tag", "status", "kind", "user", "host")
 
 # The newest migration (orchestrator/migrations/versions). A ledger at this revision opens
 # without importing Alembic; tests/test_ledger_migrations.py checks it is Alembic's head.
-HEAD = "0002"
+HEAD = "0003"
 
 
 def utcnow() -> datetime:
@@ -55,6 +57,9 @@ class SpendRow(SQLModel, table=True):
     """One model call's usage and cost, written when the call ends however it ended."""
 
     __tablename__ = "spend"
+    __table_args__ = (sa.Index("ux_spend_leg", "wave_id", "leg_id", unique=True,
+                               sqlite_where=sa.text("seq IS NOT NULL"),
+                               postgresql_where=sa.text("seq IS NOT NULL")),)
 
     id: int | None = Field(default=None, primary_key=True)
     ts: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
@@ -78,6 +83,11 @@ class SpendRow(SQLModel, table=True):
     run_id: str | None = Field(default=None, index=True)  # a council run id
     user: str | None = Field(default=None, index=True)  # ORCH_USER, else the OS user
     host: str | None = None  # the machine that made the call
+    # How many billed requests of the leg the row holds (1, 2, ...): a leg's row is made at
+    # its first billed request and updated in place as the next ones are billed, never
+    # moved back (ledger_durable.py). Null on rows written whole (before 0003, plugins).
+    seq: int | None = None
+
 
 
 TABLE: sa.Table = SpendRow.__table__  # type: ignore[attr-defined]
@@ -85,6 +95,11 @@ COLUMNS = frozenset(c.name for c in TABLE.columns) - {"id"}
 REQUIRED = ("wave_id", "leg_id", "kind", "model", "provider", "status")
 DEFAULTS: dict[str, Any] = {"input_tokens": 0, "output_tokens": 0, "reasoning_tokens": 0,
                             "cached_tokens": 0, "cost_source": "unknown", "duration_s": 0.0}
+# The unique key of rows that carry a sequence: one row per leg, a replay, a retried write or
+# a second host can only move it forward (Ledger.append_many; migrations/versions/0003).
+LEG_KEY = ("wave_id", "leg_id")
+LEG_KEY_WHERE = sa.text("seq IS NOT NULL")
+IN_FLIGHT = _IN_FLIGHT  # what a leg's durable row says while the leg runs
 TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens")
 
 

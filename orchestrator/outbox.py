@@ -6,9 +6,11 @@ line, fsync'd before the leg moves on — beside the ledger, or in a fallback di
 that disk refuses it. The next command that opens the ledger replays the journal into it
 (``orch spend`` says "replayed N rows") and empties it.
 
-Exactly once: a row is in the ledger or in an outbox, never both for long. Replay inserts
-only rows whose ``(wave_id, leg_id)`` the ledger lacks, so a replay killed between its
-insert and the journal's rewrite does not count a row twice the next time.
+Exactly once: a leg's row carries ``seq`` (how many of its billed requests it holds) and the
+ledger's unique key on ``(wave_id, leg_id)`` lets a write only move that row forward, so a
+replay killed between its write and the journal's rewrite, a line behind the row the ledger
+holds, or two hosts replaying one journal never count a request twice. A row journaled by an
+orch from before ``seq`` is inserted only when the ledger lacks its ``(wave_id, leg_id)``.
 
 Other tables in the ledger's database journal a whole batch as one line (``{"table": ...,
 "rows": [...]}``): a council run's rows (table ``council``) go in together or not at all, and
@@ -172,6 +174,25 @@ def pending(url: str) -> int:
             total += sum(_rows_in(line) for line in path.read_bytes().splitlines()
                          if line.strip())
     return total
+
+
+def journaled(url: str) -> list[dict[str, Any]]:
+    """The spend rows waiting in this ledger's outboxes, read without taking them (a line
+    that cannot be read is skipped here and kept in the journal)."""
+    rows = []
+    for path in locations(url):
+        try:
+            lines = path.read_bytes().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                doc = json.loads(line)
+                if isinstance(doc, dict) and isinstance(doc.get("row"), dict):
+                    rows.append(_decode(doc["row"]))
+            except (ValueError, TypeError):
+                continue
+    return rows
 
 
 def _rows_in(line: bytes) -> int:

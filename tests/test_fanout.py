@@ -202,12 +202,16 @@ def test_status_rebuilds_a_wave_from_its_legs(orch, scripted_server, orch_home):
     (wave_dir / "wave.json").unlink()
     meta_path = orch_home / "runs" / f"{run.doc['wave_id']}-2" / "metadata.json"
     meta = json.loads(meta_path.read_text())
-    meta["status"] = "running"  # as if the process died mid-leg
-    meta_path.write_text(json.dumps(meta))
+    meta.update(status="running", billed=0)  # as if the process died mid-leg, before its
+    meta_path.write_text(json.dumps(meta))  # answer was billed: no ledger row of it either
+    with sqlite3.connect(orch_home / "ledger.db") as con:
+        con.execute("delete from spend where leg_id = ?", (meta["leg_id"],))
     result = CliRunner().invoke(cli, ["status", run.doc["wave_id"], "--json"])
     doc = json.loads(result.stdout)
     assert doc["rebuilt"] is True and doc["status"] == "partial"
     assert [leg["status"] for leg in doc["legs"]] == ["complete", "aborted"]
+    # no wave.json names its process, so nothing says it is gone: no file is written back
+    assert not (wave_dir / "wave.json").exists()
 
 
 @both_ways
@@ -247,8 +251,8 @@ def test_a_ledger_that_cannot_be_written_never_fails_the_run_nor_loses_a_row(
     fallback = orch_home.parent / "outbox-fallback"
     lines = [json.loads(x) for f in fallback.glob("ledger-outbox-*.jsonl")
              for x in f.read_text().splitlines()]
-    assert sorted(x["row"]["leg_id"] for x in lines) == sorted(
-        leg["leg_id"] for leg in doc["legs"])
+    ends = [x["row"]["leg_id"] for x in lines if x["row"]["status"] == "complete"]
+    assert sorted(ends) == sorted(leg["leg_id"] for leg in doc["legs"])  # + rows in flight
     assert all(leg["ledger_outbox"].startswith(str(fallback)) for leg in doc["legs"])
     assert any("wait in the outbox" in n for n in doc["notices"])
     # once the ledger can be opened, the next command replays the rows, exactly once

@@ -85,7 +85,7 @@ def test_head_is_the_newest_migration():
 
     script = ScriptDirectory.from_config(ledger_migrate._config())
     assert script.get_current_head() == HEAD
-    assert ledger_migrate.known() == ["0001", "0002"]
+    assert ledger_migrate.known() == ["0001", "0002", "0003"]
 
 
 def test_an_empty_database_is_made_at_head_and_matches_the_models(ledger_url):
@@ -199,3 +199,43 @@ def test_doctor_names_the_upgrade_for_a_stale_ledger_and_never_migrates_it(ledge
     assert row["status"] == "warn" and "3 rows" in row["detail"]
     assert "schema at revision (none)" in row["detail"] and "orch ledger upgrade" in row["fix"]
     assert revision_of(ledger_url) is None  # doctor only looks
+
+
+def test_0003_adopts_old_rows_without_a_sequence_even_two_of_one_leg(ledger_url):
+    """A ledger at 0002 holding two rows of one leg (a plugin's own row beside the leg's, an
+    old double replay) upgrades as it is: its rows keep ``seq`` null, outside the unique key;
+    the leg rows written afterwards are keyed."""
+    from alembic import command
+
+    from orchestrator import ledger_engine, ledger_migrate
+    from orchestrator.in_flight import IN_FLIGHT
+
+    engine = engine_for(ledger_url)
+    with engine.begin() as conn:
+        cfg = ledger_migrate._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+        for _ in range(2):
+            conn.execute(sa.text(
+                "INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
+                "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
+                "cost_source, duration_s) VALUES ('2025-03-01 12:00:00', 'w', 'w-1', 'leg', "
+                "'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5)"))
+    engine.dispose()
+    up = orch_cli("ledger", "upgrade")
+    assert up.exit_code == 0 and "from revision 0002 to revision 0003 (2 rows kept)" in \
+        up.output, up.output
+    ledger_engine.dispose_all()
+    ledger = Ledger()
+    assert [(r["leg_id"], r["seq"]) for r in ledger.rows()] == [("w-1", None), ("w-1", None)]
+    row = {"wave_id": "w", "leg_id": "w-1", "kind": "leg", "model": "p/m", "provider": "p",
+           "status": "aborted", "reason": IN_FLIGHT, "input_tokens": 7, "seq": 1}
+    ledger.append(row)
+    ledger.append(row)  # keyed now: once
+    assert sorted((r["seq"] or 0, r["input_tokens"]) for r in ledger.rows()) == [
+        (0, 10), (0, 10), (1, 7)]
+    engine = engine_for(ledger_url)
+    with engine.connect() as conn:
+        indexes = {i["name"]: i for i in sa.inspect(conn).get_indexes("spend")}
+    engine.dispose()
+    assert indexes["ux_spend_leg"]["unique"]

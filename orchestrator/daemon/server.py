@@ -96,6 +96,18 @@ def warm() -> None:
         pass
 
 
+def _repair_dead_waves() -> None:
+    """Waves a killed daemon (or any killed orch) left ``running`` get their true status
+    and cost from the ledger (engine/rebuild.py), off the accept loop."""
+    from orchestrator import config
+    from orchestrator.engine.rebuild import repair_dead
+
+    try:
+        repair_dead(config.runs_dir())
+    except Exception:  # noqa: BLE001 - `orch status` repairs each wave when it is opened
+        pass
+
+
 class Daemon:
     def __init__(self, *, idle_s: float, log=None) -> None:
         self.idle_s = idle_s
@@ -153,6 +165,7 @@ class Daemon:
         warm()
         jobio.install()
         self.bind()
+        threading.Thread(target=_repair_dead_waves, daemon=True, name="orch-repair").start()
         self.log(f"listening on {self.path} (pid {os.getpid()}, orch {__version__}, "
                  f"idle stop after {self.idle_s / 60:g} min)")
         try:

@@ -27,7 +27,7 @@ class LedgerLost(Exception):  # noqa: N818 - what happened to the row, not a cra
 class LedgerSink:
     def __init__(self, url: str | None = None, *, budget_s: float | None = None) -> None:
         self.url = url
-        self.errors: list[str] = []
+        self._errors: dict[str, str] = {}  # leg_id -> why its row is lost (the latest)
         self.outboxed: dict[str, str] = {}  # leg_id -> the outbox that holds its row
         self.budget_s = BUDGET_S if budget_s is None else budget_s
         self._spent = 0.0
@@ -53,6 +53,12 @@ class LedgerSink:
         except OrchError:
             pass
         return self
+
+    @property
+    def errors(self) -> list[str]:
+        """One line per leg whose row neither the ledger nor any outbox took (a leg writes
+        its row after each answer and at its end: the last failure says it)."""
+        return list(self._errors.values())
 
     def left(self) -> float:
         """Seconds of the ledger's wait this sink has not used (a council's own rows get
@@ -98,6 +104,7 @@ class LedgerSink:
             self._open().append_many(rows, deadline=deadline)
             for row in rows:
                 self._outcome[id(row)] = None
+                self._errors.pop(str(row.get("leg_id")), None)  # a later row holds it all
             return
         except (OrchError, sa_exc.SQLAlchemyError, OSError) as exc:
             error = exc  # the ledger is unreachable, locked or full: every row waits
@@ -119,13 +126,14 @@ class LedgerSink:
             path = outbox.append(self.url or default_url(), row)
         except OSError as exc:
             lost = scrub(f"ledger: {why}; outbox: {_brief(exc)}")
-            if not self.errors:
+            if not self._errors:
                 print(f"orch: warning: the spend ledger could not record a row: {lost}",
                       file=sys.stderr)
-            self.errors.append(f"{row.get('leg_id')}: {lost}")
+            self._errors[str(row.get("leg_id"))] = f"{row.get('leg_id')}: {lost}"
             self._outcome[id(row)] = LedgerLost(lost)
             return
         self.outboxed[str(row.get("leg_id"))] = str(path)
+        self._errors.pop(str(row.get("leg_id")), None)  # a later row holds it all
         self._outcome[id(row)] = scrub(f"{path} ({why})")
 
 

@@ -202,12 +202,16 @@ class Leg:
         except Exception as exc:
             self.io_error("metadata.json", exc)
 
-    async def _ledger_row(self) -> None:
+    async def _ledger_row(self, *, in_flight: bool = False) -> None:
+        """The leg's one ledger row, made at its first billed answer (``in_flight``: what is
+        true if the process dies now) and moved forward in place by each next one and by the
+        end. Each write returns once the row is in the ledger or fsync'd in the outbox, so a
+        ``kill -9`` at any later point loses no billed request (docs/spend.md)."""
         if self.ledger is None:
             return
         try:
             row = self.record.ledger_row(tag=self.tag, project_dir=self.project_dir,
-                                         run_id=self.run_id)
+                                         run_id=self.run_id, in_flight=in_flight)
             outboxed = await self.ledger(row)
         except Exception as exc:
             self.io_error("ledger", exc)
@@ -253,6 +257,7 @@ class Leg:
                 response = await self.server.complete(ctx.model, request,
                                                       on_send=self._count_request)
             self._bill(response)  # before any hook can end the leg: billed is recorded
+            await self._ledger_row(in_flight=True)  # durable before anything else happens
             response = await self.hooks.pipeline("after_response", "response", response,
                                                  self.plugin_error, leg=ctx, request=request)
             self.log("response", response.to_dict())
@@ -306,6 +311,7 @@ class Leg:
     def _bill(self, response: Response) -> None:
         """The provider's usage and cost go on the record the moment they arrive."""
         record = self.record
+        record.billed += 1
         record.usage = record.usage + response.usage
         record.add_cost(response.cost_usd, response.cost_source)
         if response.usage_note:

@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.engine.record import ABORTED, RUNNING, LegRecord
+from orchestrator.engine.record import ABORTED, RUNNING, LegRecord, now_iso
 from orchestrator.engine.wave import build_document, wave_status
 from orchestrator.errors import OrchError
+from orchestrator.in_flight import IN_FLIGHT
 from orchestrator.pids import same_process
 from orchestrator.store import read_json
 
@@ -71,7 +72,9 @@ def _read(path: Path) -> dict[str, Any]:
 def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     """The wave document for ``wave_id`` (exact or a unique prefix). A wave whose
     ``wave.json`` is not final is rebuilt from each leg's metadata.json; when the process
-    that ran it is gone, legs left ``running`` are reported ``aborted``."""
+    that ran it is gone, each leg is brought up to what the ledger and its outbox say it
+    was billed (engine/repair.py), legs left ``running`` are ``aborted``, and the repaired
+    files are written back (atomically, once)."""
     wave_id = resolve_wave_id(runs_dir, wave_id)
     wave_dir = runs_dir / wave_id
     doc: dict[str, Any] | None = None
@@ -86,6 +89,7 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
         if doc.get("status") != "running":
             return doc
     alive = doc is not None and same_process(doc.get("pid"), doc.get("pid_started"))
+    recorded = doc is not None  # wave.json names the process
     on_disk: dict[str, LegRecord] = {}
     for path in sorted(runs_dir.glob(f"{wave_id}-*/metadata.json")):
         meta = _read(path)
@@ -96,11 +100,17 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     for leg in planned:  # legs that never wrote a file are still the wave's legs
         if leg.get("leg_id") and leg["leg_id"] not in on_disk:
             on_disk[leg["leg_id"]] = LegRecord.from_dict(leg)
+    changed: set[str] = set()
+    if not alive:  # the durable record knows more than the files a crash left behind
+        from orchestrator.engine.repair import from_record
+
+        changed = from_record(wave_id, on_disk)
     legs, chair = [], None
     for record in on_disk.values():
         if not alive and record.status in (RUNNING, "pending"):
             record.status = ABORTED
-            record.reason = "aborted: the orch process ended before this leg finished"
+            record.reason = IN_FLIGHT
+            changed.add(record.leg_id)
         if record.kind == "chair":
             chair = record
         else:
@@ -114,5 +124,33 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
                           "cost_exact", "wave_id", "runs_dir", "signal")}
     extra["rebuilt"] = True
     extra["alive"] = alive
-    return build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
-                          runs_dir=runs_dir, extra=extra)
+    if not alive:
+        extra["repaired_at"] = now_iso()
+    doc = build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
+                         runs_dir=runs_dir, extra=extra)
+    # Once, and only for a wave whose wave.json names a process that is gone: without the
+    # file nobody can tell the wave is over (its first write may have failed), so the repair
+    # stays in this document and the legs' files are left to their process.
+    if not alive and recorded:
+        from orchestrator.engine.repair import write_back
+
+        write_back(runs_dir, wave_dir, doc, [r for r in on_disk.values() if r.leg_id in changed])
+    return doc
+
+
+def repair_dead(runs_dir: Path) -> list[str]:
+    """Open every wave under ``runs_dir`` whose ``wave.json`` says ``running`` while the
+    process that ran it is gone, so :func:`load_wave` repairs it: what a daemon does on
+    start-up for the waves the one before it left behind. The ids repaired."""
+    repaired = []
+    for path in sorted(runs_dir.glob("*/wave.json")):
+        doc = _read(path)
+        if doc.get("status") != "running" or same_process(doc.get("pid"),
+                                                          doc.get("pid_started")):
+            continue
+        try:
+            load_wave(runs_dir, path.parent.name)
+        except (OrchError, OSError, ValueError, KeyError, TypeError):
+            continue  # `orch status` on it says what is wrong, in its own words
+        repaired.append(path.parent.name)
+    return repaired

@@ -38,6 +38,7 @@ class LegRecord:
     cost_source: str = "none"  # until an answer arrives: nothing was billed
     steps: int = 0
     requests: int = 0
+    billed: int = 0  # answers whose usage is on this record: the ledger row's ``seq``
     started_at: str | None = None
     ended_at: str | None = None
     duration_s: float = 0.0
@@ -85,6 +86,7 @@ class LegRecord:
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
             "cost_source": self.cost_source, "duration_s": self.duration_s,
             "finish_reason": self.finish_reason, "steps": self.steps, "requests": self.requests,
+            "billed": self.billed,
             "started_at": self.started_at, "ended_at": self.ended_at,
             "variant": self.variant, "sampling": self.sampling, "notes": self.notes,
             "plugin_errors": self.plugin_errors,
@@ -102,12 +104,22 @@ class LegRecord:
         return rec
 
     def ledger_row(self, *, tag: str | None, project_dir: str | None,
-                   run_id: str | None = None) -> dict[str, Any]:
+                   run_id: str | None = None, in_flight: bool = False) -> dict[str, Any]:
+        """The leg's one ledger row as of now. ``in_flight``: written while the leg runs,
+        right after an answer was billed, saying what is true if the process dies now
+        (aborted, with what was billed so far); the leg's end replaces it in place."""
+        from orchestrator.in_flight import IN_FLIGHT
+
+        duration = self.duration_s
+        if in_flight and self._t0:
+            duration = round(time.monotonic() - self._t0, 3)
         return {
             "wave_id": self.wave_id, "leg_id": self.leg_id, "kind": self.kind,
-            "model": self.model, "provider": self.provider, "status": self.status,
-            "reason": self.reason, "finish_reason": self.finish_reason,
+            "model": self.model, "provider": self.provider,
+            "status": ABORTED if in_flight else self.status,
+            "reason": IN_FLIGHT if in_flight else self.reason,
+            "finish_reason": self.finish_reason,
             **self.usage.to_dict(), "cost_usd": self.cost_usd, "cost_source": self.cost_source,
-            "duration_s": self.duration_s, "tag": tag, "project_dir": project_dir,
-            "run_id": run_id,
+            "duration_s": duration, "tag": tag, "project_dir": project_dir,
+            "run_id": run_id, "seq": self.billed,
         }
