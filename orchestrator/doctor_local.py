@@ -74,11 +74,15 @@ def _digest_row(model, name: str) -> Check:
 
 
 def one_token(settings) -> Check:
-    """Start (or reuse) the managed server and generate one token: the whole local path."""
+    """Start (or reuse) the managed server and generate one token: the whole local path.
+    One server holds one model: the one it serves when it runs, else the default (the other
+    local models are checked by their digest rows, never by a restart that would cut off
+    someone's wave)."""
     from orchestrator.local import manager
-    from orchestrator.local.model import BUILTIN_ALIAS
+    from orchestrator.local.state import read_state
 
-    alias = next(iter(settings.models or {}), BUILTIN_ALIAS)
+    running = (read_state() or {}).get("models") or []
+    alias = running[0] if running else settings.default_alias
     t0 = time.monotonic()
     try:
         state, _ = manager.ensure(settings, need=[alias])

@@ -222,8 +222,16 @@ def test_a_model_added_after_the_start_asks_for_a_restart(local_home, tmp_path):
     assert orch("server", "start").exit_code == 0
     fake_gguf(tmp_path / "late.gguf", b"late")
     added = orch("local", "add", str(tmp_path / "late.gguf"), "--alias", "late")
-    assert "does not serve it yet" in added.stdout
+    # one model per server: said as such, never "every model"
+    assert added.stdout.splitlines()[-1] == (
+        "the running local server serves local/gemma3-270m (one model per server): `orch "
+        "server stop` when its waves are done, and the next wave on local/late starts it "
+        "with local/late")
     one_line_error(orch("fanout", "-m", "local/late", "-p", "x"), "orch server stop")
+    # doctor --deep checks the model the server serves, not the one just added
+    deep = json.loads(orch("doctor", "--json", "--deep").stdout)
+    row = next(r for r in deep["checks"] if (r["section"], r["check"]) == ("local", "deep"))
+    assert row["status"] == "ok" and row["detail"].startswith("local/gemma3-270m generated")
 
 
 # -- the default model ---------------------------------------------------------------------
@@ -311,6 +319,22 @@ def test_a_configured_port_in_use_is_a_clear_error(local_home):
         write_config(local_home, port=port)
         one_line_error(orch("server", "start"), f"port {port} on 127.0.0.1 is already in use")
     assert st.read_state() is None
+
+
+def test_a_fixed_port_starts_again_at_once_after_a_stop(local_home):
+    """A stopped server leaves TIME-WAIT sockets on its port for a minute; they are not a
+    listener, so the next start on the same fixed `local.port` goes ahead at once."""
+    port = manager.free_port()
+    write_config(local_home, port=port)
+    first = orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json")
+    assert first.exit_code == 0, first.output
+    assert orch("server", "stop").exit_code == 0
+    lingering = subprocess.run(["ss", "-Htan", "state", "time-wait", f"sport = :{port}"],
+                               capture_output=True, text=True).stdout
+    assert lingering.strip(), "the stop left no TIME-WAIT socket: this test proves nothing"
+    again = orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json")
+    assert again.exit_code == 0, again.output
+    assert st.read_state()["port"] == port
 
 
 def test_a_port_taken_between_check_and_bind_is_replaced(local_home, monkeypatch):

@@ -170,8 +170,10 @@ def add(path, alias, chat_format):
     click.echo(f"added local/{alias}{replaced}: {path} · sha256 {digest[:12]}…")
     state = read_state()
     if state is not None and alias not in state.get("models", []):
-        click.echo("the running local server does not serve it yet: `orch server stop`, and "
-                   "the next use starts it with every model")
+        served = ", ".join(f"local/{m}" for m in state.get("models") or []) or "another model"
+        click.echo(f"the running local server serves {served} (one model per server): "
+                   f"`orch server stop` when its waves are done, and the next wave on "
+                   f"local/{alias} starts it with local/{alias}")
 
 
 @local.command(name="remove")

@@ -202,7 +202,11 @@ def free_port() -> int:
 
 
 def port_in_use(port: int) -> bool:
+    """Something listens on ``port``. ``SO_REUSEADDR`` as the server's own bind has it: the
+    TIME-WAIT sockets a server leaves for a minute after it stops do not count, so a fixed
+    ``local.port`` starts again at once after ``orch server stop`` or a restart for slots."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:
