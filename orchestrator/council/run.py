@@ -99,6 +99,8 @@ class CouncilRun:
         self._current: Wave | None = None
         self._created = now_iso()
         self.usage_error = False  # a pre-flight refusal: exit 2, like a usage error
+        for text in plan.notices:  # pre-flight's, e.g. a chair sharing a seat's weights
+            self.notice(text)
 
     # -- plumbing ----------------------------------------------------------------------------
     def notice(self, text: str, degrade: str | None = None) -> None:
