@@ -260,11 +260,19 @@ def test_unknown_local_model_names_the_fix(local_home):
     one_line_error(orch("fanout", "-m", "local/nope", "-p", "x"), "orch local add PATH --alias nope")
 
 
-def test_missing_build_or_extra_is_one_line(local_home, monkeypatch):
-    write_config(local_home, server_command=None)  # the real llama-server: not built here
+def test_missing_server_or_extra_is_one_line(local_home, monkeypatch):
+    write_config(local_home, server_command=None)  # the real servers: neither is here
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # the prebuilt one not installed
     one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"),
-                   "the local server is not built yet: run `orch local build`")
-    one_line_error(orch("server", "start"), "orch local build")
+                   "the local server needs xllamacpp (llama.cpp's server, prebuilt): "
+                   "pip install -e '.[local]' installs it")
+    write_config(local_home, server="built")  # asked for a compiled one: not built here
+    one_line_error(orch("server", "start"), "the local server is not built yet: run `orch "
+                   "local build`")
+    write_config(local_home, server="compiled")
+    one_line_error(orch("server", "start"), "`local.server` in")
+    write_config(local_home, server="auto")
+    monkeypatch.delitem(sys.modules, "xllamacpp")
     # the model package missing: the built-in cannot be assembled (said before the build)
     cfg = json.loads((local_home / "config.json").read_text())
     del cfg["local"]["models"]
@@ -588,7 +596,7 @@ def flag(argv: list[str], name: str) -> str:
 
 def test_threads_for_one_token_and_for_several_reach_llama_servers_command_line(local_home):
     seed_llama_server()
-    write_config(local_home, server_command=None, n_threads=1)
+    write_config(local_home, server_command=None, server="built", n_threads=1)
     doc = json.loads(orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x",
                           "--json").stdout)
     assert doc["status"] == "complete", doc
@@ -666,3 +674,33 @@ def test_the_catalog_says_the_local_model_has_no_native_tool_calling(local_home)
     model = resolve_all(["local/gemma3-270m@hot"], runtime.config(),
                         runtime.plugin_manager())[0]
     assert model_info(model).supports_tools is False
+
+
+def test_the_prebuilt_server_reads_the_flags_orch_gives_llama_server(tmp_path, monkeypatch):
+    """The prebuilt server (xllamacpp) gets what a compiled llama-server would: slots, the
+    context of each, threads for one token and for several, the orch-plain template, and
+    repacking off on the portable path (by flag, or by llama-server's own variable)."""
+    pytest.importorskip("xllamacpp")
+    from orchestrator.local import llama_server as llama
+    from orchestrator.local import prebuilt
+
+    template = tmp_path / "orch-plain.jinja"
+    template.write_text(llama.PLAIN_TEMPLATE)
+    argv = llama.argv(llama.PREBUILT, model=tmp_path / "m.gguf", alias="gemma3-270m",
+                      port=4321, host="127.0.0.1", slots=3, n_ctx=4096, threads=1,
+                      chat_format=llama.PLAIN, template_file=template, path=llama.FAST,
+                      threads_batch=2)
+    assert argv[:3] == [sys.executable, "-m", "orchestrator.local.prebuilt"]
+    p = prebuilt.params(prebuilt.parser().parse_args(argv[3:]))
+    assert (p.model.path, p.model_alias, p.port, p.hostnames) == (
+        str(tmp_path / "m.gguf"), {"gemma3-270m"}, 4321, ["127.0.0.1"])
+    assert (p.n_parallel, p.n_ctx, p.kv_unified) == (3, 3 * 4096, False)
+    assert (p.cpuparams.n_threads, p.cpuparams_batch.n_threads) == (1, 2)
+    assert p.use_jinja and p.chat_template == llama.PLAIN_TEMPLATE and not p.ui
+    assert p.endpoint_slots and p.no_extra_bufts is False
+    portable = llama.argv(llama.PREBUILT, model=tmp_path / "m.gguf", alias="a", port=1,
+                          host="127.0.0.1", slots=1, n_ctx=512, threads=1, chat_format=None,
+                          template_file=template, path=llama.PORTABLE)
+    assert prebuilt.params(prebuilt.parser().parse_args(portable[3:])).no_extra_bufts is True
+    monkeypatch.setenv("LLAMA_ARG_REPACK", "false")
+    assert prebuilt.params(prebuilt.parser().parse_args(argv[3:])).no_extra_bufts is True

@@ -92,8 +92,8 @@ def status(as_json):
                f"supervisor: {doc.get('pid')}")
     click.echo(f"  models: {', '.join(doc.get('served') or doc.get('models') or [])}  "
                f"slots: {doc.get('slots')} × {doc.get('n_ctx_per_slot')} tokens of context")
-    click.echo(f"  path: {doc.get('path')}" + (f" ({doc['path_reason']})"
-                                               if doc.get("path_reason") else ""))
+    click.echo(f"  server: {doc.get('server')}  path: {doc.get('path')}"
+               + (f" ({doc['path_reason']})" if doc.get("path_reason") else ""))
     idle = doc.get("idle_s") or 0
     click.echo(f"  started: {doc.get('started_at')}  restarts: {doc.get('restarts', 0)}  "
                f"idle stop: {f'{idle / 60:g} min' if idle else 'off'}  "

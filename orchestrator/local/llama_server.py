@@ -1,5 +1,7 @@
-"""How orch runs llama.cpp's own HTTP server (``llama-server``): its command line, the
-``orch-plain`` prompt format for base models, and the portable path.
+"""How orch runs llama.cpp's own HTTP server: its command line, the ``orch-plain`` prompt
+format for base models, and the portable path. The server is the prebuilt one
+(:mod:`orchestrator.local.prebuilt`, the ``xllamacpp`` wheel) or a ``llama-server`` compiled by
+``orch local build``; both take the same flags.
 
 ``llama-server`` decodes its ``--parallel`` slots together (continuous batching), so N legs
 on the one server share each forward pass instead of queueing. Each slot gets ``n_ctx`` tokens
@@ -18,7 +20,10 @@ environment says the same to any server, the stand-in of the tests too).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+from orchestrator.local.prebuilt import MODULE as PREBUILT_MODULE
 
 PLAIN = "orch-plain"
 PLAIN_STOP = ["\n\n"]
@@ -34,18 +39,21 @@ PLAIN_TEMPLATE = (
     "{%- endfor -%}"
 )
 FAST, PORTABLE = "fast", "portable"
+PREBUILT = [sys.executable, "-m", PREBUILT_MODULE]  # xllamacpp: llama.cpp's server, no compile
 PORTABLE_FLAGS = ["--no-repack"]
 PORTABLE_ENV = {"LLAMA_ARG_REPACK": "false"}
 
 
-def argv(binary: Path, *, model: Path, alias: str, port: int, host: str, slots: int,
+def argv(program: list[str], *, model: Path, alias: str, port: int, host: str, slots: int,
          n_ctx: int, threads: int, chat_format: str | None, template_file: Path,
          path: str, threads_batch: int | None = None) -> list[str]:
-    """The ``llama-server`` command for one model with ``slots`` parallel slots.
+    """The ``llama-server`` command for one model with ``slots`` parallel slots. ``program``:
+    the compiled binary (``[path]``), or the prebuilt server that takes the same flags
+    (:data:`PREBUILT`, :mod:`orchestrator.local.prebuilt`).
 
     ``--threads`` computes steps of one token (one busy slot); ``--threads-batch`` steps of
     several (several busy slots, or a prompt): llama.cpp picks by the step's token count."""
-    args = [str(binary), "--model", str(model), "--alias", alias, "--host", host,
+    args = [*program, "--model", str(model), "--alias", alias, "--host", host,
             "--port", str(port), "--parallel", str(slots), "--cont-batching",
             "--ctx-size", str(n_ctx * slots), "--threads", str(threads),
             "--threads-batch", str(threads_batch or threads), "--no-webui", "--log-timestamps"]

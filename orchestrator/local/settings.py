@@ -31,6 +31,7 @@ class LocalSettings:
     max_tokens: int = 512  # cap a base model's completion unless the request sets one; 0: none
     start_timeout_s: float = 120.0
     server_command: tuple[str, ...] | None = None  # replaces llama.cpp's server (tests, forks)
+    server: str = "auto"  # auto: prebuilt xllamacpp, else a compiled one; prebuilt; built
     models: dict[str, dict[str, Any]] | None = None  # alias -> {"path", "sha256"} (orch local add)
 
     @classmethod
@@ -43,6 +44,10 @@ class LocalSettings:
                                     or not all(isinstance(a, str) for a in command)):
             raise OrchError(f"`{SECTION}.server_command` in {cfg.path} must be a list of "
                             "strings, e.g. [\"/opt/llama-server\", \"--port\", \"{port}\", ...]")
+        server = raw.get("server", "auto")
+        if server not in ("auto", "prebuilt", "built"):
+            raise OrchError(f"`{SECTION}.server` in {cfg.path} must be \"auto\", \"prebuilt\" "
+                            f"or \"built\" (got {server!r}); fix it in config.json")
         models = raw.get("models") or {}
         if not isinstance(models, dict) or not all(
                 isinstance(v, dict) and isinstance(v.get("path"), str) for v in models.values()):
@@ -58,6 +63,7 @@ class LocalSettings:
             max_tokens=_number(raw, "max_tokens", 512, int, 0, cfg),
             start_timeout_s=_number(raw, "start_timeout_s", 120, float, 1, cfg),
             server_command=tuple(command) if command else None,
+            server=server,
             models=models,
         )
 
