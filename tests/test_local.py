@@ -54,6 +54,14 @@ def echo(body, n):
     slow = "slow" in json.dumps(body.get("messages"))
     return Reply(text=json.dumps(seen), latency=3.0 if slow else 0.0,
                  usage={"prompt_tokens": 7, "completion_tokens": 5})
+from orchestrator.testing import scripted_http
+chat = scripted_http.Handler.do_POST
+def do_post(self):  # llama.cpp's POST /tokenize, one token per word
+    if not self.path.startswith("/tokenize"):
+        return chat(self)
+    words = json.loads(self._read_body())["content"].split()
+    self._send_json(200, {"tokens": list(range(len(words)))})
+scripted_http.Handler.do_POST = do_post
 for m in sys.argv[2].split(","):
     srv.script(m, echo)
 srv.start()
@@ -163,15 +171,15 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
     assert seen_plain["model"] == "gemma3-270m" and seen_plain["max_tokens"] == 512
     assert seen_plain["top_p"] is None and seen_plain["temperature"] != 1.0
     # the plain format's stop string; no tools on the wire (no native tool calling), and
-    # the two legs got two parallel slots of 2048 tokens each
+    # the two legs got two parallel slots of 8192 tokens each
     assert json.loads(hot["answer"]) == {"model": "gemma3-270m", "temperature": 1.0,
-                                         "top_p": 0.95, "max_tokens": 512, "stop": ["\n\n"],
-                                         "tools": None, "argv": ["2", "2048"],
+                                         "top_p": 0.95, "max_tokens": 512, "stop": ["\n\n\n"],
+                                         "tools": None, "argv": ["2", "8192"],
                                          "roles": ["user"]}
     # the minimal tier wrote a system prompt; a base model is not sent it
     assert hot["tier"] == "minimal" and hot["tier_source"] == "name"
     assert hot["variant"] == "hot" and hot["sampling"] == {"temperature": 1.0, "top_p": 0.95}
-    assert state["slots"] == 2 and state["n_ctx_per_slot"] == 2048 and state["path"] == "fast"
+    assert state["slots"] == 2 and state["n_ctx_per_slot"] == 8192 and state["path"] == "fast"
     for leg in doc["legs"]:
         assert leg["provider"] == "local" and leg["cost_source"] == "free"
         assert leg["cost_usd"] == 0 and leg["usage"]["output_tokens"] == 5
@@ -601,7 +609,7 @@ def test_threads_for_one_token_and_for_several_reach_llama_servers_command_line(
                           "--json").stdout)
     assert doc["status"] == "complete", doc
     argv = json.loads(doc["legs"][0]["answer"])["argv"]
-    assert flag(argv, "--parallel") == "2" and flag(argv, "--ctx-size") == "4096"
+    assert flag(argv, "--parallel") == "2" and flag(argv, "--ctx-size") == "16384"
     assert flag(argv, "--threads") == "1" and flag(argv, "--threads-batch") == "1"
     manager.stop()
 
@@ -704,3 +712,42 @@ def test_the_prebuilt_server_reads_the_flags_orch_gives_llama_server(tmp_path, m
     assert prebuilt.params(prebuilt.parser().parse_args(portable[3:])).no_extra_bufts is True
     monkeypatch.setenv("LLAMA_ARG_REPACK", "false")
     assert prebuilt.params(prebuilt.parser().parse_args(argv[3:])).no_extra_bufts is True
+
+
+def test_a_prompt_longer_than_a_slot_is_refused_naming_local_n_ctx(local_home):
+    write_config(local_home, n_ctx=128)
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 200,
+                          "--json").stdout)
+    leg = doc["legs"][0]
+    assert leg["status"] == "refused"
+    assert leg["reason"].startswith("LOCAL_CONTEXT: the prompt is 200 tokens and a slot of "
+                                    "the local server holds 128 (`local.n_ctx`): raise "
+                                    "`local.n_ctx` in config.json")
+    fits = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 100,
+                           "--json").stdout)
+    assert fits["legs"][0]["status"] == "complete"
+
+
+def test_a_council_runs_every_stage_on_the_local_model_and_its_variants(local_home):
+    """Seats, judges and a chair that is a variant of a seat's model, all on the one local
+    server: every prompt ends where its answer begins (a heading, never an open fence), and
+    no stop string can end an answer at the blank line before its first line."""
+    result = orch("council", "run", "-p", "Review this plan: ship on Friday.", "--tools", "none",
+                  "-m", "local/gemma3-270m,local/gemma3-270m@hot",
+                  "--chair", "local/gemma3-270m@cold", "--json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code in (0, 2), result.output
+    assert [s["status"] for s in doc["seats"]] == ["reviewed", "reviewed"]
+    assert len(doc["judges"]) == 2 and doc["chair"]["model"] == "local/gemma3-270m@cold"
+    assert doc["chair_attempts"][0]["status"] == "complete"
+    assert any("shares that seat's weights" in n for n in doc["notices"])
+    requests = [entry for path in (local_home / "runs").rglob("conversation.jsonl")
+                for entry in map(json.loads, path.read_text().splitlines())
+                if entry["type"] == "request"]
+    assert len(requests) >= 5  # 2 reviews, 2 judgements, the chair (repairs maybe)
+    for entry in requests:
+        assert entry["params"]["stop"] == ["\n\n\n"]
+        last = entry["messages"][-1]["content"]
+        assert last.count("```") % 2 == 0, last[-200:]
+        assert last.rstrip().splitlines()[-1].startswith(("## Your", "REVIEW>>>",
+                                                          "SYNTHESIS>>>")), last[-200:]

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.council.continuable import SYNTHESIS_CUE, closed, cued
 from orchestrator.council.findings import Review
 from orchestrator.council.tally import CONCURRENCE_LINE, TIERS, dissent
 from orchestrator.engine.record import COMPLETE, LegRecord
@@ -62,7 +63,7 @@ def parse_verdict(text: str | None) -> str | None:
 
 
 def verdict_repair_briefing(synthesis: str) -> str:
-    return VERDICT_REPAIR.replace("{synthesis}", synthesis.strip())
+    return VERDICT_REPAIR.replace("{synthesis}", closed(synthesis.strip()))
 
 
 def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
@@ -80,7 +81,7 @@ def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
         if not r.conformed:
             marks.append("non-conforming: no readable findings block")
         parts += ["", f"### {r.model} ({'; '.join(m for m in marks if m)})", "",
-                  r.prose.strip() or "(no prose)"]
+                  closed(r.prose.strip()) or "(no prose)"]
         if r.findings:
             parts += ["", "Findings:"]
             for f in r.findings:
@@ -113,7 +114,7 @@ def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
         parts.append(f"- {seat}: {cred}")
     if notices:
         parts += ["", "## Notices", ""] + [f"- {n}" for n in notices]
-    return "\n".join(parts) + "\n"
+    return cued("\n".join(parts), SYNTHESIS_CUE)
 
 
 # -- the walk ------------------------------------------------------------------------------

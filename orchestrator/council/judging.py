@@ -16,6 +16,7 @@ from typing import Any
 import json_repair
 
 from orchestrator.council.bundle import label_name
+from orchestrator.council.continuable import JUDGEMENT_CUE, closed, cued
 
 JUDGE_BRIEF = """You are judging a review council's findings. Several reviewers examined the \
 work described in the briefing below, independently. Their reviews follow, anonymised and in \
@@ -45,9 +46,9 @@ _BLOCK = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", r
 
 def judge_briefing(briefing: str, view: str, ids: list[str], labels: list[str]) -> str:
     shown = ", ".join(ids) if ids else "none (rank the reviews only)"
-    return (f"{JUDGE_BRIEF}\n\nFindings to vote on: {shown}.\nReviews to rank: "
-            f"{', '.join(labels)}.\n\n## The briefing\n\n{briefing.strip()}\n\n"
-            f"## The reviews\n\n{view.strip()}\n")
+    return cued(f"{JUDGE_BRIEF}\n\nFindings to vote on: {shown}.\nReviews to rank: "
+                f"{', '.join(labels)}.\n\n## The briefing\n\n{closed(briefing.strip())}\n\n"
+                f"## The reviews\n\n{view.strip()}", JUDGEMENT_CUE)
 
 
 def _label(value: Any) -> str | None:

@@ -10,7 +10,8 @@ of context (``-c`` is ``n_ctx × slots``).
 ``orch-plain``: the built-in Gemma 3 270M is a *base* model: wrapped in a chat template it
 loops on turn markers; given the conversation as plain text it continues it. The template
 below joins the non-system messages with blank lines, and the ``local`` plugin sends
-``stop: ["\\n\\n"]`` with every request to such a model, so an answer is one paragraph.
+``stop: ["\\n\\n\\n"]`` with every request to such a model: an answer ends at two blank
+lines in a row (or at ``local.max_tokens``), never at the blank line before its first line.
 
 The portable path: llama.cpp repacks weights into "extra buffer types" (AMX tiles, AVX-512
 layouts) when the CPU advertises them. Some VMs advertise AMX and fault on it (SIGILL). The
@@ -26,7 +27,10 @@ from pathlib import Path
 from orchestrator.local.prebuilt import MODULE as PREBUILT_MODULE
 
 PLAIN = "orch-plain"
-PLAIN_STOP = ["\n\n"]
+# Two blank lines in a row: where a base model's text has ended. Never a single blank line:
+# a prompt that ends a paragraph (an instruction, a heading) is continued after a blank
+# line, so "\n\n" would cut the answer before its first line (an empty answer).
+PLAIN_STOP = ["\n\n\n"]
 PLAIN_TEMPLATE = (
     "{%- set ns = namespace(first=true) -%}"
     "{%- for message in messages -%}"

@@ -2,7 +2,7 @@
 
 Every value has a default, so a fresh machine needs no ``local`` section at all::
 
-    "local": {"n_ctx": 2048, "max_slots": 4, "n_threads": 2, "idle_minutes": 15, "port": 0,
+    "local": {"n_ctx": 8192, "max_slots": 4, "n_threads": 2, "idle_minutes": 15, "port": 0,
               "max_tokens": 512, "models": {"qwen": {"path": "...", "sha256": "..."}}}
 """
 
@@ -21,7 +21,7 @@ HOST = "127.0.0.1"  # the server never listens beyond this machine
 
 @dataclass(frozen=True)
 class LocalSettings:
-    n_ctx: int = 2048  # per slot
+    n_ctx: int = 8192  # per slot: a council's judge and chair packets fit (docs/local.md)
     max_slots: int = 4  # a wave of N local legs gets min(N, max_slots) parallel slots
     default_alias: str = "gemma3-270m"
     n_threads: int = 2
@@ -54,7 +54,7 @@ class LocalSettings:
             raise OrchError(f"`{SECTION}.models` in {cfg.path} must map an alias to "
                             "{\"path\": ..., \"sha256\": ...}; add models with `orch local add`")
         return cls(
-            n_ctx=_number(raw, "n_ctx", 2048, int, 128, cfg),
+            n_ctx=_number(raw, "n_ctx", 8192, int, 128, cfg),
             max_slots=_number(raw, "max_slots", 4, int, 1, cfg, top=64),
             n_threads=_number(raw, "n_threads", default_threads(), int, 1, cfg),
             n_threads_batch=_number(raw, "n_threads_batch", None, int, 1, cfg),
