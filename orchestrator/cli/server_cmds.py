@@ -108,7 +108,7 @@ def local() -> None:
 
     \b
     Examples:
-      orch local build           # compile the server once (about 10 min on 2 cores)
+      orch local build           # optional: compile a native llama-server (10-45 min)
       orch local add ~/models/qwen2.5-0.5b-q4.gguf --alias qwen0.5b
       orch fanout -m local/gemma3-270m,local/qwen0.5b -p "..."
       orch local list
@@ -120,9 +120,11 @@ def local() -> None:
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), help="Compile jobs (default: cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print the build's stamp as JSON.")
 def build(force, jobs, as_json):
-    """Compile llama.cpp's llama-server once (portable: GGML_NATIVE=OFF) from the pinned
-    llama-cpp-python sdist and cache it in the data directory. About 10 minutes on 2 cores;
-    later runs find it cached at once."""
+    """Optional: compile llama.cpp's llama-server once (portable: GGML_NATIVE=OFF) from the
+    pinned llama-cpp-python sdist and cache it in the data directory. The prebuilt server of
+    the local extra needs no build; a compiled one runs with `local.server: "built"` and is
+    the portable path's server. 10-45 minutes on 2 cores depending on load; later runs find
+    it cached at once; one build at a time."""
     from orchestrator.local.build import build as build_server
 
     def say(text: str) -> None:
