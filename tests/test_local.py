@@ -271,9 +271,16 @@ def test_unknown_local_model_names_the_fix(local_home):
 def test_missing_server_or_extra_is_one_line(local_home, monkeypatch):
     write_config(local_home, server_command=None)  # the real servers: neither is here
     monkeypatch.setitem(sys.modules, "xllamacpp", None)  # the prebuilt one not installed
-    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"),
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x"),
                    "the local server needs xllamacpp (llama.cpp's server, prebuilt): "
                    "pip install -e '.[local]' installs it")
+    # nothing was sent, and still a ledger row per leg: runs and spend count the same legs
+    rows = ledger(local_home)
+    assert [(r["model"], r["status"], r["cost_usd"]) for r in rows] == [
+        ("local/gemma3-270m", "error", 0.0), ("local/gemma3-270m@hot", "error", 0.0)]
+    assert rows[0]["reason"].startswith("wave_start: the local server needs xllamacpp")
+    listed = json.loads(orch("runs", "--json").stdout)["runs"]
+    assert [r["legs"] for r in listed] == [2]
     write_config(local_home, server="built")  # asked for a compiled one: not built here
     one_line_error(orch("server", "start"), "the local server is not built yet: run `orch "
                    "local build`")
