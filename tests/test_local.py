@@ -758,3 +758,15 @@ def test_a_council_runs_every_stage_on_the_local_model_and_its_variants(local_ho
         assert last.count("```") % 2 == 0, last[-200:]
         assert last.rstrip().splitlines()[-1].startswith(("## Your", "REVIEW>>>",
                                                           "SYNTHESIS>>>")), last[-200:]
+
+
+def test_a_council_whose_local_server_cannot_start_says_why_in_one_line(local_home,
+                                                                        monkeypatch):
+    """Not `internal: OrchError: ...` with a traceback: the reason, once, exit 1."""
+    write_config(local_home, server_command=None)
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    result = orch("council", "run", "-p", "Review.", "--tools", "none",
+                  "-m", "local/gemma3-270m,local/gemma3-270m@hot",
+                  "--chair", "local/gemma3-270m@cold")
+    one_line_error(result, "orch: error: the local server needs xllamacpp (llama.cpp")
+    assert "internal" not in result.stderr

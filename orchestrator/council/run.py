@@ -183,6 +183,8 @@ class CouncilRun:
             self.status, self.error = "quorum", f"COUNCIL_QUORUM: {exc}"
         except PreflightError as exc:  # options a seat or the chair cannot take: none sent
             self.status, self.error, self.usage_error = "error", str(exc), True
+        except OrchError as exc:  # said and meant (a stage's wave_start: the local server
+            self.status, self.error = "error", scrub(str(exc))  # cannot start): one line
         except Exception as exc:  # a bug: still leave run.json saying so
             from orchestrator.runtime import log
 
