@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from orchestrator.errors import OrchError, Refusal
 from orchestrator.hookspecs import hookimpl
-from orchestrator.local.llama_server import PLAIN, PLAIN_STOP
+from orchestrator.local.llama_server import PLAIN, plain_stop
 
 PROVIDER = "local"
 
@@ -149,12 +149,13 @@ def before_request(leg, request):
         params["max_tokens"] = cap
     changes = {}
     if mine.get("plain"):
-        params.setdefault("stop", list(PLAIN_STOP))
         # A base model continues text: system messages are left out (llama.cpp would fold
         # them into the first user message, since the plain template has no system role).
         kept = [m for m in request.messages if m.get("role") != "system"]
         if len(kept) != len(request.messages):
             changes["messages"] = kept
+        last = kept[-1].get("content") if kept else ""
+        params.setdefault("stop", plain_stop(last if isinstance(last, str) else ""))
         _check_context(mine, changes.get("messages", request.messages))
     if params != request.params:
         changes["params"] = params

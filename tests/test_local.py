@@ -770,3 +770,21 @@ def test_a_council_whose_local_server_cannot_start_says_why_in_one_line(local_ho
                   "--chair", "local/gemma3-270m@cold")
     one_line_error(result, "orch: error: the local server needs xllamacpp (llama.cpp")
     assert "internal" not in result.stderr
+
+
+@pytest.mark.parametrize("prompt, stop", [
+    ("The three primary colours are", ["\n\n"]),  # mid-sentence: one paragraph
+    ("Once upon a time, in a small village by the sea,", ["\n\n"]),
+    ("Review this plan.", ["\n\n\n"]),  # continued after a blank line: never "\n\n"
+    ("What are they?", ["\n\n\n"]),
+    ("Brief.\n\n## Your review\n", ["\n\n\n"]),
+    ("Brief.\n\n## Your review", ["\n\n\n"]),
+    ("```json\n[]\n```", ["\n\n\n"]),
+    ("Steps:\n- first step", ["\n\n\n"]),
+])
+def test_a_base_model_answer_is_never_stopped_before_its_first_line(prompt, stop):
+    """A prompt that ends a paragraph is continued after a blank line: "\n\n" would stop
+    the answer there, empty (8 of 8 council seats did)."""
+    from orchestrator.local.llama_server import plain_stop
+
+    assert plain_stop(prompt) == stop

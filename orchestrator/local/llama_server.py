@@ -9,9 +9,10 @@ of context (``-c`` is ``n_ctx × slots``).
 
 ``orch-plain``: the built-in Gemma 3 270M is a *base* model: wrapped in a chat template it
 loops on turn markers; given the conversation as plain text it continues it. The template
-below joins the non-system messages with blank lines, and the ``local`` plugin sends
-``stop: ["\\n\\n\\n"]`` with every request to such a model: an answer ends at two blank
-lines in a row (or at ``local.max_tokens``), never at the blank line before its first line.
+below joins the non-system messages with blank lines, and the ``local`` plugin sends stop
+strings chosen by how the prompt ends (:func:`plain_stop`): one paragraph for a prompt that
+stops mid-sentence, up to two blank lines in a row for one that ends a paragraph — never
+the blank line before the answer's first line.
 
 The portable path: llama.cpp repacks weights into "extra buffer types" (AMX tiles, AVX-512
 layouts) when the CPU advertises them. Some VMs advertise AMX and fault on it (SIGILL). The
@@ -21,16 +22,31 @@ environment says the same to any server, the stand-in of the tests too).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 from orchestrator.local.prebuilt import MODULE as PREBUILT_MODULE
 
 PLAIN = "orch-plain"
-# Two blank lines in a row: where a base model's text has ended. Never a single blank line:
-# a prompt that ends a paragraph (an instruction, a heading) is continued after a blank
-# line, so "\n\n" would cut the answer before its first line (an empty answer).
+# Where a base model's answer ends. A prompt that stops mid-sentence ("The three primary
+# colours are") is continued on its own line: one paragraph, to the first blank line. A prompt
+# that ends a sentence, a heading or a fence (an instruction, every council prompt) is
+# continued after a blank line, which "\n\n" would take for the end: an empty answer. There
+# the answer ends at two blank lines in a row (or at local.max_tokens).
+PLAIN_STOP_INLINE = ["\n\n"]
 PLAIN_STOP = ["\n\n\n"]
+_ENDS_A_PARAGRAPH = re.compile(r"(?:[.!?:;)\]}>\"'`*]|^#+ [^\n]*|^[-*] [^\n]*)\s*\Z", re.M)
+
+
+def plain_stop(prompt: str) -> list[str]:
+    """The stop strings for a plain-text prompt, by how it ends (see above)."""
+    text = prompt.rstrip()
+    if text and not prompt.endswith("\n") and not _ENDS_A_PARAGRAPH.search(text):
+        return list(PLAIN_STOP_INLINE)
+    return list(PLAIN_STOP)
+
+
 PLAIN_TEMPLATE = (
     "{%- set ns = namespace(first=true) -%}"
     "{%- for message in messages -%}"
