@@ -199,8 +199,11 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
 
 def test_a_request_that_sets_its_own_limit_keeps_it(local_home):
     write_config(local_home, max_tokens=0)
-    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
-    assert json.loads(doc["legs"][0]["answer"])["max_tokens"] is None
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p",
+                          "The three primary colours are", "--json").stdout)
+    seen = json.loads(doc["legs"][0]["answer"])
+    assert seen["max_tokens"] is None
+    assert seen["stop"] == ["\n\n"]  # mid-sentence, on the wire: one paragraph
 
 
 def test_an_added_model_is_served_after_a_restart_and_the_chair_too(local_home, tmp_path):
@@ -774,6 +777,7 @@ def test_a_council_whose_local_server_cannot_start_says_why_in_one_line(local_ho
 
 @pytest.mark.parametrize("prompt, stop", [
     ("The three primary colours are", ["\n\n"]),  # mid-sentence: one paragraph
+    ("The three primary colours are\n", ["\n\n"]),  # as fanout composes it: trimmed
     ("Once upon a time, in a small village by the sea,", ["\n\n"]),
     ("Review this plan.", ["\n\n\n"]),  # continued after a blank line: never "\n\n"
     ("What are they?", ["\n\n\n"]),

@@ -40,9 +40,10 @@ _ENDS_A_PARAGRAPH = re.compile(r"(?:[.!?:;)\]}>\"'`*]|^#+ [^\n]*|^[-*] [^\n]*)\s
 
 
 def plain_stop(prompt: str) -> list[str]:
-    """The stop strings for a plain-text prompt, by how it ends (see above)."""
+    """The stop strings for a plain-text prompt, by how it ends (see above). Trailing
+    whitespace does not count: the template trims it, the model never sees it."""
     text = prompt.rstrip()
-    if text and not prompt.endswith("\n") and not _ENDS_A_PARAGRAPH.search(text):
+    if text and not _ENDS_A_PARAGRAPH.search(text):
         return list(PLAIN_STOP_INLINE)
     return list(PLAIN_STOP)
 
