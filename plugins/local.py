@@ -173,7 +173,7 @@ def _check_context(mine: dict, messages: list[dict]) -> None:
     n_ctx = mine.get("n_ctx")
     text = "\n\n".join(m["content"].strip() for m in messages
                         if isinstance(m.get("content"), str) and m["content"].strip())
-    if not n_ctx or len(text) < n_ctx:  # a token is at least one character
+    if not n_ctx or len(text) + 2 < n_ctx:  # a token is a character or more (+ BOS)
         return
     tokens = _count_tokens(mine["base"], text)
     if tokens is not None and tokens >= n_ctx:
