@@ -309,7 +309,8 @@ def test_a_corrupt_added_gguf_is_refused_before_any_start(local_home, tmp_path):
     one_line_error(orch("server", "start"), "fails its sha256 check")
     one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "fails its sha256")
     assert st.read_state() is None and not supervisors(local_home)
-    assert not (local_home / "ledger.db").exists() or ledger(local_home) == []
+    # nothing was sent: the leg's row says so, at $0 (runs and spend count the same legs)
+    assert [(r["status"], r["cost_usd"]) for r in ledger(local_home)] == [("error", 0.0)]
     path.unlink()
     one_line_error(orch("server", "start"), "is missing")
 
