@@ -71,13 +71,6 @@ def built() -> dict | None:
     return stamp
 
 
-def require() -> Path:
-    """The built binary, or a one-line error saying how to build it."""
-    if built() is None:
-        raise OrchError(f"the local server is not built yet: {BUILD_HINT}")
-    return binary()
-
-
 def build(*, force: bool = False, jobs: int | None = None,
           say: Callable[[str], None] = print) -> dict:
     """Build and install ``llama-server`` unless a finished build is there (``force``
