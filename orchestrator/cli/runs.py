@@ -104,8 +104,6 @@ def show(run_id, as_json, runs_dir):
 def show_run(run_id: str | None, as_json: bool, runs_dir: Path | None) -> None:
     """`orch runs show ID` and `orch status [ID]`: one run, found the same way (exact id, or
     a unique prefix; no id: the latest run)."""
-    from orchestrator.cli.status import echo_wave
-
     entry, doc = shown(runs_dir, run_id)
     if as_json:
         print_json(doc)
@@ -113,6 +111,16 @@ def show_run(run_id: str | None, as_json: bool, runs_dir: Path | None) -> None:
         echo_wave(doc)
     else:
         _echo_run(entry, doc)
+
+
+def echo_wave(doc: dict) -> None:
+    """A wave's status and one line per leg (``orch status`` and ``orch runs show``)."""
+    rebuilt = " (rebuilt from the legs' files)" if doc.get("rebuilt") else ""
+    click.echo(f"Wave {doc['wave_id']}: {doc['status']}{rebuilt}")
+    for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
+        reason = f" — {leg['reason']}" if leg.get("reason") else ""
+        cost = "unknown" if leg["cost_usd"] is None else f"${leg['cost_usd']:.4f}"
+        click.echo(f"  {leg['leg_id']}  {leg['model']}  {leg['status']}  {cost}{reason}")
 
 
 def shown(runs_dir: Path | None, run_id: str | None):

@@ -1,4 +1,4 @@
-"""``orch status WAVE_ID``: a wave's legs, from wave.json or rebuilt from the legs on disk."""
+"""``orch status [ID]``: a run (the latest with no id), shown as ``orch runs show`` shows it."""
 
 from __future__ import annotations
 
@@ -25,13 +25,3 @@ def status(run_id, runs_dir, as_json):
     from orchestrator.cli.runs import show_run
 
     show_run(run_id, as_json, runs_dir)
-
-
-def echo_wave(doc: dict) -> None:
-    """A wave's status and one line per leg (``orch status`` and ``orch runs show``)."""
-    rebuilt = " (rebuilt from the legs' files)" if doc.get("rebuilt") else ""
-    click.echo(f"Wave {doc['wave_id']}: {doc['status']}{rebuilt}")
-    for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
-        reason = f" — {leg['reason']}" if leg.get("reason") else ""
-        cost = "unknown" if leg["cost_usd"] is None else f"${leg['cost_usd']:.4f}"
-        click.echo(f"  {leg['leg_id']}  {leg['model']}  {leg['status']}  {cost}{reason}")
