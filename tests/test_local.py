@@ -793,3 +793,26 @@ def test_a_base_model_answer_is_never_stopped_before_its_first_line(prompt, stop
     from orchestrator.local.llama_server import plain_stop
 
     assert plain_stop(prompt) == stop
+
+
+def test_the_prebuilt_server_says_a_taken_port_as_manager_reads_it(tmp_path):
+    """llama.cpp only says it could not bind; the prebuilt server names the port taken, in
+    the words manager reads to pick another port (a free port it never took)."""
+    pytest.importorskip("xllamacpp")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        taken = subprocess.run([sys.executable, "-m", "orchestrator.local.prebuilt", "--model",
+                                str(tmp_path / "none.gguf"), "--alias", "a", "--port",
+                                str(port)], capture_output=True, text=True, timeout=60)
+    assert taken.returncode == 1
+    assert taken.stdout.strip().splitlines()[-1] == (
+        f"error: the prebuilt llama.cpp server did not start: port {port} on 127.0.0.1: "
+        f"{manager.IN_USE}")
+    missing = subprocess.run([sys.executable, "-m", "orchestrator.local.prebuilt", "--model",
+                              str(tmp_path / "none.gguf"), "--alias", "a", "--port",
+                              str(manager.free_port())], capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 1 and manager.IN_USE not in missing.stdout
+    assert "error: the prebuilt llama.cpp server did not start" in missing.stdout
