@@ -816,3 +816,22 @@ def test_the_prebuilt_server_says_a_taken_port_as_manager_reads_it(tmp_path):
                              timeout=60)
     assert missing.returncode == 1 and manager.IN_USE not in missing.stdout
     assert "error: the prebuilt llama.cpp server did not start" in missing.stdout
+
+
+def test_the_portable_path_falls_back_to_a_compiled_server_when_one_is_built(local_home):
+    """Default: the prebuilt server; a SIGILL at start goes to the compiled llama-server
+    (x86-64 baseline only) when `orch local build` made one, else to the prebuilt one with
+    repacking off; `local.server: "built"` runs the compiled one on both paths."""
+    pytest.importorskip("xllamacpp")
+    from orchestrator.local import build, server_choice
+    from orchestrator.local import llama_server as llama
+
+    alone = server_choice.choose()
+    assert alone.fast == alone.portable == llama.PREBUILT
+    assert alone.label.startswith("prebuilt (xllamacpp ")
+    seed_llama_server()
+    both = server_choice.choose()
+    assert both.fast == llama.PREBUILT and both.portable == [str(build.binary())]
+    assert both.portable_label.startswith("llama-server ")
+    built = server_choice.choose("built")
+    assert built.fast == built.portable == [str(build.binary())]
