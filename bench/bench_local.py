@@ -1,31 +1,33 @@
-"""The local model server, old and new side by side in one run: llama.cpp's Python server
-(``llama_cpp.server``, what orch ran before: one request at a time) against llama.cpp's own
-``llama-server`` with parallel slots (what ``orch local build`` builds and orch runs now).
+"""The local model server, side by side in one run: the prebuilt server orch runs by default
+(``xllamacpp``: llama.cpp's own server as a Python extension, ``python -m
+orchestrator.local.prebuilt``), against a ``llama-server`` compiled by ``orch local build``
+when one is built (or another binary: ``--baseline-binary``), or llama.cpp's Python server
+(``llama_cpp.server``, what orch ran first: one request at a time) with ``--legacy``.
 
-Run by hand (needs the local extra, ``orch local build``, and for the old server the
-``bench-legacy`` extra)::
+Run by hand (needs the local extra; for the compiled one ``orch local build``; for the legacy
+one the ``bench-legacy`` extra)::
 
     python bench/bench_local.py [--tokens 64] [--reps 3] [--threads N] [--threads-batch N]
-        [--server-flags "-fa off"] [--baseline-binary PATH] [--skip-old] [--skip-engine]
+        [--server-flags "-fa off"] [--baseline-binary PATH] [--legacy] [--skip-engine]
 
 Writes bench/results/local.json. Every request is the same raw-text completion of
 ``--tokens`` tokens (end-of-text banned through ``logit_bias``, so both servers generate
 exactly that many), sent with urllib straight to the server:
 
 - start, cold and warm: process start → the first 1-token completion answers. Cold: the GGUF
-  and the server's binary evicted from the page cache first (``posix_fadvise DONTNEED``).
+  and the server's binary (for the prebuilt one, the extension's .so) evicted from the page
+  cache first (``posix_fadvise DONTNEED``).
 - tokens/s of 1 request; total tokens/s of 2 concurrent requests (README command 1 is a 2-leg
   wave); total tokens/s and wall time of 4 concurrent requests; wall time of the same 4 one
   after another.
-- memory: PSS and peak RSS of one server (4 slots for the new one) after the 4 concurrent
-  requests, against four servers (one slot each) answering one request each at the same time.
+- memory: PSS and peak RSS of one server (4 slots) after the 4 concurrent requests, against
+  four servers (one slot each) answering one request each at the same time.
 - the engine: a 4-leg wave through orch (managed server, hooks, ledger) against 4 one-leg
-  waves one after another, on the new server.
-- why (new server): the cost of one decode step with 1 busy slot and with 4, from
-  llama-server's own timings (``predicted_per_token_ms``: every busy slot gets one token per
-  step), and the server's CPU seconds per generated token. Four slots can give at most
-  ``4 × step(1) / step(4)`` the tokens/s of one: a step that costs nearly 4× as much (the
-  matrix products are compute-bound) leaves little for batching to win.
+  waves one after another, on the default server.
+- why: the cost of one decode step with 1 busy slot and with 4, from llama.cpp's own timings
+  (``predicted_per_token_ms``: every busy slot gets one token per step), and the server's CPU
+  seconds per generated token. Four slots can give at most ``4 × step(1) / step(4)`` the
+  tokens/s of one.
 
 The "1 request" baseline runs on the very server (same flags, same slots) the 4 concurrent
 requests use, which is what a one-leg wave gets. The targets (issue 15, on 2 cores) are
@@ -80,11 +82,11 @@ def old_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> li
 
 
 def new_argv(model: Path, port: int, threads: int, slots: int, home: Path,
-             threads_batch: int | None = None) -> list[str]:
-    from orchestrator.local import build
+             threads_batch: int | None = None, program: list[str] | None = None) -> list[str]:
+    """The server orch runs (the prebuilt one unless ``program`` names another)."""
     from orchestrator.local import llama_server as llama
 
-    return llama.argv(build.require(), model=model, alias=ALIAS, port=port, host="127.0.0.1",
+    return llama.argv(program or llama.PREBUILT, model=model, alias=ALIAS, port=port, host="127.0.0.1",
                       slots=slots, n_ctx=2048, threads=threads, chat_format=None,
                       template_file=home / "unused.jinja", path=llama.FAST,
                       threads_batch=threads_batch)
@@ -330,16 +332,20 @@ def main() -> None:
     parser.add_argument("--threads-batch", type=int, default=None,
                         help="llama-server threads for steps of several tokens (several slots "
                         "or a prompt); default: orch's, the same as --threads")
-    parser.add_argument("--skip-old", action="store_true", help="no llama_cpp.server run")
+    parser.add_argument("--legacy", action="store_true",
+                        help="compare with llama_cpp.server (the bench-legacy extra) when no "
+                        "compiled llama-server is there")
     parser.add_argument("--server-flags", default="",
-                        help="more llama-server flags for the new server (and a baseline "
-                        "binary), e.g. \"-fa off\" or \"--samplers top_k;temperature\"")
+                        help="more llama-server flags for both servers, e.g. \"-fa off\" "
+                        "(the prebuilt one takes the flags orch gives it only)")
     parser.add_argument("--baseline-binary", default=None,
-                        help="measure this llama-server binary (same flags) instead of the "
-                        "old llama_cpp.server, e.g. the build before a change of build flags")
+                        help="compare with this llama-server binary (same flags) instead of "
+                        "the one orch local build made")
     parser.add_argument("--skip-engine", action="store_true", help="no wave through orch")
     args = parser.parse_args()
     offline()
+    import xllamacpp
+
     from orchestrator.local import build
     from orchestrator.local.settings import default_threads
     from orchestrator.runtime import litellm
@@ -350,28 +356,31 @@ def main() -> None:
     model = model_path()
     home = Path(tempfile.mkdtemp(prefix="orch-bench-servers-"))
     load_before = os.getloadavg()
+    extension = next(Path(xllamacpp.__file__).parent.glob("xllamacpp*.so"))
 
-    def tuned_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list[str]:
-        return [*new_argv(model, port, threads, slots, home, threads_batch),
-                *shlex.split(args.server_flags)]
+    def prebuilt_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list:
+        return new_argv(model, port, threads, slots, home, threads_batch)
 
-    new = bench_server("new (llama-server)", tuned_argv, model, build.require(), threads,
-                       args.tokens, args.reps, home)
+    new = bench_server(f"prebuilt (xllamacpp {xllamacpp.__version__})", prebuilt_argv, model,
+                       extension, threads, args.tokens, args.reps, home)
     old = None
-    if args.baseline_binary:  # another llama-server build, same flags, in the old one's place
-        other = Path(args.baseline_binary).resolve()
+    binary = (Path(args.baseline_binary).resolve() if args.baseline_binary
+              else build.binary() if build.built() else None)
+    if binary is not None:  # a compiled llama-server, same flags
+        def compiled_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list:
+            return [*new_argv(model, port, threads, slots, home, threads_batch, [str(binary)]),
+                    *shlex.split(args.server_flags)]
 
-        def other_argv(model: Path, port: int, threads: int, slots: int, home: Path) -> list:
-            return [str(other), *tuned_argv(model, port, threads, slots, home)[1:]]
-
-        old = bench_server(f"baseline llama-server ({other})", other_argv, model, other,
+        old = bench_server(f"compiled llama-server ({binary})", compiled_argv, model, binary,
                            threads, args.tokens, args.reps, home)
-    elif not args.skip_old:
+    elif args.legacy:
         import llama_cpp
 
         lib = next(Path(llama_cpp.__file__).parent.glob("lib/libllama*"))
         old = bench_server("old (llama_cpp.server)", old_argv, model, lib, threads,
                            args.tokens, args.reps, home)
+    else:
+        print("no compiled llama-server to compare with (orch local build makes one)")
     engine = None
     if not args.skip_engine:
         engine = bench_engine(args.tokens, threads, args.reps, args.threads_batch)
@@ -381,14 +390,17 @@ def main() -> None:
         "machine": machine(), "load_average_before": load_before,
         "load_average_after": load_after, "tokens_per_request": args.tokens,
         "n_threads": threads, "n_threads_batch": threads_batch, "new": new, "old": old,
-        "engine": engine, "build": build.built()})
-    print(f"\nnew server, --threads {threads} --threads-batch {threads_batch}, {args.tokens} "
-          f"tokens per request, load average {load_before[0]:.1f} -> {load_after[0]:.1f} "
-          f"on {os.cpu_count()} cores:")
-    print(f"  1 request {new['tok_s_1']} tok/s; 2 concurrent {new['tok_s_2_total']} tok/s; "
-          f"4 concurrent {new['tok_s_4_total']} tok/s in "
-          f"total; 4 concurrent {new['wall_4_concurrent_s']} s vs 4 one after another "
-          f"{new['wall_4_sequential_s']} s")
+        "engine": engine, "prebuilt": f"xllamacpp {xllamacpp.__version__}",
+        "build": build.built()})
+    print(f"\nprebuilt server, --threads {threads} --threads-batch {threads_batch}, "
+          f"{args.tokens} tokens per request, load average {load_before[0]:.1f} -> "
+          f"{load_after[0]:.1f} on {os.cpu_count()} cores:")
+    for name, doc in (("prebuilt", new), ("compared", old)):
+        if doc:
+            print(f"  {name}: 1 request {doc['tok_s_1']} tok/s; 2 concurrent "
+                  f"{doc['tok_s_2_total']} tok/s; 4 concurrent {doc['tok_s_4_total']} tok/s in "
+                  f"total; start cold {doc['start_cold_s']} s, warm {doc['start_warm_s']} s; "
+                  f"PSS {doc['memory_one_server']['pss_mb']} MB")
     print("targets (issue 15, 2 cores):")
     print("\n".join(verdicts(new, engine)))
 

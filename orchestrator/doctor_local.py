@@ -29,10 +29,11 @@ def local_rows(cfg: Config, deep: bool = False) -> list[Check]:
     rows.append(Check(SECTION, "extra", OK if extra else WARN,
                       "the local extra is installed" if extra else "not installed",
                       None if extra else EXTRA_HINT))
-    stamp = build.built()
-    rows.append(Check(SECTION, "build", OK if stamp else WARN,
+    stamp = build.built()  # optional: the prebuilt server needs no build
+    rows.append(Check(SECTION, "build", OK,
                       f"llama-server {build.SDIST_VERSION} built: {build.binary()}" if stamp
-                      else "llama-server is not built", None if stamp else build.BUILD_HINT))
+                      else "no compiled llama-server (optional: the prebuilt server runs "
+                           "without one; `orch local build` makes one)"))
     for model in catalogue(settings.models).values():
         name = f"local/{model.alias}"
         if not model.path.is_file():
@@ -49,7 +50,12 @@ def local_rows(cfg: Config, deep: bool = False) -> list[Check]:
     if settings.server_command:
         path = "local.server_command: " + " ".join(settings.server_command[:3])
     else:
-        path = "llama.cpp's llama-server (orch local build)"
+        from orchestrator.local.server_choice import choose
+
+        try:
+            path = choose(settings.server).label
+        except OrchError as exc:
+            return [*rows, Check(SECTION, "server", FAIL, str(exc), "install or build it")]
     from orchestrator.local import manager
 
     running = manager.status().get("status", "stopped")
@@ -74,11 +80,15 @@ def _digest_row(model, name: str) -> Check:
 
 
 def one_token(settings) -> Check:
-    """Start (or reuse) the managed server and generate one token: the whole local path."""
+    """Start (or reuse) the managed server and generate one token: the whole local path.
+    One server holds one model: the one it serves when it runs, else the default (the other
+    local models are checked by their digest rows, never by a restart that would cut off
+    someone's wave)."""
     from orchestrator.local import manager
-    from orchestrator.local.model import BUILTIN_ALIAS
+    from orchestrator.local.state import read_state
 
-    alias = next(iter(settings.models or {}), BUILTIN_ALIAS)
+    running = (read_state() or {}).get("models") or []
+    alias = running[0] if running else settings.default_alias
     t0 = time.monotonic()
     try:
         state, _ = manager.ensure(settings, need=[alias])

@@ -118,12 +118,37 @@ def _leg_start(legs: list[dict]) -> str | None:
     return starts[0] if starts else None
 
 
+SHOWN_MATCHES = 5
+
+
 def find(runs_dir: Path, run_id: str, bench_dir: Path | None = None) -> RunEntry:
-    for entry in entries(runs_dir, bench_dir):
+    """The run named by ``run_id``: its exact id (``ID`` or ``KIND-ID``), else the one run
+    whose id starts with it — the rule every command that takes a run id follows."""
+    run_id = run_id.strip()
+    every = list(entries(runs_dir, bench_dir))
+    for entry in every:
         if run_id in (entry.id, f"{entry.kind}-{entry.id}"):
             return entry
+    matches = [e for e in every if run_id and (e.id.startswith(run_id)
+                                               or f"{e.kind}-{e.id}".startswith(run_id))]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(f"{e.kind} {e.id}" for e in matches[:SHOWN_MATCHES])
+        more = ", ..." if len(matches) > SHOWN_MATCHES else ""
+        raise OrchError(f"ambiguous: {len(matches)} runs match {run_id!r} ({shown}{more}); "
+                        "give more of the id")
     raise OrchError(f"no run {run_id!r} under {runs_dir}; `orch runs` lists them "
                     "(or pass --runs-dir)")
+
+
+def latest(runs_dir: Path, bench_dir: Path | None = None) -> RunEntry:
+    """The run started last (``orch status`` with no id)."""
+    every = list(entries(runs_dir, bench_dir))
+    if not every:
+        raise OrchError(f"no runs under {runs_dir} yet; `orch fanout` starts one (or pass "
+                        "--runs-dir)")
+    return max(every, key=lambda e: e.created)
 
 
 def settled(doc: dict[str, Any]) -> dict[str, Any]:

@@ -37,8 +37,10 @@ class _StderrHandler(logging.StreamHandler):
 
 
 def log_as_json() -> bool:
-    """JSON lines when stderr is not a terminal (a pipe, a file, CI) or with --log-json."""
-    return os.environ.get("ORCH_LOG_JSON") == "1" or not sys.stderr.isatty()
+    """JSON lines only when asked (``--log-json``, ``ORCH_LOG_JSON=1``); otherwise one human
+    line each, on a terminal or not, in the ``orch: LEVEL: ...`` form of orch's own lines, so
+    a pipe or a CI log never mixes JSON with ``orch:`` lines."""
+    return os.environ.get("ORCH_LOG_JSON") == "1"
 
 
 # ``orch serve`` runs many clients' commands in one process: it sets this to an object whose
@@ -49,8 +51,8 @@ job_logging = None
 @functools.cache
 def configure_logging() -> None:
     """One renderer for every record, standard library (litellm, httpx, ...) and structlog
-    alike: JSON lines on stderr when it is not a terminal or with --log-json, one human line
-    each on a terminal, at LOG_LEVEL (default warning); stdout stays clean. A record with
+    alike: one human line each (``orch: warning: ...``), JSON lines only with --log-json, at
+    LOG_LEVEL (default warning); stdout stays clean. A record with
     ``exc_info`` carries its traceback (LOG_LEVEL=debug shows an internal error's)."""
     if job_logging is not None:
         return job_logging.configure()
@@ -84,14 +86,28 @@ def formatter(as_json: bool) -> logging.Formatter:
     """The formatter of orch's log lines: JSON lines or one human line each."""
     import structlog
 
-    renderer = structlog.processors.JSONRenderer() if as_json else \
-        structlog.dev.ConsoleRenderer(colors=False)
+    renderer = structlog.processors.JSONRenderer() if as_json else human_line
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.add_logger_name, *_shared()],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     structlog.processors.format_exc_info,
                     _scrub_event,  # log lines are output too: no key value, no key shape
                     renderer])
+
+
+def human_line(logger, method, event: dict) -> str:
+    """``orch: warning: rate_limit_hold model=x wait_s=3`` (a traceback, when there is one,
+    on the lines after it). One line each: on a terminal rich's live table prints it above
+    itself (stderr is its proxy while it draws), so the table is never cut by it."""
+    event = dict(event)
+    level = event.pop("level", "info")
+    text = str(event.pop("event", ""))
+    trace = event.pop("exception", None)
+    for key in ("timestamp", "logger", "logger_name", "_record", "_from_structlog"):
+        event.pop(key, None)
+    pairs = " ".join(f"{k}={v}" for k, v in event.items())
+    line = f"orch: {level}: {text}" + (f" {pairs}" if pairs else "")
+    return f"{line}\n{trace}" if trace else line
 
 
 def _scrub_event(logger, method, event: dict) -> dict:

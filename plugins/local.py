@@ -11,7 +11,9 @@
   ``local.max_slots``): llama-server decodes them together.
 - ``before_request`` caps the completion at ``local.max_tokens`` when nothing else set a
   limit (a base model otherwise writes until its context is full), sends the ``orch-plain``
-  stop string and leaves system messages out for such a model, and never sends ``tools``: the embedded model has no native tool calling
+  stop string and leaves system messages out for such a model, refuses (``LOCAL_CONTEXT``,
+  naming ``local.n_ctx``) a prompt longer than a slot's context, and never sends ``tools``:
+  the embedded model has no native tool calling
   (``supports_tools=False`` in the catalog, so the text tool protocol applies); tools still
   in the request at this last step are withheld and the leg records ``tools_withheld``.
 - ``default_models``: the local model is the default when nothing else is set up. This
@@ -23,9 +25,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, Refusal
 from orchestrator.hookspecs import hookimpl
-from orchestrator.local.llama_server import PLAIN, PLAIN_STOP
+from orchestrator.local.llama_server import PLAIN, plain_stop
 
 PROVIDER = "local"
 
@@ -96,7 +98,9 @@ def _point(leg, settings, state) -> None:
     model = catalogue(settings.models).get(_alias(leg.model))
     plain = model is not None and model.chat_format == PLAIN
     leg.model = replace(leg.model, api_base=state["url"])
-    leg.state[PROVIDER] = {"max_tokens": settings.max_tokens, "plain": plain}
+    leg.state[PROVIDER] = {"max_tokens": settings.max_tokens, "plain": plain,
+                           "n_ctx": state.get("n_ctx_per_slot") or settings.n_ctx,
+                           "base": f"http://{state['host']}:{state['port']}"}
     leg.set("local_server", {"url": state["url"], "pid": state["server_pid"],
                              "path": state.get("path"), "slots": state.get("slots")})
 
@@ -145,12 +149,14 @@ def before_request(leg, request):
         params["max_tokens"] = cap
     changes = {}
     if mine.get("plain"):
-        params.setdefault("stop", list(PLAIN_STOP))
         # A base model continues text: system messages are left out (llama.cpp would fold
         # them into the first user message, since the plain template has no system role).
         kept = [m for m in request.messages if m.get("role") != "system"]
         if len(kept) != len(request.messages):
             changes["messages"] = kept
+        last = kept[-1].get("content") if kept else ""
+        params.setdefault("stop", plain_stop(last if isinstance(last, str) else ""))
+        _check_context(mine, changes.get("messages", request.messages))
     if params != request.params:
         changes["params"] = params
     if request.tools:  # no native tool calling: never on the wire
@@ -158,6 +164,40 @@ def before_request(leg, request):
         leg.set("tools_withheld", sorted(t.get("function", {}).get("name", "?")
                                          for t in request.tools))
     return request.evolve(**changes) if changes else None
+
+
+def _check_context(mine: dict, messages: list[dict]) -> None:
+    """Refuse, naming ``local.n_ctx``, a prompt longer than a slot's context: counted by the
+    server's own tokenizer (``POST /tokenize``) on the text the plain template makes. A
+    server that cannot count (a stand-in) is left to answer for itself."""
+    n_ctx = mine.get("n_ctx")
+    text = "\n\n".join(m["content"].strip() for m in messages
+                        if isinstance(m.get("content"), str) and m["content"].strip())
+    if not n_ctx or len(text) + 2 < n_ctx:  # a token is a character or more (+ BOS)
+        return
+    tokens = _count_tokens(mine["base"], text)
+    if tokens is not None and tokens >= n_ctx:
+        raise Refusal("LOCAL_CONTEXT",
+                      f"the prompt is {tokens} tokens and a slot of the local server holds "
+                      f"{n_ctx} (`local.n_ctx`): raise `local.n_ctx` in config.json (the "
+                      "next server start uses it: `orch server stop`), or send less context")
+
+
+def _count_tokens(base: str, text: str) -> int | None:
+    import json
+    import urllib.request
+
+    from orchestrator.local.state import NO_PROXY
+
+    body = json.dumps({"content": text, "add_special": True}).encode()
+    request = urllib.request.Request(f"{base}/tokenize", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with NO_PROXY.open(request, timeout=10) as resp:
+            tokens = json.load(resp).get("tokens")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return len(tokens) if isinstance(tokens, list) else None
 
 
 @hookimpl(trylast=True)

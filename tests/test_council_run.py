@@ -361,7 +361,8 @@ def test_fewer_than_two_reviews_is_council_quorum(orch, scripted_server, orch_ho
 
 @pytest.mark.parametrize("args, message", [
     (["-m", SEATS, "--chair", "scripted/alpha"], "the chair scripted/alpha is also a seat"),
-    (["-m", SEATS + ",scripted/x@hot", "--chair", "scripted/x@cold"], "is also a seat"),
+    (["-m", SEATS + ",scripted/x@hot", "--chair", "scripted/x@hot"],
+     "the chair scripted/x@hot is also a seat (scripted/x@hot: same model, same variant)"),
     (["-m", "scripted/alpha", "--chair", "scripted/delta"], "at least 2 seats, got 1"),
     (["-m", "scripted/alpha,scripted/alpha", "--chair", "scripted/delta"], "sits on two seats"),
     (["-m", SEATS], "no chair: pass --chair MODEL"),
@@ -387,7 +388,25 @@ def test_preflight_refuses_before_any_request(orch, scripted_server, monkeypatch
     assert result.exit_code == 1, result.output
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert "not in --models" not in result.stderr  # it never claims what may be untrue
     assert scripted_server.count() == 0
+
+
+@both_ways
+def test_a_variant_of_a_seats_model_may_chair_with_one_notice(orch, scripted_server):
+    """The chair shares alpha's weights, not alpha's review: allowed, and said once."""
+    orch.provider()
+    script_bench(scripted_server)
+    as_seat, as_chair = seat("alpha"), chair()
+    scripted_server.script("alpha", lambda body, n: (
+        as_chair if kind_of(body) in ("chair", "verdict-repair") else as_seat)(body, n))
+    result, doc = run_council(chair_model="scripted/alpha@cold")
+    assert result.exit_code == 0, result.output
+    assert doc["verdict"] == "fix-first" and doc["chair"]["model"] == "scripted/alpha@cold"
+    assert doc["notices"] == ["the chair scripted/alpha@cold is a variant of the seat "
+                              "scripted/alpha: it shares that seat's weights, with its own "
+                              "sampling settings"]
+    assert kinds_sent(scripted_server, "alpha") == ["review", "judge", "chair"]
 
 
 @pytest.mark.parametrize("echo, expected_verdict, exit_code", [

@@ -54,6 +54,14 @@ def echo(body, n):
     slow = "slow" in json.dumps(body.get("messages"))
     return Reply(text=json.dumps(seen), latency=3.0 if slow else 0.0,
                  usage={"prompt_tokens": 7, "completion_tokens": 5})
+from orchestrator.testing import scripted_http
+chat = scripted_http.Handler.do_POST
+def do_post(self):  # llama.cpp's POST /tokenize, one token per word
+    if not self.path.startswith("/tokenize"):
+        return chat(self)
+    words = json.loads(self._read_body())["content"].split()
+    self._send_json(200, {"tokens": list(range(len(words)))})
+scripted_http.Handler.do_POST = do_post
 for m in sys.argv[2].split(","):
     srv.script(m, echo)
 srv.start()
@@ -163,15 +171,15 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
     assert seen_plain["model"] == "gemma3-270m" and seen_plain["max_tokens"] == 512
     assert seen_plain["top_p"] is None and seen_plain["temperature"] != 1.0
     # the plain format's stop string; no tools on the wire (no native tool calling), and
-    # the two legs got two parallel slots of 2048 tokens each
+    # the two legs got two parallel slots of 8192 tokens each
     assert json.loads(hot["answer"]) == {"model": "gemma3-270m", "temperature": 1.0,
-                                         "top_p": 0.95, "max_tokens": 512, "stop": ["\n\n"],
-                                         "tools": None, "argv": ["2", "2048"],
+                                         "top_p": 0.95, "max_tokens": 512, "stop": ["\n\n\n"],
+                                         "tools": None, "argv": ["2", "8192"],
                                          "roles": ["user"]}
     # the minimal tier wrote a system prompt; a base model is not sent it
     assert hot["tier"] == "minimal" and hot["tier_source"] == "name"
     assert hot["variant"] == "hot" and hot["sampling"] == {"temperature": 1.0, "top_p": 0.95}
-    assert state["slots"] == 2 and state["n_ctx_per_slot"] == 2048 and state["path"] == "fast"
+    assert state["slots"] == 2 and state["n_ctx_per_slot"] == 8192 and state["path"] == "fast"
     for leg in doc["legs"]:
         assert leg["provider"] == "local" and leg["cost_source"] == "free"
         assert leg["cost_usd"] == 0 and leg["usage"]["output_tokens"] == 5
@@ -191,8 +199,11 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
 
 def test_a_request_that_sets_its_own_limit_keeps_it(local_home):
     write_config(local_home, max_tokens=0)
-    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
-    assert json.loads(doc["legs"][0]["answer"])["max_tokens"] is None
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p",
+                          "The three primary colours are", "--json").stdout)
+    seen = json.loads(doc["legs"][0]["answer"])
+    assert seen["max_tokens"] is None
+    assert seen["stop"] == ["\n\n"]  # mid-sentence, on the wire: one paragraph
 
 
 def test_an_added_model_is_served_after_a_restart_and_the_chair_too(local_home, tmp_path):
@@ -222,8 +233,16 @@ def test_a_model_added_after_the_start_asks_for_a_restart(local_home, tmp_path):
     assert orch("server", "start").exit_code == 0
     fake_gguf(tmp_path / "late.gguf", b"late")
     added = orch("local", "add", str(tmp_path / "late.gguf"), "--alias", "late")
-    assert "does not serve it yet" in added.stdout
+    # one model per server: said as such, never "every model"
+    assert added.stdout.splitlines()[-1] == (
+        "the running local server serves local/gemma3-270m (one model per server): `orch "
+        "server stop` when its waves are done, and the next wave on local/late starts it "
+        "with local/late")
     one_line_error(orch("fanout", "-m", "local/late", "-p", "x"), "orch server stop")
+    # doctor --deep checks the model the server serves, not the one just added
+    deep = json.loads(orch("doctor", "--json", "--deep").stdout)
+    row = next(r for r in deep["checks"] if (r["section"], r["check"]) == ("local", "deep"))
+    assert row["status"] == "ok" and row["detail"].startswith("local/gemma3-270m generated")
 
 
 # -- the default model ---------------------------------------------------------------------
@@ -252,11 +271,26 @@ def test_unknown_local_model_names_the_fix(local_home):
     one_line_error(orch("fanout", "-m", "local/nope", "-p", "x"), "orch local add PATH --alias nope")
 
 
-def test_missing_build_or_extra_is_one_line(local_home, monkeypatch):
-    write_config(local_home, server_command=None)  # the real llama-server: not built here
-    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"),
-                   "the local server is not built yet: run `orch local build`")
-    one_line_error(orch("server", "start"), "orch local build")
+def test_missing_server_or_extra_is_one_line(local_home, monkeypatch):
+    write_config(local_home, server_command=None)  # the real servers: neither is here
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # the prebuilt one not installed
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x"),
+                   "the local server needs xllamacpp (llama.cpp's server, prebuilt): "
+                   "pip install -e '.[local]' installs it")
+    # nothing was sent, and still a ledger row per leg: runs and spend count the same legs
+    rows = ledger(local_home)
+    assert [(r["model"], r["status"], r["cost_usd"]) for r in rows] == [
+        ("local/gemma3-270m", "error", 0.0), ("local/gemma3-270m@hot", "error", 0.0)]
+    assert rows[0]["reason"].startswith("wave_start: the local server needs xllamacpp")
+    listed = json.loads(orch("runs", "--json").stdout)["runs"]
+    assert [r["legs"] for r in listed] == [2]
+    write_config(local_home, server="built")  # asked for a compiled one: not built here
+    one_line_error(orch("server", "start"), "the local server is not built yet: run `orch "
+                   "local build`")
+    write_config(local_home, server="compiled")
+    one_line_error(orch("server", "start"), "`local.server` in")
+    write_config(local_home, server="auto")
+    monkeypatch.delitem(sys.modules, "xllamacpp")
     # the model package missing: the built-in cannot be assembled (said before the build)
     cfg = json.loads((local_home / "config.json").read_text())
     del cfg["local"]["models"]
@@ -275,7 +309,8 @@ def test_a_corrupt_added_gguf_is_refused_before_any_start(local_home, tmp_path):
     one_line_error(orch("server", "start"), "fails its sha256 check")
     one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "fails its sha256")
     assert st.read_state() is None and not supervisors(local_home)
-    assert not (local_home / "ledger.db").exists() or ledger(local_home) == []
+    # nothing was sent: the leg's row says so, at $0 (runs and spend count the same legs)
+    assert [(r["status"], r["cost_usd"]) for r in ledger(local_home)] == [("error", 0.0)]
     path.unlink()
     one_line_error(orch("server", "start"), "is missing")
 
@@ -311,6 +346,22 @@ def test_a_configured_port_in_use_is_a_clear_error(local_home):
         write_config(local_home, port=port)
         one_line_error(orch("server", "start"), f"port {port} on 127.0.0.1 is already in use")
     assert st.read_state() is None
+
+
+def test_a_fixed_port_starts_again_at_once_after_a_stop(local_home):
+    """A stopped server leaves TIME-WAIT sockets on its port for a minute; they are not a
+    listener, so the next start on the same fixed `local.port` goes ahead at once."""
+    port = manager.free_port()
+    write_config(local_home, port=port)
+    first = orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json")
+    assert first.exit_code == 0, first.output
+    assert orch("server", "stop").exit_code == 0
+    lingering = subprocess.run(["ss", "-Htan", "state", "time-wait", f"sport = :{port}"],
+                               capture_output=True, text=True).stdout
+    assert lingering.strip(), "the stop left no TIME-WAIT socket: this test proves nothing"
+    again = orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json")
+    assert again.exit_code == 0, again.output
+    assert st.read_state()["port"] == port
 
 
 def test_a_port_taken_between_check_and_bind_is_replaced(local_home, monkeypatch):
@@ -564,12 +615,12 @@ def flag(argv: list[str], name: str) -> str:
 
 def test_threads_for_one_token_and_for_several_reach_llama_servers_command_line(local_home):
     seed_llama_server()
-    write_config(local_home, server_command=None, n_threads=1)
+    write_config(local_home, server_command=None, server="built", n_threads=1)
     doc = json.loads(orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x",
                           "--json").stdout)
     assert doc["status"] == "complete", doc
     argv = json.loads(doc["legs"][0]["answer"])["argv"]
-    assert flag(argv, "--parallel") == "2" and flag(argv, "--ctx-size") == "4096"
+    assert flag(argv, "--parallel") == "2" and flag(argv, "--ctx-size") == "16384"
     assert flag(argv, "--threads") == "1" and flag(argv, "--threads-batch") == "1"
     manager.stop()
 
@@ -642,3 +693,145 @@ def test_the_catalog_says_the_local_model_has_no_native_tool_calling(local_home)
     model = resolve_all(["local/gemma3-270m@hot"], runtime.config(),
                         runtime.plugin_manager())[0]
     assert model_info(model).supports_tools is False
+
+
+def test_the_prebuilt_server_reads_the_flags_orch_gives_llama_server(tmp_path, monkeypatch):
+    """The prebuilt server (xllamacpp) gets what a compiled llama-server would: slots, the
+    context of each, threads for one token and for several, the orch-plain template, and
+    repacking off on the portable path (by flag, or by llama-server's own variable)."""
+    pytest.importorskip("xllamacpp")
+    from orchestrator.local import llama_server as llama
+    from orchestrator.local import prebuilt
+
+    template = tmp_path / "orch-plain.jinja"
+    template.write_text(llama.PLAIN_TEMPLATE)
+    argv = llama.argv(llama.PREBUILT, model=tmp_path / "m.gguf", alias="gemma3-270m",
+                      port=4321, host="127.0.0.1", slots=3, n_ctx=4096, threads=1,
+                      chat_format=llama.PLAIN, template_file=template, path=llama.FAST,
+                      threads_batch=2)
+    assert argv[:3] == [sys.executable, "-m", "orchestrator.local.prebuilt"]
+    p = prebuilt.params(prebuilt.parser().parse_args(argv[3:]))
+    assert (p.model.path, p.model_alias, p.port, p.hostnames) == (
+        str(tmp_path / "m.gguf"), {"gemma3-270m"}, 4321, ["127.0.0.1"])
+    assert (p.n_parallel, p.n_ctx, p.kv_unified) == (3, 3 * 4096, False)
+    assert (p.cpuparams.n_threads, p.cpuparams_batch.n_threads) == (1, 2)
+    assert p.use_jinja and p.chat_template == llama.PLAIN_TEMPLATE and not p.ui
+    assert p.endpoint_slots and p.no_extra_bufts is False
+    portable = llama.argv(llama.PREBUILT, model=tmp_path / "m.gguf", alias="a", port=1,
+                          host="127.0.0.1", slots=1, n_ctx=512, threads=1, chat_format=None,
+                          template_file=template, path=llama.PORTABLE)
+    assert prebuilt.params(prebuilt.parser().parse_args(portable[3:])).no_extra_bufts is True
+    monkeypatch.setenv("LLAMA_ARG_REPACK", "false")
+    assert prebuilt.params(prebuilt.parser().parse_args(argv[3:])).no_extra_bufts is True
+
+
+def test_a_prompt_longer_than_a_slot_is_refused_naming_local_n_ctx(local_home):
+    write_config(local_home, n_ctx=128)
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 200,
+                          "--json").stdout)
+    leg = doc["legs"][0]
+    assert leg["status"] == "refused"
+    assert leg["reason"].startswith("LOCAL_CONTEXT: the prompt is 200 tokens and a slot of "
+                                    "the local server holds 128 (`local.n_ctx`): raise "
+                                    "`local.n_ctx` in config.json")
+    fits = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 100,
+                           "--json").stdout)
+    assert fits["legs"][0]["status"] == "complete"
+
+
+def test_a_council_runs_every_stage_on_the_local_model_and_its_variants(local_home):
+    """Seats, judges and a chair that is a variant of a seat's model, all on the one local
+    server: every prompt ends where its answer begins (a heading, never an open fence), and
+    no stop string can end an answer at the blank line before its first line."""
+    result = orch("council", "run", "-p", "Review this plan: ship on Friday.", "--tools", "none",
+                  "-m", "local/gemma3-270m,local/gemma3-270m@hot",
+                  "--chair", "local/gemma3-270m@cold", "--json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code in (0, 2), result.output
+    assert [s["status"] for s in doc["seats"]] == ["reviewed", "reviewed"]
+    assert len(doc["judges"]) == 2 and doc["chair"]["model"] == "local/gemma3-270m@cold"
+    assert doc["chair_attempts"][0]["status"] == "complete"
+    assert any("shares that seat's weights" in n for n in doc["notices"])
+    requests = [entry for path in (local_home / "runs").rglob("conversation.jsonl")
+                for entry in map(json.loads, path.read_text().splitlines())
+                if entry["type"] == "request"]
+    assert len(requests) >= 5  # 2 reviews, 2 judgements, the chair (repairs maybe)
+    for entry in requests:
+        assert entry["params"]["stop"] == ["\n\n\n"]
+        last = entry["messages"][-1]["content"]
+        assert last.count("```") % 2 == 0, last[-200:]
+        assert last.rstrip().splitlines()[-1].startswith(("## Your", "REVIEW>>>",
+                                                          "SYNTHESIS>>>")), last[-200:]
+
+
+def test_a_council_whose_local_server_cannot_start_says_why_in_one_line(local_home,
+                                                                        monkeypatch):
+    """Not `internal: OrchError: ...` with a traceback: the reason, once, exit 1."""
+    write_config(local_home, server_command=None)
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)
+    result = orch("council", "run", "-p", "Review.", "--tools", "none",
+                  "-m", "local/gemma3-270m,local/gemma3-270m@hot",
+                  "--chair", "local/gemma3-270m@cold")
+    one_line_error(result, "orch: error: the local server needs xllamacpp (llama.cpp")
+    assert "internal" not in result.stderr
+
+
+@pytest.mark.parametrize("prompt, stop", [
+    ("The three primary colours are", ["\n\n"]),  # mid-sentence: one paragraph
+    ("The three primary colours are\n", ["\n\n"]),  # as fanout composes it: trimmed
+    ("Once upon a time, in a small village by the sea,", ["\n\n"]),
+    ("Review this plan.", ["\n\n\n"]),  # continued after a blank line: never "\n\n"
+    ("What are they?", ["\n\n\n"]),
+    ("Brief.\n\n## Your review\n", ["\n\n\n"]),
+    ("Brief.\n\n## Your review", ["\n\n\n"]),
+    ("```json\n[]\n```", ["\n\n\n"]),
+    ("Steps:\n- first step", ["\n\n\n"]),
+])
+def test_a_base_model_answer_is_never_stopped_before_its_first_line(prompt, stop):
+    """A prompt that ends a paragraph is continued after a blank line: "\n\n" would stop
+    the answer there, empty (8 of 8 council seats did)."""
+    from orchestrator.local.llama_server import plain_stop
+
+    assert plain_stop(prompt) == stop
+
+
+def test_the_prebuilt_server_says_a_taken_port_as_manager_reads_it(tmp_path):
+    """llama.cpp only says it could not bind; the prebuilt server names the port taken, in
+    the words manager reads to pick another port (a free port it never took)."""
+    pytest.importorskip("xllamacpp")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        taken = subprocess.run([sys.executable, "-m", "orchestrator.local.prebuilt", "--model",
+                                str(tmp_path / "none.gguf"), "--alias", "a", "--port",
+                                str(port)], capture_output=True, text=True, timeout=60)
+    assert taken.returncode == 1
+    assert taken.stdout.strip().splitlines()[-1] == (
+        f"error: the prebuilt llama.cpp server did not start: port {port} on 127.0.0.1: "
+        f"{manager.IN_USE}")
+    missing = subprocess.run([sys.executable, "-m", "orchestrator.local.prebuilt", "--model",
+                              str(tmp_path / "none.gguf"), "--alias", "a", "--port",
+                              str(manager.free_port())], capture_output=True, text=True,
+                             timeout=60)
+    assert missing.returncode == 1 and manager.IN_USE not in missing.stdout
+    assert "error: the prebuilt llama.cpp server did not start" in missing.stdout
+
+
+def test_the_portable_path_falls_back_to_a_compiled_server_when_one_is_built(local_home):
+    """Default: the prebuilt server; a SIGILL at start goes to the compiled llama-server
+    (x86-64 baseline only) when `orch local build` made one, else to the prebuilt one with
+    repacking off; `local.server: "built"` runs the compiled one on both paths."""
+    pytest.importorskip("xllamacpp")
+    from orchestrator.local import build, server_choice
+    from orchestrator.local import llama_server as llama
+
+    alone = server_choice.choose()
+    assert alone.fast == alone.portable == llama.PREBUILT
+    assert alone.label.startswith("prebuilt (xllamacpp ")
+    seed_llama_server()
+    both = server_choice.choose()
+    assert both.fast == llama.PREBUILT and both.portable == [str(build.binary())]
+    assert both.portable_label.startswith("llama-server ")
+    built = server_choice.choose("built")
+    assert built.fast == built.portable == [str(build.binary())]

@@ -56,3 +56,39 @@ def test_no_compiler_is_one_line_naming_the_package(orch_home, monkeypatch):
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "needs a C++ compiler: apt-get install g++" in result.stderr
     assert not build.install_dir().exists()  # nothing half-installed
+
+
+def test_a_second_build_at_once_is_refused_in_one_line_and_touches_nothing(orch_home):
+    """Two `orch local build` at once: the one holding the lock builds; the other is refused
+    at once, and leaves the first one's work directory alone."""
+    import subprocess
+    import sys
+
+    from orchestrator.local.data import data_dir
+
+    work = data_dir() / "build"
+    work.mkdir(parents=True)
+    (work / "in-progress").write_text("the first build's sources")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time\n"
+         "from orchestrator.local.build import _one_build\n"
+         "with _one_build():\n    print('held', flush=True)\n    time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = subprocess.run([sys.executable, "-m", "orchestrator", "local", "build"],
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert second.returncode == 1
+    assert second.stderr.strip().splitlines() == [
+        f"orch: error: another `orch local build` is running (pid {holder.pid}, since "
+        f"{second.stderr.split('since ')[1].split(')')[0]}); wait for it to finish, then run "
+        "this again: it finds the build cached"]
+    assert (work / "in-progress").read_text() == "the first build's sources"
+
+
+def test_progress_says_how_long_is_left_from_the_pace_so_far():
+    assert build.eta(120.0, 40, 200) == " · about 8 min left"
+    assert build.eta(5.0, 0, 200) == "" and build.eta(5.0, 200, 200) == ""

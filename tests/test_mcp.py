@@ -366,7 +366,7 @@ def test_nothing_but_frames_on_stdout_even_when_everything_prints(mcp_env, tmp_p
     err = sess.stderr.read_text()
     for stray in ("STRAY print to sys.stdout", "STRAY raw write to fd 1", "STRAY child process"):
         assert stray in err
-    assert '"level": "debug"' in err  # structlog at LOG_LEVEL=debug: on stderr
+    assert "orch: debug: " in err  # structlog at LOG_LEVEL=debug: on stderr
 
 
 def test_orch_help_lists_mcp_without_importing_the_sdk():

@@ -88,6 +88,29 @@ def test_show_is_status_for_waves_and_run_json_for_councils(three_runs):
     assert missing.exit_code == 1 and "no run 'nope'" in missing.output
 
 
+def test_every_command_finds_a_run_by_a_unique_prefix_and_status_alone_shows_the_latest(
+        three_runs):
+    good, mixed, council = three_runs
+    status = lambda *a: CliRunner().invoke(cli, ["status", *a])  # noqa: E731
+    prefix = mixed[:-3]  # the ids differ in their random tail
+    assert runs("show", prefix).stdout == runs("show", mixed).stdout == status(prefix).stdout
+    assert status(council[:-2]).stdout.startswith(f"Council {council}: ")  # not a wave: shown
+    assert status().stdout.startswith(f"Council {council}: ")  # the latest run
+    assert json.loads(status("--json").stdout)["run_id"] == council
+    ambiguous = runs("show", "2")
+    assert ambiguous.exit_code == 1 and "ambiguous: 3 runs match '2'" in ambiguous.output
+    nowhere = status("nope")
+    assert nowhere.exit_code == 1 and "`orch runs` lists them" in nowhere.output
+    assert "ls" not in nowhere.output.split()
+
+
+def test_status_with_no_runs_says_how_to_start_one(orch_home):
+    result = CliRunner().invoke(cli, ["status"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("orch: error: no runs under ") and "orch fanout" in \
+        result.stderr
+
+
 def age_run(runs_dir, wave_id: str, days: int) -> None:
     path = runs_dir / wave_id / "wave.json"
     doc = json.loads(path.read_text())

@@ -128,7 +128,7 @@ def _log_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="orch")
 @click.option("--log-json", is_flag=True, expose_value=False, is_eager=True,
-              callback=_log_json, help="Logs as JSON lines on stderr even on a terminal.")
+              callback=_log_json, help="Logs as JSON lines on stderr (default: one orch: line each).")
 def cli() -> None:
     """orch: a second (and third, and fifth) opinion from several models at once.
 
@@ -139,7 +139,7 @@ def cli() -> None:
       orch spend --since 7d
 
     Config lives in ORCH_HOME (default ~/.config/orch). Logs go to stderr at LOG_LEVEL
-    (default warning): one line each on a terminal, JSON lines otherwise or with --log-json;
+    (default warning): one line each (orch: LEVEL: ...), JSON lines only with --log-json;
     stdout carries only each command's output.
     """
 

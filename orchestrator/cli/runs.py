@@ -96,9 +96,14 @@ def listed(runs_dir: Path | None, since: str | None, status) -> list:
 @click.option("--json", "as_json", is_flag=True, help="Print the run's document as JSON.")
 @runs_dir_option
 def show(run_id, as_json, runs_dir):
-    """Show one run (what `orch status` shows, for waves and councils alike)."""
-    from orchestrator.cli.status import echo_wave
+    """Show one run (what `orch status` shows, for waves and councils alike): by its id or
+    a unique prefix of it."""
+    show_run(run_id, as_json, runs_dir)
 
+
+def show_run(run_id: str | None, as_json: bool, runs_dir: Path | None) -> None:
+    """`orch runs show ID` and `orch status [ID]`: one run, found the same way (exact id, or
+    a unique prefix; no id: the latest run)."""
     entry, doc = shown(runs_dir, run_id)
     if as_json:
         print_json(doc)
@@ -108,12 +113,24 @@ def show(run_id, as_json, runs_dir):
         _echo_run(entry, doc)
 
 
-def shown(runs_dir: Path | None, run_id: str):
-    """One run and its document, as `orch runs show` (and `orch mcp`'s runs tool) reads it."""
+def echo_wave(doc: dict) -> None:
+    """A wave's status and one line per leg (``orch status`` and ``orch runs show``)."""
+    rebuilt = " (rebuilt from the legs' files)" if doc.get("rebuilt") else ""
+    click.echo(f"Wave {doc['wave_id']}: {doc['status']}{rebuilt}")
+    for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
+        reason = f" — {leg['reason']}" if leg.get("reason") else ""
+        cost = "unknown" if leg["cost_usd"] is None else f"${leg['cost_usd']:.4f}"
+        click.echo(f"  {leg['leg_id']}  {leg['model']}  {leg['status']}  {cost}{reason}")
+
+
+def shown(runs_dir: Path | None, run_id: str | None):
+    """One run and its document, as `orch runs show` (and `orch mcp`'s runs tool) reads it;
+    ``run_id`` None: the latest."""
     from orchestrator import runs as runs_mod
 
     base = runs_dir or config_mod.runs_dir()
-    entry = runs_mod.find(base, run_id, _bench_dir())
+    entry = (runs_mod.latest(base, _bench_dir()) if run_id is None
+             else runs_mod.find(base, run_id, _bench_dir()))
     return entry, runs_mod.document(base, entry)
 
 

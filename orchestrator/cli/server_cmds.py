@@ -92,8 +92,8 @@ def status(as_json):
                f"supervisor: {doc.get('pid')}")
     click.echo(f"  models: {', '.join(doc.get('served') or doc.get('models') or [])}  "
                f"slots: {doc.get('slots')} × {doc.get('n_ctx_per_slot')} tokens of context")
-    click.echo(f"  path: {doc.get('path')}" + (f" ({doc['path_reason']})"
-                                               if doc.get("path_reason") else ""))
+    click.echo(f"  server: {doc.get('server')}  path: {doc.get('path')}"
+               + (f" ({doc['path_reason']})" if doc.get("path_reason") else ""))
     idle = doc.get("idle_s") or 0
     click.echo(f"  started: {doc.get('started_at')}  restarts: {doc.get('restarts', 0)}  "
                f"idle stop: {f'{idle / 60:g} min' if idle else 'off'}  "
@@ -108,7 +108,7 @@ def local() -> None:
 
     \b
     Examples:
-      orch local build           # compile the server once (about 10 min on 2 cores)
+      orch local build           # optional: compile a native llama-server (10-45 min)
       orch local add ~/models/qwen2.5-0.5b-q4.gguf --alias qwen0.5b
       orch fanout -m local/gemma3-270m,local/qwen0.5b -p "..."
       orch local list
@@ -120,9 +120,11 @@ def local() -> None:
 @click.option("--jobs", "-j", type=click.IntRange(1, 256), help="Compile jobs (default: cores).")
 @click.option("--json", "as_json", is_flag=True, help="Print the build's stamp as JSON.")
 def build(force, jobs, as_json):
-    """Compile llama.cpp's llama-server once (portable: GGML_NATIVE=OFF) from the pinned
-    llama-cpp-python sdist and cache it in the data directory. About 10 minutes on 2 cores;
-    later runs find it cached at once."""
+    """Optional: compile llama.cpp's llama-server once (portable: GGML_NATIVE=OFF) from the
+    pinned llama-cpp-python sdist and cache it in the data directory. The prebuilt server of
+    the local extra needs no build; a compiled one runs with `local.server: "built"` and is
+    the portable path's server. 10-45 minutes on 2 cores depending on load; later runs find
+    it cached at once; one build at a time."""
     from orchestrator.local.build import build as build_server
 
     def say(text: str) -> None:
@@ -170,8 +172,10 @@ def add(path, alias, chat_format):
     click.echo(f"added local/{alias}{replaced}: {path} · sha256 {digest[:12]}…")
     state = read_state()
     if state is not None and alias not in state.get("models", []):
-        click.echo("the running local server does not serve it yet: `orch server stop`, and "
-                   "the next use starts it with every model")
+        served = ", ".join(f"local/{m}" for m in state.get("models") or []) or "another model"
+        click.echo(f"the running local server serves {served} (one model per server): "
+                   f"`orch server stop` when its waves are done, and the next wave on "
+                   f"local/{alias} starts it with local/{alias}")
 
 
 @local.command(name="remove")

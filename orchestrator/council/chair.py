@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.council.bundle import new_nonce, one_line, quote
+from orchestrator.council.continuable import SYNTHESIS_CUE, closed, cued
 from orchestrator.council.findings import Review
 from orchestrator.council.tally import CONCURRENCE_LINE, TIERS, dissent
 from orchestrator.engine.record import COMPLETE, LegRecord
@@ -75,7 +76,7 @@ def parse_verdict(text: str | None) -> str | None:
 
 
 def verdict_repair_briefing(synthesis: str) -> str:
-    return VERDICT_REPAIR.replace("{synthesis}", synthesis.strip())
+    return VERDICT_REPAIR.replace("{synthesis}", closed(synthesis.strip()))
 
 
 def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
@@ -96,7 +97,7 @@ def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
         if not r.conformed:
             marks.append("non-conforming: no readable findings block")
         parts += ["", f"### {r.model} ({'; '.join(m for m in marks if m)}) [{n}]", "",
-                  quote(r.prose, n)]
+                  quote(closed(r.prose.strip()) or "(no prose)", n)]
         if r.findings:
             parts += ["", f"Findings of {r.model} [{n}]:"]
             for f in r.findings:
@@ -129,7 +130,7 @@ def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
         parts.append(f"- {seat}: {cred}")
     if notices:
         parts += ["", f"## Notices [{n}]", ""] + [f"- {x}" for x in notices]
-    return "\n".join(parts) + "\n"
+    return cued("\n".join(parts), SYNTHESIS_CUE)
 
 
 # -- the walk ------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 
 import json_repair
 
+from orchestrator.council.continuable import REVIEW_CUE, closed, cued
 from orchestrator.council.tally import SEVERITIES
 from orchestrator.secrets import scrub
 
@@ -80,12 +81,13 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)"
 
 
 def seat_briefing(briefing: str) -> str:
-    return f"{SEAT_BRIEF}\n\n## The briefing\n\n{briefing.strip()}\n"
+    return cued(f"{SEAT_BRIEF}\n\n## The briefing\n\n{briefing.strip()}", REVIEW_CUE)
 
 
 def repair_briefing(answer: str, problem: str) -> str:
     # str.replace, not format: FORMAT's braces are literal JSON
-    return REPAIR_BRIEF.replace("{problem}", problem).replace("{answer}", answer.strip())
+    return REPAIR_BRIEF.replace("{problem}", problem).replace("{answer}",
+                                                              closed(answer.strip()))
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Pre-flight: everything that can be checked before a council spends anything.
 
-At least two seats, no seat twice, a chair that sat on no seat, every model resolving with
+At least two seats, no seat twice, a chair that sat on no seat (a variant of a seat's model
+may chair: it shares the weights, not the review), every model resolving with
 its key present, and the context (``git diff``, files) assembled once. Each failure is one
 line naming the problem and the fix (OrchError, exit 1); nothing has been sent.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from orchestrator.briefing import MAX_CONTEXT_BYTES, check_briefing, compose, read_context
 from orchestrator.errors import OrchError
-from orchestrator.models import ResolvedModel, check_key
+from orchestrator.models import BUILTIN_VARIANTS, ResolvedModel, check_key
 
 
 @dataclass
@@ -24,9 +25,12 @@ class Plan:
     chair: ResolvedModel
     briefing: str
     context: dict = field(default_factory=dict)  # {"diff": range | None, "files": [...]}
+    notices: list[str] = field(default_factory=list)  # said once the run starts
 
 
-def check_bench(seats: list[ResolvedModel], chair: ResolvedModel) -> None:
+def check_bench(seats: list[ResolvedModel], chair: ResolvedModel) -> list[str]:
+    """Refuse a bench that cannot run; the notices for one that can (a chair that is a
+    variant of a seat's model shares that seat's weights, and the run says so once)."""
     if len(seats) < 2:
         raise OrchError(f"a council needs at least 2 seats, got {len(seats)}; pass "
                         "--models a,b[,c...] or --council NAME")
@@ -35,10 +39,19 @@ def check_bench(seats: list[ResolvedModel], chair: ResolvedModel) -> None:
     if twice:
         raise OrchError(f"{', '.join(twice)} sits on two seats; to seat one model twice give "
                         "each copy a variant (e.g. MODEL@hot,MODEL@cold)")
-    bases = {s.base_name for s in seats}
-    if chair.base_name in bases:
-        raise OrchError(f"the chair {chair.name} is also a seat; the chair must not judge its "
-                        "own review: pass a --chair that is not in --models")
+    same = next((s for s in seats if (s.base_name, s.variant) == (chair.base_name,
+                                                                    chair.variant)), None)
+    if same is not None:
+        taken = {s.variant for s in seats if s.base_name == chair.base_name}
+        free = next((v for v in BUILTIN_VARIANTS if v not in taken), "NAME")
+        raise OrchError(f"the chair {chair.name} is also a seat ({same.name}: same model, same "
+                        "variant); the chair must not judge its own review: pass another "
+                        f"model or another variant as --chair (e.g. {chair.base_name}@{free})")
+    shared = [s.name for s in seats if s.base_name == chair.base_name]
+    if shared:
+        return [f"the chair {chair.name} is a variant of the seat {', '.join(shared)}: it "
+                "shares that seat's weights, with its own sampling settings"]
+    return []
 
 
 def git_diff(rev_range: str, cwd: Path | None = None) -> str:
@@ -95,9 +108,9 @@ def assemble(prompt: str, diff: str | None, paths: tuple[str, ...] | list[str],
 def preflight(*, seats: list[ResolvedModel], chair: ResolvedModel, prompt: str,
               diff: str | None, paths, cwd: Path | None = None,
               prompt_source: str = "the prompt") -> Plan:
-    check_bench(seats, chair)
+    notices = check_bench(seats, chair)
     for model in [*seats, chair]:
         check_key(model)
     briefing, context = assemble(prompt, diff, paths, cwd)
     check_briefing(briefing, prompt_source)  # a key orch sends is never in what it sends
-    return Plan(seats=seats, chair=chair, briefing=briefing, context=context)
+    return Plan(seats=seats, chair=chair, briefing=briefing, context=context, notices=notices)

@@ -99,6 +99,8 @@ class CouncilRun:
         self._current: Wave | None = None
         self._created = now_iso()
         self.usage_error = False  # a pre-flight refusal: exit 2, like a usage error
+        for text in plan.notices:  # pre-flight's, e.g. a chair sharing a seat's weights
+            self.notice(text)
 
     # -- plumbing ----------------------------------------------------------------------------
     def notice(self, text: str, degrade: str | None = None) -> None:
@@ -181,6 +183,8 @@ class CouncilRun:
             self.status, self.error = "quorum", f"COUNCIL_QUORUM: {exc}"
         except PreflightError as exc:  # options a seat or the chair cannot take: none sent
             self.status, self.error, self.usage_error = "error", str(exc), True
+        except OrchError as exc:  # said and meant (a stage's wave_start: the local server
+            self.status, self.error = "error", scrub(str(exc))  # cannot start): one line
         except Exception as exc:  # a bug: still leave run.json saying so
             from orchestrator.runtime import log
 

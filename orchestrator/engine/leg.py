@@ -202,6 +202,12 @@ class Leg:
         except Exception as exc:
             self.io_error("metadata.json", exc)
 
+    async def unsent(self) -> None:
+        """The wave stopped before this leg sent anything (a ``wave_start`` refusal: the
+        local server could not start): its ledger row all the same, at $0, so ``orch runs``
+        and ``orch spend`` count the same legs (nothing was billed: ``cost_source`` none)."""
+        await self._ledger_row()
+
     async def _ledger_row(self, *, in_flight: bool = False) -> None:
         """The leg's one ledger row, made at its first billed answer (``in_flight``: what is
         true if the process dies now) and moved forward in place by each next one and by the

@@ -33,8 +33,8 @@ def resolve_wave_id(runs_dir: Path, given: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise OrchError(f"no wave {given!r} under {runs_dir}; list waves with `ls` there or "
-                        "pass --runs-dir")
+        raise OrchError(f"no wave {given!r} under {runs_dir}; `orch runs` lists the runs "
+                        "(waves, councils, benches), or pass --runs-dir")
     shown = ", ".join(matches[:SHOWN_MATCHES]) + (", ..." if len(matches) > SHOWN_MATCHES
                                                   else "")
     raise OrchError(f"ambiguous: {len(matches)} waves match {given!r} ({shown}); give more "

@@ -175,6 +175,7 @@ class Wave:
         if refused is not None:  # wave.json says so, then the CLI says it in one line
             for leg in self.legs:
                 leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
+                await leg.unsent()  # a row per leg at $0: runs and spend agree
             self._write_file("wave.json", self.write)
             raise refused
         for text in self.server.holds.notices():  # the rate-limit gate held the wave back

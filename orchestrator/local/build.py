@@ -4,12 +4,19 @@ The source is the llama.cpp tree vendored inside the pinned ``llama-cpp-python``
 downloads it, or serves it from its cache; its sha256 is pinned here). The build is portable
 (``GGML_NATIVE=OFF``): the x86-64 baseline llama.cpp then enables — SSE4.2, AVX, AVX2, FMA,
 F16C, BMI2, no AVX-512, no AMX — so a binary built on one CPU runs on another of the last
-decade, and no instruction the CPU merely advertises is ever used. About 10 minutes on 2 cores;
-afterwards the binary is reused from ``DATA_DIR/llama-server/<version>/``.
+decade, and no instruction the CPU merely advertises is ever used. 10–45 minutes on 2 cores
+depending on load; afterwards the binary is reused from ``DATA_DIR/llama-server/<version>/``.
+
+Optional: orch serves the model with the prebuilt server (``xllamacpp``) without it. One build
+at a time (``DATA_DIR/build.lock``): a second ``orch local build`` is refused in one line
+rather than delete the first one's work directory under it. The log is written line by line,
+and progress comes with an estimate of the time left, measured from the steps done.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -19,7 +26,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from orchestrator.errors import OrchError
@@ -36,7 +43,8 @@ CMAKE_FLAGS = [
     "-DLLAMA_CURL=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_APP=OFF", "-DGGML_CCACHE=OFF",
 ]
-BUILD_HINT = "run `orch local build` (about 10 minutes on 2 cores, once)"
+ESTIMATE = "10–45 minutes on 2 cores depending on load"
+BUILD_HINT = f"run `orch local build` ({ESTIMATE}, once)"
 _STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 
 
@@ -63,19 +71,44 @@ def built() -> dict | None:
     return stamp
 
 
-def require() -> Path:
-    """The built binary, or a one-line error saying how to build it."""
-    if built() is None:
-        raise OrchError(f"the local server is not built yet: {BUILD_HINT}")
-    return binary()
-
-
 def build(*, force: bool = False, jobs: int | None = None,
           say: Callable[[str], None] = print) -> dict:
     """Build and install ``llama-server`` unless a finished build is there (``force``
     rebuilds). Returns the stamp: version, flags, seconds, where."""
     if not force and (stamp := built()) is not None:
         return {**stamp, "cached": True}
+    with _one_build():
+        if not force and (stamp := built()) is not None:  # built while we looked
+            return {**stamp, "cached": True}
+        return _build(jobs, say)
+
+
+@contextlib.contextmanager
+def _one_build() -> Iterator[None]:
+    """The build lock: held for the whole build; a second build is refused at once."""
+    lock = data_dir() / "build.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            raise OrchError(f"another `orch local build` is running ({holder}); wait for it "
+                            "to finish, then run this again: it finds the build cached") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}, since {time.strftime('%H:%M:%S')}")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.seek(0)
+            fh.truncate()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _build(jobs: int | None, say: Callable[[str], None]) -> dict:
     cmake, compiler = _tools()
     t0 = time.monotonic()
     work = data_dir() / "build"
@@ -89,8 +122,8 @@ def build(*, force: bool = False, jobs: int | None = None,
         _run([cmake, "-S", str(source), "-B", str(work / "out"), *_generator(), *CMAKE_FLAGS],
              log, "cmake could not configure llama.cpp")
         jobs = jobs or os.cpu_count() or 1
-        say(f"compiling llama-server with {jobs} jobs: about 10 minutes on 2 cores "
-            f"(progress in {log})")
+        say(f"compiling llama-server with {jobs} jobs: {ESTIMATE} (the log, line by line: "
+            f"{log})")
         _run([cmake, "--build", str(work / "out"), "--target", "llama-server", "-j", str(jobs)],
              log, "compiling llama-server failed", progress=say)
         made = work / "out" / "bin" / "llama-server"
@@ -154,20 +187,27 @@ def _source(work: Path, log: Path, say: Callable[[str], None]) -> Path:
 def _run(argv: list[str], log: Path, what: str, progress=None) -> None:
     """Run ``argv`` with its output appended to ``log``; ``progress`` hears every tenth of a
     ninja build. A failure is one line naming the log."""
-    with open(log, "a", encoding="utf-8") as out:
+    with open(log, "a", encoding="utf-8", buffering=1) as out:  # line by line: tail -f works
         out.write(f"$ {' '.join(argv)}\n")
-        out.flush()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, errors="replace")
-        said = 0
+        said, t0 = 0, time.monotonic()
         for line in proc.stdout:
             out.write(line)
             step = _STEP.match(line)
             if progress and step:
                 done, total = int(step[1]), int(step[2])
-                if done * 10 // total > said:
-                    said = done * 10 // total
-                    progress(f"  {done}/{total} compiled")
+                if done * 20 // total > said:
+                    said = done * 20 // total
+                    progress(f"  {done}/{total} compiled{eta(time.monotonic() - t0, done, total)}")
         code = proc.wait()
     if code != 0:
         raise OrchError(f"{what} (exit code {code}); the output is in {log}")
+
+
+def eta(elapsed_s: float, done: int, total: int) -> str:
+    """``· about N min left``, from the pace of the steps done so far."""
+    if done <= 0 or done >= total:
+        return ""
+    left = elapsed_s / done * (total - done)
+    return f" · about {max(1, round(left / 60))} min left"

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchError
-from orchestrator.local import build
 from orchestrator.local import llama_server as llama
 from orchestrator.local import state as st
 from orchestrator.local.model import LocalModel, catalogue, prepare
+from orchestrator.local.server_choice import Choice, choose
 from orchestrator.local.settings import HOST, LocalSettings
 from orchestrator.secrets import _SECRET_NAME, secret_values
 
@@ -160,11 +160,11 @@ def _launch(settings: LocalSettings, alias: str, slots: int, notices: list[str],
     if alias not in models:
         raise OrchError(f"no local model {alias!r} (known: {', '.join(sorted(models))})")
     model = models[alias]
+    choice = None if settings.server_command else choose(settings.server)
     path = prepare(model, notices)
-    binary = None if settings.server_command else build.require()
     for _attempt in range(PORT_ATTEMPTS):
         port = _pick_port(settings)
-        pid = _spawn(settings, model, path, port, slots, binary)
+        pid = _spawn(settings, model, path, port, slots, choice)
         try:
             return _wait_ready(pid, settings.start_timeout_s, abandoned)
         except st.Abandoned:
@@ -202,7 +202,11 @@ def free_port() -> int:
 
 
 def port_in_use(port: int) -> bool:
+    """Something listens on ``port``. ``SO_REUSEADDR`` as the server's own bind has it: the
+    TIME-WAIT sockets a server leaves for a minute after it stops do not count, so a fixed
+    ``local.port`` starts again at once after ``orch server stop`` or a restart for slots."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:
@@ -211,12 +215,12 @@ def port_in_use(port: int) -> bool:
 
 
 def server_argv(settings: LocalSettings, model: LocalModel, path: Path, port: int,
-                slots: int, binary: Path | None, cpu_path: str) -> list[str]:
-    """``llama-server`` for ``model`` with ``slots`` parallel slots, or
-    ``local.server_command`` with {python}, {host}, {port}, {model}, {alias}, {slots} and
-    {n_ctx} (context per slot) filled in."""
+                slots: int, program: list[str] | None, cpu_path: str) -> list[str]:
+    """llama.cpp's server (``program``: the prebuilt one or a compiled ``llama-server``) for
+    ``model`` with ``slots`` parallel slots, or ``local.server_command`` with {python},
+    {host}, {port}, {model}, {alias}, {slots} and {n_ctx} (context per slot) filled in."""
     if settings.server_command is None:
-        return llama.argv(binary, model=path, alias=model.alias, port=port, host=HOST,
+        return llama.argv(program, model=path, alias=model.alias, port=port, host=HOST,
                           slots=slots, n_ctx=settings.n_ctx, threads=settings.n_threads,
                           chat_format=model.chat_format, template_file=_template_file(),
                           path=cpu_path, threads_batch=settings.n_threads_batch)
@@ -247,7 +251,7 @@ def recorded_path() -> tuple[str, str | None]:
 
 
 def _spawn(settings: LocalSettings, model: LocalModel, path: Path, port: int, slots: int,
-           binary: Path | None) -> int:
+           choice: Choice | None) -> int:
     """Launch the supervisor in its own session (a Ctrl-C in this terminal must not stop a
     server other invocations share), with no secrets in its environment."""
     directory = st.local_dir()
@@ -255,9 +259,12 @@ def _spawn(settings: LocalSettings, model: LocalModel, path: Path, port: int, sl
     cpu_path, reason = recorded_path()
     launch = directory / "launch.json"
     launch.write_text(json.dumps({
-        "argv": server_argv(settings, model, path, port, slots, binary, llama.FAST),
-        "portable_argv": server_argv(settings, model, path, port, slots, binary,
-                                     llama.PORTABLE),
+        "argv": server_argv(settings, model, path, port, slots,
+                            choice and choice.fast, llama.FAST),
+        "portable_argv": server_argv(settings, model, path, port, slots,
+                                     choice and choice.portable, llama.PORTABLE),
+        "server": choice.label if choice else "local.server_command",
+        "portable_server": choice.portable_label if choice else "local.server_command",
         "portable_env": llama.PORTABLE_ENV, "path": cpu_path, "path_reason": reason,
         "path_file": str(st.path_file()), "warmup_model": model.alias,
         "start_timeout_s": settings.start_timeout_s, "slots": slots,

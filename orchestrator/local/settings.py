@@ -2,7 +2,7 @@
 
 Every value has a default, so a fresh machine needs no ``local`` section at all::
 
-    "local": {"n_ctx": 2048, "max_slots": 4, "n_threads": 2, "idle_minutes": 15, "port": 0,
+    "local": {"n_ctx": 8192, "max_slots": 4, "n_threads": 2, "idle_minutes": 15, "port": 0,
               "max_tokens": 512, "models": {"qwen": {"path": "...", "sha256": "..."}}}
 """
 
@@ -21,7 +21,7 @@ HOST = "127.0.0.1"  # the server never listens beyond this machine
 
 @dataclass(frozen=True)
 class LocalSettings:
-    n_ctx: int = 2048  # per slot
+    n_ctx: int = 8192  # per slot: a council's judge and chair packets fit (docs/local.md)
     max_slots: int = 4  # a wave of N local legs gets min(N, max_slots) parallel slots
     default_alias: str = "gemma3-270m"
     n_threads: int = 2
@@ -31,6 +31,7 @@ class LocalSettings:
     max_tokens: int = 512  # cap a base model's completion unless the request sets one; 0: none
     start_timeout_s: float = 120.0
     server_command: tuple[str, ...] | None = None  # replaces llama.cpp's server (tests, forks)
+    server: str = "auto"  # auto: prebuilt xllamacpp, else a compiled one; prebuilt; built
     models: dict[str, dict[str, Any]] | None = None  # alias -> {"path", "sha256"} (orch local add)
 
     @classmethod
@@ -43,13 +44,17 @@ class LocalSettings:
                                     or not all(isinstance(a, str) for a in command)):
             raise OrchError(f"`{SECTION}.server_command` in {cfg.path} must be a list of "
                             "strings, e.g. [\"/opt/llama-server\", \"--port\", \"{port}\", ...]")
+        server = raw.get("server", "auto")
+        if server not in ("auto", "prebuilt", "built"):
+            raise OrchError(f"`{SECTION}.server` in {cfg.path} must be \"auto\", \"prebuilt\" "
+                            f"or \"built\" (got {server!r}); fix it in config.json")
         models = raw.get("models") or {}
         if not isinstance(models, dict) or not all(
                 isinstance(v, dict) and isinstance(v.get("path"), str) for v in models.values()):
             raise OrchError(f"`{SECTION}.models` in {cfg.path} must map an alias to "
                             "{\"path\": ..., \"sha256\": ...}; add models with `orch local add`")
         return cls(
-            n_ctx=_number(raw, "n_ctx", 2048, int, 128, cfg),
+            n_ctx=_number(raw, "n_ctx", 8192, int, 128, cfg),
             max_slots=_number(raw, "max_slots", 4, int, 1, cfg, top=64),
             n_threads=_number(raw, "n_threads", default_threads(), int, 1, cfg),
             n_threads_batch=_number(raw, "n_threads_batch", None, int, 1, cfg),
@@ -58,6 +63,7 @@ class LocalSettings:
             max_tokens=_number(raw, "max_tokens", 512, int, 0, cfg),
             start_timeout_s=_number(raw, "start_timeout_s", 120, float, 1, cfg),
             server_command=tuple(command) if command else None,
+            server=server,
             models=models,
         )
 

@@ -52,6 +52,8 @@ class Supervisor:
         self.portable_argv: list[str] = spec.get("portable_argv") or spec["argv"]
         self.portable_env: dict[str, str] = spec.get("portable_env") or {}
         self.path: str = spec.get("path") or FAST
+        self.servers = {FAST: spec.get("server"),
+                        PORTABLE: spec.get("portable_server") or spec.get("server")}
         self.path_file = Path(spec["path_file"]) if spec.get("path_file") else None
         self.warmup_model: str | None = spec.get("warmup_model")
         self.start_timeout_s: float = spec.get("start_timeout_s", 120.0)
@@ -78,6 +80,7 @@ class Supervisor:
             "ready_once": False, "log": self.log_file, "argv": self._argv(),
             "path": self.path, "path_reason": spec.get("path_reason"),
             "slots": spec.get("slots"), "n_ctx_per_slot": spec.get("n_ctx_per_slot"),
+            "server": self.servers[self.path],
         }
 
     def say(self, text: str) -> None:
@@ -127,7 +130,8 @@ class Supervisor:
         argv = self._argv()
         self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env,
                                       preexec_fn=_die_with_parent)
-        self.state.update(server_pid=self.child.pid, status=st.STARTING, argv=argv)
+        self.state.update(server_pid=self.child.pid, status=st.STARTING, argv=argv,
+                          server=self.servers[self.path])
         self.save()
         self.say(f"started server pid {self.child.pid} ({self.path} path): {' '.join(argv)}")
 
