@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.council.anonymity import identifying_terms, pattern
+from orchestrator.council.continuable import closed
 from orchestrator.council.findings import Review
 from orchestrator.models import ResolvedModel
 
@@ -115,7 +116,7 @@ class Bundle:
 
 def quote(text: str, nonce: str) -> str:
     """A seat's prose between the nonce lines; the nonce itself never appears inside."""
-    body = (text or "").replace(nonce, "[nonce]").strip() or "(no prose)"
+    body = closed((text or "").replace(nonce, "[nonce]").strip()) or "(no prose)"
     return f"<<<seat-text {nonce}\n{body}\nseat-text {nonce}>>>"
 
 

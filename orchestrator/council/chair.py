@@ -130,7 +130,7 @@ def chair_packet(briefing: str, reviews: list[Review], labels: dict[str, str],
         parts.append(f"- {seat}: {cred}")
     if notices:
         parts += ["", f"## Notices [{n}]", ""] + [f"- {x}" for x in notices]
-    return cued("\n".join(parts), SYNTHESIS_CUE)
+    return cued("\n".join(parts), f"{SYNTHESIS_CUE} [{n}]")
 
 
 # -- the walk ------------------------------------------------------------------------------

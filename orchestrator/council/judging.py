@@ -57,7 +57,7 @@ def judge_briefing(briefing: str, view: str, ids: list[str], labels: list[str],
     return cued(f"{JUDGE_BRIEF}\n\n{QUOTING.format(nonce=nonce)}\n\nFindings to vote on: "
                 f"{shown}.\nReviews to rank: {', '.join(labels)}.\n\n## The briefing\n\n"
                 f"{closed(briefing.strip())}\n\n## The reviews [{nonce}]\n\n{view.strip()}",
-                JUDGEMENT_CUE)
+                f"{JUDGEMENT_CUE} [{nonce}]")
 
 
 def _label(value: Any) -> str | None:
