@@ -94,7 +94,7 @@ def register_tools(leg):
     if leg.kind == "chair":
         return None
     tools = WorkspaceTools(leg)
-    return [Tool(name, description, parameters, tools.bind(name))
+    return [Tool(name, description, parameters, tools.bind(name), meta={"read_only": True})
             for name, (description, parameters) in SCHEMAS.items()]
 
 
