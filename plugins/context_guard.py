@@ -31,9 +31,16 @@ from orchestrator.hookspecs import hookimpl
 from orchestrator.reserve import answer_reserve
 
 NAME = "context_guard"
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+    "margin": {"type": "integer", "minimum": 0},
+    "inflation": {"type": "number", "minimum": 1},
+    "min_answer": {"type": "integer", "minimum": 1}}}
 INFLATION = 2.0
 MIN_ANSWER = 1024
 MIN_THINKING = 1024  # Anthropic's smallest thinking budget: below it, thinking is dropped
+# Asked-for budgets that lean on the window: with one set and no window, the leg is told.
+BUDGET_OPTIONS = ("output_budget", "leg_tokens")
+BUDGET_CONFIG = (("output_budget", "tokens"), ("turn_budget", "tokens"))
 
 
 def _settings(leg, window: int) -> tuple[int, float, int]:
@@ -85,6 +92,12 @@ def before_request(leg, request):
 def guard(leg, request):
     window = _window(leg)
     if not window:
+        budgets = [k for k in BUDGET_OPTIONS if leg.options.get(k)]
+        if budgets or any(leg.plugin_config(p).get(k) for p, k in BUDGET_CONFIG):
+            leg.notice(f"context guard: the context window of {leg.model.name} is unknown (no "
+                       "catalogue, provider list or config says it), so requests cannot be "
+                       f"checked against it; set providers.{leg.model.provider}.context_window "
+                       "in config.json")
         return None  # no known window: nothing to guard
     margin, inflation, min_answer = _settings(leg, window)
     estimate, anchor = context_estimate(leg, request, inflation)

@@ -57,7 +57,8 @@ def resolve_model(spec, config):
                         f"GGUF with `orch local add PATH --alias {name}`")
     return ResolvedModel(name=spec, provider=PROVIDER, litellm_model=f"openai/{name}",
                          input_cost_per_mtok=0.0, output_cost_per_mtok=0.0, declared=True,
-                         supports_tools=False)
+                         supports_tools=False,
+                         context_window=_settings(config).n_ctx)  # per slot: the guards' window
 
 
 @hookimpl(trylast=True)

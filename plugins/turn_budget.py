@@ -23,6 +23,9 @@ from orchestrator.estimate import estimate_text
 from orchestrator.hookspecs import hookimpl
 
 NAME = "turn_budget"
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+    "tokens": {"type": "integer", "minimum": 1},
+    "seconds": {"type": "number", "exclusiveMinimum": 0}}}
 FINAL_AT = 0.95
 NOTES = (
     (0.50, "Budget note: half of the budget for this task is spent. Stop broad exploration; "

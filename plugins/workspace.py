@@ -44,6 +44,11 @@ DEFAULTS: dict[str, int] = {
     "max_scan_bytes": 64_000_000,  # bytes one grep reads before it stops and says so
     "max_seconds": 10,  # wall time of one call (walking a big tree included)
 }
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+    **{key: {"type": "integer", "minimum": 1} for key in DEFAULTS},
+    "reserve_tokens": {"type": "integer", "minimum": 0},
+    "deny": {"type": "array", "items": {"type": "string"}},
+    "allow": {"type": "array", "items": {"type": "string"}}}}
 SCAN_CHECK_LINES = 4_096  # lines between looks at the clock inside one file
 # A read's tokens are counted this many times over: estimates of new text run low on code,
 # and the context guard counts the turns since the provider's last report the same way.

@@ -100,5 +100,5 @@ def test_a_bad_setting_is_one_line(orch, scripted_server, ws):
     orch.config(plugin_config={"exploration": {"steps": -1}})
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "go",
                                       "--workspace", str(ws)])
-    assert "plugin_config.exploration.steps is -1" in result.output
+    assert "plugin_config.exploration.steps must be at least 0, not -1" in result.output
     assert "Traceback" not in result.output
