@@ -154,7 +154,9 @@ def before_request(leg, request):
             changes["messages"] = kept
     if params != request.params:
         changes["params"] = params
-    if request.tools:  # no native tool calling: never on the wire
+    if request.tools and request.tool_format == "native":  # never on the wire; in the text
+        # protocol (text_tools) the tools are described in the prompt and stay on the request
+        # so the calls the model writes are lifted
         changes["tools"] = None
         leg.set("tools_withheld", sorted(t.get("function", {}).get("name", "?")
                                          for t in request.tools))
