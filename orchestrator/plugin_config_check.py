@@ -4,7 +4,8 @@ declares: a module-level ``CONFIG_SCHEMA`` (the JSON-Schema subset of
 
 ``output_budget.tokens: -5`` was sent as ``max_tokens: -5`` and ``tokens: 0`` silently meant
 no budget, while ``orch doctor`` said the config was valid. Checked here, a bad value stops
-``orch fanout`` / ``orch council run`` before any request with one line, and is a ``fail`` row
+``orch fanout`` / ``orch council run`` before any request with one line (exit 2), and is
+a ``fail`` row
 in ``orch doctor``. A plugin that declares no schema is not checked (its own code may be)."""
 
 from __future__ import annotations
@@ -39,7 +40,14 @@ def problems(cfg, pm) -> list[tuple[str, str]]:
     return found
 
 
+class BadPluginConfig(OrchError):
+    """A plugin setting its schema refuses: refused before any spend (exit 2), like a budget
+    the output_budget pre-flight refuses."""
+
+    exit_code = 2
+
+
 def check_plugin_config(cfg, pm) -> None:
-    """Raise a one-line OrchError naming the first bad plugin setting, before any spend."""
+    """Raise a one-line error naming the first bad plugin setting, before any spend."""
     for _name, line in problems(cfg, pm):
-        raise OrchError(f"config file {cfg.path}: {line}; fix it (or remove the key)")
+        raise BadPluginConfig(f"config file {cfg.path}: {line}; fix it (or remove the key)")

@@ -36,7 +36,7 @@ class Echo:
 # -- output reservation ------------------------------------------------------------------------
 
 def test_reservation_is_the_budget_capped_by_the_model_ceiling(orch, scripted_server):
-    orch.provider(max_output_tokens=2000)
+    orch.provider(max_output_tokens=2000, context_window=100_000)
     capped = orch.run_leg("m", "hi", options={"output_budget": 5000})
     assert capped.bodies[0]["max_tokens"] == 2000
     assert capped.leg["output_reservation"] == 2000
@@ -280,7 +280,8 @@ def test_an_output_budget_in_config_that_is_no_number_stops_the_wave(orch, scrip
     orch.config(plugin_config={"output_budget": {"tokens": "lots"}})
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "q", "--tools", "none"])
     assert result.exit_code == 2 and scripted_server.count() == 0
-    assert "plugin_config.output_budget: invalid literal for int()" in result.stderr
+    assert "plugin_config.output_budget.tokens must be a whole number, not a string" \
+        in result.stderr
 
 
 def test_a_variants_smaller_cap_is_kept_and_checked_in_preflight(orch, scripted_server):

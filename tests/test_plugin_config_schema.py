@@ -29,7 +29,7 @@ def test_a_bad_budget_is_refused_by_fanout_and_failed_by_doctor(orch, scripted_s
     orch.config(plugin_config={"output_budget": {"tokens": value}})
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "hi",
                                       "--tools", "none"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert scripted_server.count() == 0 and not (orch_home / "ledger.db").exists()
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0] and "fix it" in lines[0]
@@ -52,7 +52,7 @@ def test_every_declared_section_is_checked(orch, scripted_server, section, value
     orch.provider()
     orch.config(plugin_config={section: value})
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "hi"])
-    assert result.exit_code == 1 and says in result.stderr, result.output
+    assert result.exit_code == 2 and says in result.stderr, result.output
     assert scripted_server.count() == 0
 
 
