@@ -56,7 +56,8 @@ def model_info(model: ResolvedModel, declared: dict | None = None) -> ModelInfo:
     declared = declared or {}
     learned = detected(model)
     return ModelInfo(
-        context_window=declared.get("context_window") or base.context_window,
+        context_window=(declared.get("context_window") or model.context_window
+                        or _window(learned) or base.context_window),
         max_output_tokens=(declared.get("max_output_tokens") or model.max_output_tokens
                            or base.max_output_tokens),
         supports_tools=declared.get("supports_tools", learned.get(
@@ -111,6 +112,75 @@ def detected(model: ResolvedModel) -> dict[str, Any]:
     return entry if isinstance(entry, dict) else {}
 
 
+def _window(learned: dict[str, Any]) -> int | None:
+    value = learned.get("context_window")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
+        else None
+
+
+def windows_of(base_url: str, entries: list[dict[str, Any]], key: str | None) -> dict[str, int]:
+    """model id -> context window, as the endpoint says it: vLLM's ``max_model_len`` on each
+    ``/models`` entry; llama.cpp's ``n_ctx`` from ``/props`` (one model per server)."""
+    found = {str(e["id"]): int(e["max_model_len"]) for e in entries
+             if isinstance(e, dict) and e.get("id") and isinstance(e.get("max_model_len"), int)
+             and e["max_model_len"] > 0}
+    if found or len(entries) != 1 or not isinstance(entries[0], dict):
+        return found
+    n_ctx = _props_n_ctx(base_url, key)
+    return {str(entries[0].get("id")): n_ctx} if n_ctx else {}
+
+
+def _props_n_ctx(base_url: str, key: str | None) -> int | None:
+    """llama.cpp's server: ``GET /props`` (beside ``/v1``) has the slot's ``n_ctx``."""
+    import json
+    import urllib.request
+
+    root = base_url.rstrip("/").removesuffix("/v1")
+    request = urllib.request.Request(root + "/props")
+    if key:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=3) as answer:
+            body = json.loads(answer.read(1 << 20) or b"{}")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(body, dict):
+        return None
+    settings = body.get("default_generation_settings")
+    n_ctx = (settings.get("n_ctx") if isinstance(settings, dict) else None) or body.get("n_ctx")
+    return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 \
+        else None
+
+
+def record_windows(provider: str, windows: dict[str, int]) -> None:
+    """Remember the windows a provider said (``catalog.json``), so the context guard and the
+    read guard can check its models' requests."""
+    from orchestrator.engine.record import now_iso
+    from orchestrator.store import write_json_atomic
+
+    models = _learned()
+    changed = False
+    for model_id, window in windows.items():
+        name = f"{provider}/{model_id}"
+        prev = models.get(name)
+        entry = dict(prev) if isinstance(prev, dict) else {}
+        if entry.get("context_window") == window:
+            continue
+        entry.update(context_window=window, window_learned_at=now_iso())
+        models[name] = entry
+        changed = True
+    if not changed:
+        return
+    path = _learned_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, {"models": models})
+    except OSError as exc:  # a read-only home: the next probe learns it again
+        from orchestrator.runtime import log
+
+        log().warning("catalog_not_written", path=str(path), error=str(exc))
+
+
 def tools_unsupported(exc: BaseException) -> bool:
     """A provider error that says the model takes no ``tools``."""
     return (getattr(exc, "reason", None) == "bad_request"
@@ -124,8 +194,9 @@ def record_no_tools(model: ResolvedModel, message: str) -> None:
     from orchestrator.store import write_json_atomic
 
     models = _learned()
-    models[model.base_name] = {"supports_tools": False, "learned_at": now_iso(),
-                               "reason": message[:300]}
+    prev = models.get(model.base_name)
+    models[model.base_name] = {**(prev if isinstance(prev, dict) else {}), "supports_tools": False,
+                               "learned_at": now_iso(), "reason": message[:300]}
     path = _learned_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -69,14 +69,16 @@ def validate(data: Any, path: Path) -> None:
 
 
 def first_problem(value: Any, schema: dict[str, Any], where: str = "") -> tuple[str, str] | None:
-    """The subset of JSON Schema SCHEMA uses (type, properties, additionalProperties, items,
-    minimum), walked by hand: jsonschema's import alone would cost ``orch --help`` a tenth of
+    """The subset of JSON Schema SCHEMA and plugins' CONFIG_SCHEMA use (type, properties,
+    additionalProperties, items, minimum, exclusiveMinimum), walked by hand: jsonschema's import alone would cost ``orch --help`` a tenth of
     a second on every run. tests/test_config_schema.py checks it agrees with jsonschema."""
     wanted = schema.get("type")
     if wanted is not None and not _is(value, wanted):
         return where, f"must be {_NAMES[wanted]}, not {_kind(value)}"
     if "minimum" in schema and value < schema["minimum"]:
         return where, f"must be at least {schema['minimum']}, not {value!r}"
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        return where, f"must be more than {schema['exclusiveMinimum']}, not {value!r}"
     if isinstance(value, dict):
         props = schema.get("properties", {})
         extra = schema.get("additionalProperties")

@@ -198,6 +198,14 @@ def server_ledger_row(url: str) -> Check:
 
 def probe_models(base_url: str, key: str | None) -> tuple[list[str] | None, str]:
     """(model ids, "") or (None, why): ``GET {base_url}/models`` within 3 s."""
+    entries, why = probe_model_entries(base_url, key)
+    if entries is None:
+        return None, why
+    return [str(m.get("id")) for m in entries if isinstance(m, dict) and m.get("id")], ""
+
+
+def probe_model_entries(base_url: str, key: str | None) -> tuple[list[dict] | None, str]:
+    """(the ``data`` entries, "") or (None, why): ``GET {base_url}/models`` within 3 s."""
     request = urllib.request.Request(base_url.rstrip("/") + "/models")
     if key:
         request.add_header("Authorization", f"Bearer {key}")
@@ -216,7 +224,7 @@ def probe_models(base_url: str, key: str | None) -> tuple[list[str] | None, str]
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
         return None, "the answer has no model list (`data`)"
-    return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id")], ""
+    return [m for m in data if isinstance(m, dict)], ""
 
 
 def providers(cfg: config_mod.Config) -> tuple[list[Check], dict[str, list[str]]]:
@@ -331,6 +339,39 @@ def variant_rows(where: str, model, info) -> list[Check]:
 
 # -- plugins --------------------------------------------------------------------------------
 
+def output_budget_rows(cfg: config_mod.Config, pm) -> list[Check]:
+    """With ``plugin_config.output_budget.tokens`` set: the addressed routes where no output
+    ceiling is known (the budget is sent as is) and where it is above half the window."""
+    from orchestrator.catalog import model_info
+    from orchestrator.cli.common import resolve_all
+
+    budget = cfg.plugin_config("output_budget").get("tokens")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1 \
+            or pm.get_plugin("output_budget") is None:
+        return []
+    specs = {spec for _, spec in addressed(cfg)}
+    specs |= {m for m in cfg.defaults.get("models") or [] if isinstance(m, str)}
+    rows = []
+    for spec in sorted(specs):
+        try:
+            model = resolve_all([spec], cfg, pm, warn=lambda line: None)[0]
+        except Exception:
+            continue  # the names rows say what is wrong
+        declared = cfg.providers.get(model.provider) if model.declared else None
+        info = model_info(model, declared)
+        if info.max_output_tokens is None:
+            rows.append(Check("output budget", spec, WARN, f"{model.name}: no output ceiling "
+                              f"is known, so the budget of {budget} is sent as is",
+                              f"set providers.{model.provider}.max_output_tokens if the "
+                              "provider caps answers"))
+        if info.context_window and budget > info.context_window // 2:
+            rows.append(Check("output budget", spec, WARN, f"{model.name}: the budget of "
+                              f"{budget} is above half its {info.context_window}-token window; "
+                              "the context guard will cut it on long conversations",
+                              "lower plugin_config.output_budget.tokens"))
+    return rows
+
+
 def plugins(cfg: config_mod.Config) -> tuple[list[Check], Any]:
     from orchestrator.plugins import load, selection
 
@@ -354,6 +395,12 @@ def plugins(cfg: config_mod.Config) -> tuple[list[Check], Any]:
     for name in sorted({*(allow or ()), *deny} - known):
         rows.append(Check("plugins", "settings", WARN, f"{name!r} is named in the plugin "
                           "settings but matches no installed plugin", "fix the name (typo?)"))
+    from orchestrator.plugin_config_check import problems
+
+    for name, line in problems(cfg, pm):
+        rows.append(Check("plugins", name, FAIL, line, f"fix it in {cfg.path} (or remove the "
+                          "key)"))
+    rows += output_budget_rows(cfg, pm)
     for name in sorted(set(cfg.section("plugin_config")) - known):
         rows.append(Check("plugins", "settings", WARN, f"plugin_config.{name} matches no "
                           "installed plugin", "fix the name (typo?) or remove the section"))

@@ -30,9 +30,14 @@ def cache_path():
     return config_mod.home() / "cache" / "models.json"
 
 
-def provider_models(pid: str, entry: dict, *, refresh: bool = False) -> tuple[list[str], str]:
-    """(model ids, where from: ``live`` | ``cache`` | ``stale cache`` | ``unreachable``)."""
-    from orchestrator.doctor import probe_models
+def provider_models(pid: str, entry: dict, *, refresh: bool = False,
+                    warn=None) -> tuple[list[str], str]:
+    """(model ids, where from: ``live`` | ``cache`` | ``stale cache`` | ``unreachable``).
+
+    A refresh that lists fewer models than the cache held says so (``warn``, default stderr)
+    and one that lists none keeps the cached list: a half-started server never empties it."""
+    from orchestrator.catalog import record_windows, windows_of
+    from orchestrator.doctor import probe_model_entries
     from orchestrator.secrets import has_url_credentials
 
     if has_url_credentials(entry.get("base_url")):  # never probed, never cached (orch doctor)
@@ -49,11 +54,27 @@ def provider_models(pid: str, entry: dict, *, refresh: bool = False) -> tuple[li
     if fresh and not refresh:
         return list(hit.get("models") or []), "cache"
     var = entry.get("api_key_env")
-    models, _why = probe_models(entry["base_url"], os.environ.get(var) if var else None)
+    key = os.environ.get(var) if var else None
+    entries, _why = probe_model_entries(entry["base_url"], key)
+    models = None if entries is None else [str(m["id"]) for m in entries if m.get("id")]
+    if entries:  # the windows the endpoint says (vLLM, llama.cpp) go to catalog.json
+        record_windows(pid, windows_of(entry["base_url"], entries, key))
     if models is None:
         if isinstance(hit, dict) and hit.get("base_url") == entry.get("base_url"):
             return list(hit.get("models") or []), "stale cache"
         return [], "unreachable"
+    old = list(hit.get("models") or []) if isinstance(hit, dict) and \
+        hit.get("base_url") == entry.get("base_url") else []
+    gone = sorted(set(old) - set(models))
+    if gone:
+        say = warn or _stderr
+        if not models:
+            say(f"orch: {pid} now lists no models (it listed {len(old)}); keeping the cached "
+                "list - `orch models --refresh` once the server is up")
+            return old, "stale cache"
+        shown = ", ".join(gone[:5]) + (f" (+{len(gone) - 5})" if len(gone) > 5 else "")
+        say(f"orch: {pid} now lists {len(models)} models, {len(gone)} fewer than before: "
+            f"{shown}")
     cache = cache if isinstance(cache, dict) else {}
     cache[pid] = {"base_url": entry["base_url"], "fetched_at": time.time(), "models": models}
     try:
@@ -61,6 +82,12 @@ def provider_models(pid: str, entry: dict, *, refresh: bool = False) -> tuple[li
     except OSError:
         pass  # a read-only home: the listing still works, uncached
     return models, "live"
+
+
+def _stderr(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr)
 
 
 def keyed_litellm_models() -> list[str]:

@@ -38,6 +38,7 @@ class ResolvedModel:
     sampling: dict[str, Any] = field(default_factory=dict)
     declared: bool = False  # True when the endpoint comes from `orch provider add`
     supports_tools: bool | None = None  # what the resolver knows (a plugin's model); None: ask
+    context_window: int | None = None  # what the resolver knows (the local plugin's n_ctx)
 
     def __post_init__(self) -> None:
         # Names orch itself uses: a key-shape scrubber must never cut them (secrets.py).

@@ -1,12 +1,13 @@
 """The context window: never send a request that cannot answer, never let one be rejected.
 
-- **Starvation.** When the window leaves less than the floor of room (window - estimate -
-  a 4,096-token margin <= 1) the request is refused, never sent, with one line:
+- **Starvation.** When the window leaves no room beyond the answer's reserve (window -
+  estimate - reserve <= 1; the reserve is proportional to the window,
+  :func:`orchestrator.reserve.answer_reserve`) the request is refused, never sent, with one line:
   ``output starvation: refused (<model>): context estimate E, window W, output budget B``.
 - **Overrun.** When estimate + reservation passes the window, the reservation is *fitted*
   instead of letting the provider reject the whole request. The estimate anchors on the
   prompt size the provider reported for the last answer (``usage.input_tokens``) plus an
-  inflated estimate (x2.0) of everything after it; the fit is window - estimate - margin,
+  inflated estimate (x2.0) of everything after it; the fit is window - estimate - reserve,
   never above what was asked, and a thinking budget sharing the ceiling is lowered with it.
   Below a 1,024-token answer it refuses (``OUTPUT_OVERRUN``) - but only with an anchor: on
   its own guess alone it fits when there is room and otherwise stays silent.
@@ -15,7 +16,8 @@
   Note says so. Checked at ``step_end``, after every ``after_response`` plugin had its say
   and the response was billed and logged.
 
-Settings: ``plugin_config.context_guard`` ``margin``, ``inflation``, ``min_answer``.
+Settings: ``plugin_config.context_guard`` ``margin`` (a fixed reserve instead of the
+proportional one), ``inflation``, ``min_answer``.
 """
 
 from __future__ import annotations
@@ -26,17 +28,26 @@ from orchestrator.catalog import model_info
 from orchestrator.errors import LegError, Refusal
 from orchestrator.estimate import estimate_messages
 from orchestrator.hookspecs import hookimpl
+from orchestrator.reserve import answer_reserve
 
 NAME = "context_guard"
-MARGIN = 4096
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+    "margin": {"type": "integer", "minimum": 0},
+    "inflation": {"type": "number", "minimum": 1},
+    "min_answer": {"type": "integer", "minimum": 1}}}
 INFLATION = 2.0
 MIN_ANSWER = 1024
 MIN_THINKING = 1024  # Anthropic's smallest thinking budget: below it, thinking is dropped
+# Asked-for budgets that lean on the window: with one set and no window, the leg is told.
+BUDGET_OPTIONS = ("output_budget", "leg_tokens")
+BUDGET_CONFIG = (("output_budget", "tokens"), ("turn_budget", "tokens"))
 
 
-def _settings(leg) -> tuple[int, float, int]:
+def _settings(leg, window: int) -> tuple[int, float, int]:
     cfg = leg.plugin_config(NAME)
-    return (int(cfg.get("margin", MARGIN)), float(cfg.get("inflation", INFLATION)),
+    margin = cfg.get("margin")
+    margin = answer_reserve(window) if margin is None else int(margin)
+    return (margin, float(cfg.get("inflation", INFLATION)),
             int(cfg.get("min_answer", MIN_ANSWER)))
 
 
@@ -81,8 +92,14 @@ def before_request(leg, request):
 def guard(leg, request):
     window = _window(leg)
     if not window:
+        budgets = [k for k in BUDGET_OPTIONS if leg.options.get(k)]
+        if budgets or any(leg.plugin_config(p).get(k) for p, k in BUDGET_CONFIG):
+            leg.notice(f"context guard: the context window of {leg.model.name} is unknown (no "
+                       "catalogue, provider list or config says it), so requests cannot be "
+                       f"checked against it; set providers.{leg.model.provider}.context_window "
+                       "in config.json")
         return None  # no known window: nothing to guard
-    margin, inflation, min_answer = _settings(leg)
+    margin, inflation, min_answer = _settings(leg, window)
     estimate, anchor = context_estimate(leg, request, inflation)
     budget = _reservation(request.params)
     thinking = _thinking(request.params)

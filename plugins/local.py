@@ -59,7 +59,8 @@ def resolve_model(spec, config):
                         f"GGUF with `orch local add PATH --alias {name}`")
     return ResolvedModel(name=spec, provider=PROVIDER, litellm_model=f"openai/{name}",
                          input_cost_per_mtok=0.0, output_cost_per_mtok=0.0, declared=True,
-                         supports_tools=False)
+                         supports_tools=False,
+                         context_window=_settings(config).n_ctx)  # per slot: the guards' window
 
 
 @hookimpl(trylast=True)
@@ -159,7 +160,9 @@ def before_request(leg, request):
         _check_context(mine, changes.get("messages", request.messages))
     if params != request.params:
         changes["params"] = params
-    if request.tools:  # no native tool calling: never on the wire
+    if request.tools and request.tool_format == "native":  # never on the wire; in the text
+        # protocol (text_tools) the tools are described in the prompt and stay on the request
+        # so the calls the model writes are lifted
         changes["tools"] = None
         leg.set("tools_withheld", sorted(t.get("function", {}).get("name", "?")
                                          for t in request.tools))

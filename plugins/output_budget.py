@@ -25,6 +25,10 @@ from orchestrator.errors import PreflightError, Refusal
 from orchestrator.hookspecs import hookimpl
 
 NAME = "output_budget"
+# plugin_config.output_budget, checked before any request (orchestrator.plugin_config_check):
+# tokens 0 or below would be sent as max_tokens, or silently mean no budget.
+CONFIG_SCHEMA = {"type": "object", "properties": {
+    "tokens": {"type": "integer", "minimum": 1}, "thinking": {"type": "string"}}}
 LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 THINKING_ROUTES = ("anthropic", "bedrock", "vertex_ai")  # Claude's extended thinking
 MIN_ANSWER = 1024  # tokens the answer keeps when thinking is carved out of the reservation

@@ -17,6 +17,13 @@ request goes out with ``tool_format="text"``, the tools and the ``<tool_call>{"n
 "arguments": ...}</tool_call>`` format are described at the end of the system prompt, earlier
 calls are written back into the assistant's text in that format, and tool results come back
 as a user message. The calls it writes are lifted as above.
+
+**Models with no system role.** A base model (the embedded 270M model's plain template) is
+sent no system message, so the protocol would never reach it. With
+``plugin_config.text_tools.placement`` ``user`` - or ``auto`` (the default) when the leg runs
+on such a template (the local plugin's ``plain`` state) - the protocol opens the first user
+message instead, and ends with one worked call: a small base model copies an example better
+than it follows a description.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ _OPEN = re.compile(r"[{\[]")
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
 _MODES = ("auto", "always", "never")
+_PLACEMENTS = ("auto", "system", "user")
 _MAX_SCAN = 200_000  # characters of text searched for bare JSON objects
 
 
@@ -183,6 +191,17 @@ Tools:
 """
 
 
+def example_call(tools: list[dict[str, Any]]) -> str:
+    """One worked call on the first tool, with its required arguments filled in."""
+    fn = tools[0].get("function", tools[0])
+    params = fn.get("parameters") or {}
+    props = params.get("properties") or {}
+    args = {name: (1 if (props.get(name) or {}).get("type") == "integer" else "README.md")
+            for name in params.get("required") or []}
+    return ("\n\nFor example, to call " + str(fn.get("name")) + ":\n<tool_call>"
+            + json.dumps({"name": fn.get("name"), "arguments": args}) + "</tool_call>")
+
+
 def describe_tools(tools: list[dict[str, Any]]) -> str:
     """The protocol and one line per tool: name, description, JSON schema of its arguments."""
     lines = []
@@ -195,20 +214,29 @@ def describe_tools(tools: list[dict[str, Any]]) -> str:
     return TEXT_PROTOCOL + "\n".join(lines)
 
 
-def as_text(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def as_text(messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+            placement: str = "system", example: bool = False) -> list[dict[str, Any]]:
     """``messages`` for an endpoint without tool calling: the protocol in the system prompt
-    (once), assistant calls as ``<tool_call>`` text, tool results as one user message."""
+    (once; or opening the first user message, ``placement="user"``), assistant calls as
+    ``<tool_call>`` text, tool results as one user message."""
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}
-    if not messages or messages[0].get("role") != "system":
+    protocol = describe_tools(tools) + (example_call(tools) if example and tools else "")
+    if placement == "user":
+        first = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+        if first is not None and TEXT_PROTOCOL_HEAD not in str(messages[first].get("content")):
+            messages = [*messages[:first], {**messages[first], "content": protocol + "\n\n"
+                                            + str(messages[first].get("content") or "")},
+                        *messages[first + 1:]]
+        protocol = None
+    if protocol is not None and (not messages or messages[0].get("role") != "system"):
         messages = [{"role": "system", "content": ""}, *messages]
     for m in messages:
         role = m.get("role")
-        if role == "system" and not out:
+        if role == "system" and not out and protocol is not None:
             content = str(m.get("content") or "")
             if TEXT_PROTOCOL_HEAD not in content:
-                content = (content.rstrip() + "\n\n" if content.strip() else "") + \
-                    describe_tools(tools)
+                content = (content.rstrip() + "\n\n" if content.strip() else "") + protocol
             out.append({**m, "content": content})
         elif role == "assistant" and m.get("tool_calls"):
             written = []
@@ -252,13 +280,32 @@ def before_request(leg, request):
         return None
     if leg.record.extra.get("tool_format") != "text":
         leg.set("tool_format", "text")
-    return request.evolve(messages=as_text(request.messages, request.tools),
+    placement = _placement(leg)
+    return request.evolve(messages=as_text(request.messages, request.tools,
+                                           placement=placement,
+                                           example=placement == "user"),
                           tool_format="text")
+
+
+def _placement(leg) -> str:
+    """Where the protocol goes: the system prompt, or the first user message for a model
+    with no system role."""
+    placement = leg.plugin_config("text_tools").get("placement", "auto")
+    if placement not in _PLACEMENTS:
+        from orchestrator.errors import OrchError
+
+        raise OrchError(f"plugin_config.text_tools.placement is {placement!r}; set it to one "
+                        f"of {', '.join(_PLACEMENTS)} in config.json")
+    if placement == "auto":
+        plain = (leg.state.get("local") or {}).get("plain")  # the local plugin's base model
+        return "user" if plain else "system"
+    return placement
 
 
 @hookimpl(trylast=True)
 def leg_start(leg):
     _mode(leg)  # a bad setting ends the leg before anything is spent
+    _placement(leg)
 
 
 @hookimpl(trylast=True)

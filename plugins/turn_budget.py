@@ -7,15 +7,25 @@ of the conversation - nothing earlier changes, so prompt caches stay valid. At 9
 cap, or when one more step plus a summary would not fit, one final request goes out with no
 tools asking for what was found, the state of the work and what remains; the leg ends with
 that text, ``stopped: "budget"`` and ``finished: false``, and the wave exits 2.
+
+An endpoint that reports no usage (no counts at all on an answer) would leave the budget
+blind: such a step is *estimated* instead - the request anchored on the provider's last
+reported prompt size where there is one (the context guard's estimator), plus the answer's
+text and tool calls - the leg's ``turn_budget`` record says ``estimated: true``, and one Note
+says so, once per leg.
 """
 
 from __future__ import annotations
 
 import time
 
+from orchestrator.estimate import estimate_text
 from orchestrator.hookspecs import hookimpl
 
 NAME = "turn_budget"
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+    "tokens": {"type": "integer", "minimum": 1},
+    "seconds": {"type": "number", "exclusiveMinimum": 0}}}
 FINAL_AT = 0.95
 NOTES = (
     (0.50, "Budget note: half of the budget for this task is spent. Stop broad exploration; "
@@ -44,6 +54,23 @@ def step_tokens(usage) -> float:
     return usage.input_tokens - cached + cached / 10 + usage.output_tokens
 
 
+def reported(usage) -> bool:
+    """Whether the provider reported any counts for this answer (all zeros: it sent none)."""
+    return bool(usage.input_tokens or usage.output_tokens)
+
+
+def estimated_tokens(leg, request, response) -> float:
+    """A step's tokens when the provider said nothing: the prompt as the context guard
+    estimates it (anchored where the provider ever reported one) plus the answer."""
+    from orch_plugins.context_guard import INFLATION, context_estimate
+
+    model = leg.model.litellm_model
+    prompt, _ = context_estimate(leg, request, INFLATION)
+    answer = (response.text or "") + "".join(f"{c.name}{c.arguments}"
+                                             for c in response.tool_calls)
+    return prompt + (estimate_text(answer, model) if answer else 0)
+
+
 def _state(leg) -> dict:
     return leg.state.setdefault(NAME, {"t0": time.monotonic(), "used": 0.0, "last": 0.0,
                                        "last_s": 0.0, "t_step": None, "notes": []})
@@ -62,7 +89,16 @@ def step_end(leg, step):
         return
     st = _state(leg)
     now = time.monotonic()
-    cost = step_tokens(step["response"].usage)
+    response = step["response"]
+    if reported(response.usage):
+        cost = step_tokens(response.usage)
+    else:
+        cost = estimated_tokens(leg, step["request"], response)
+        if not st.get("estimated"):
+            st["estimated"] = True
+            leg.notice(f"turn budget: {leg.model.name} reported no usage; its spend is "
+                       "estimated from the sizes of the requests and answers (marked "
+                       "estimated)")
     st["used"] += cost
     st["last"] = cost
     st["last_s"] = now - (st["t_step"] or st["t0"])
@@ -73,7 +109,8 @@ def step_end(leg, step):
 def _record(leg, st: dict, tokens: int | None, seconds: float | None) -> None:
     leg.set(NAME, {"tokens": tokens, "seconds": seconds, "used_tokens": round(st["used"]),
                    "used_seconds": round(time.monotonic() - st["t0"], 3),
-                   "notes": [int(level * 100) for level in st["notes"]]})
+                   "notes": [int(level * 100) for level in st["notes"]],
+                   **({"estimated": True} if st.get("estimated") else {})})
 
 
 def spent(st: dict, tokens: int | None, seconds: float | None) -> tuple[float, bool]:

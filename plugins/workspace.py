@@ -41,12 +41,14 @@ DEFAULTS: dict[str, int] = {
     "grep_matches": 50,
     "max_entries": 200,
     "max_file_bytes": 8_000_000,  # grep skips bigger files; read refuses them
-    # Kept free for the answer when checking a read's fit: the context guard's margin, so a
-    # read let through here never leaves the next request refused for starvation.
-    "reserve_tokens": 4_096,
     "max_scan_bytes": 64_000_000,  # bytes one grep reads before it stops and says so
     "max_seconds": 10,  # wall time of one call (walking a big tree included)
 }
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+    **{key: {"type": "integer", "minimum": 1} for key in DEFAULTS},
+    "reserve_tokens": {"type": "integer", "minimum": 0},
+    "deny": {"type": "array", "items": {"type": "string"}},
+    "allow": {"type": "array", "items": {"type": "string"}}}}
 SCAN_CHECK_LINES = 4_096  # lines between looks at the clock inside one file
 # A read's tokens are counted this many times over: estimates of new text run low on code,
 # and the context guard counts the turns since the provider's last report the same way.
@@ -97,7 +99,7 @@ def register_tools(leg):
     if leg.kind == "chair":
         return None
     tools = WorkspaceTools(leg)
-    return [Tool(name, description, parameters, tools.bind(name))
+    return [Tool(name, description, parameters, tools.bind(name), meta={"read_only": True})
             for name, (description, parameters) in SCHEMAS.items()]
 
 
@@ -109,7 +111,7 @@ class WorkspaceTools:
         settings = leg.plugin_config(NAME)
         self.ws = Workspace(leg.workspace, settings.get("deny", ()), settings.get("allow", ()))
         self.cfg = {**DEFAULTS, **{k: v for k, v in leg.plugin_config(NAME).items()
-                                   if k in DEFAULTS and isinstance(v, int)}}
+                                   if k in (*DEFAULTS, "reserve_tokens") and isinstance(v, int)}}
 
     def bind(self, name: str) -> Callable[..., Any]:
         impl = getattr(self, f"do_{name}")
@@ -209,6 +211,7 @@ class WorkspaceTools:
     def _check_room(self, rel: str, offset: int, n_lines: int, result: str) -> None:
         """Refuse a result the next request has no room for, with the arithmetic."""
         from orchestrator.estimate import estimate_messages, estimate_text
+        from orchestrator.reserve import answer_reserve
 
         window = self._window()
         if not window or n_lines == 0:
@@ -216,8 +219,12 @@ class WorkspaceTools:
         schemas = [t.schema() for t in self.leg.tools.values()]
         model = self.leg.model.litellm_model
         used = estimate_messages(self.leg.messages, schemas, model=model)
-        reserve = max(self.cfg["reserve_tokens"],
-                      int(self.leg.model.sampling.get("max_tokens") or 0))
+        # The context guard's reserve (proportional to the window), so a read let through
+        # here never leaves the next request refused for starvation.
+        reserve = self.cfg.get("reserve_tokens")
+        reserve = answer_reserve(window) if reserve is None else int(reserve)
+        reserve = max(reserve, min(int(self.leg.model.sampling.get("max_tokens") or 0),
+                                   window // 2))
         room = window - used - reserve
         cost = estimate_text(result, model) + 4
         counted = cost * READ_COUNT_FACTOR

@@ -59,7 +59,7 @@ def test_nine_priced_steps_under_max_cost_5(orch, scripted_server, orch_home):
     # each request claims 1,000 output tokens ($1) plus its input before it is sent
     rows = ledger(orch_home)
     total = sum(r["cost_usd"] for r in rows)
-    worst = max(b["max_tokens"] for b in (r.body for r in scripted_server.requests)) * 1e-3 \
+    worst = max(b["max_tokens"] for b in (r.body for r in scripted_server.chats)) * 1e-3 \
         + max(r["input_tokens"] for r in rows) * 1e-6
     assert total <= 5 + worst
     assert total <= 5  # here every estimate held: within the ceiling itself
@@ -69,7 +69,7 @@ def test_nine_priced_steps_under_max_cost_5(orch, scripted_server, orch_home):
     assert leg["finished"] is False
     assert any(n.startswith("cost ceiling: the next request could cost up to $")
                for n in leg["notes"])
-    bodies = [r.body for r in scripted_server.requests]
+    bodies = [r.body for r in scripted_server.chats]
     assert len(bodies) < 9 and "tools" not in bodies[-1]  # a tool-less final request
     assert all("tools" in b for b in bodies[:-1])
     assert doc["degraded"] == [f"stopped on a budget before finishing: {leg['leg_id']}"]
@@ -137,13 +137,13 @@ def test_property_the_ledger_never_passes_the_ceiling_by_more_than_one_request(
     for model in models:
         scripted_server.script(model, worker(steps=steps, out_tokens=out_tokens))
     before = len(ledger(orch_home)) if (orch_home / "ledger.db").exists() else 0
-    sent_before = len(scripted_server.requests)
+    sent_before = len(scripted_server.chats)
     run = orch.run_wave(models, "work", plugins=[("echo", Echo())],
                         options={"max_cost": ceiling, "output_budget": budget})
     rows = ledger(orch_home)[before:]
     assert len(rows) == legs  # every leg has its row, whatever its end
     total = sum(r["cost_usd"] or 0 for r in rows)
-    sent = scripted_server.requests[sent_before:]
+    sent = scripted_server.chats[sent_before:]
     if sent:
         worst = max(max(r.body.get("max_tokens") or budget for r in sent) * out_price / 1e6
                     + max(r["input_tokens"] for r in rows) * in_price / 1e6, 0.0)

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli import cli
 from orchestrator.hookspecs import hookimpl
+from orchestrator.reserve import answer_reserve
 from orchestrator.testing.scripted_server import Reply
 from orchestrator.tools import Tool
 
@@ -35,7 +36,7 @@ class Echo:
 # -- output reservation ------------------------------------------------------------------------
 
 def test_reservation_is_the_budget_capped_by_the_model_ceiling(orch, scripted_server):
-    orch.provider(max_output_tokens=2000)
+    orch.provider(max_output_tokens=2000, context_window=100_000)
     capped = orch.run_leg("m", "hi", options={"output_budget": 5000})
     assert capped.bodies[0]["max_tokens"] == 2000
     assert capped.leg["output_reservation"] == 2000
@@ -132,7 +133,8 @@ def test_anthropic_thinking_that_leaves_no_answer_is_refused_in_preflight(
 def test_starvation_refuses_and_never_contacts_the_server(orch, scripted_server, orch_home):
     orch.provider(context_window=6000)
     scripted_server.window("m", 6000)
-    result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", PROSE * 80,
+    # ~4,300 tokens: past window - the 2,048-token reserve a 6,000-token window keeps
+    result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", PROSE * 140,
                                       "--output-budget", "1000", "--tools", "none"])
     assert scripted_server.count() == 0
     assert result.exit_code == 1  # the only leg refused: nothing completed
@@ -160,7 +162,8 @@ def test_overrun_fit_avoids_the_rejection_the_server_would_send(orch, scripted_s
     assert guarded.requests[0].status == 200
     sent = guarded.bodies[0]["max_tokens"]
     fit = guarded.leg["output_fits"][0]
-    assert sent == fit["fit"] == 12000 - fit["estimate"] - 4096 and 1024 <= sent < 10000
+    assert sent == fit["fit"] == 12000 - fit["estimate"] - answer_reserve(12000)
+    assert 1024 <= sent < 10000
     assert [n for n in guarded.leg["notes"] if n.startswith("output overrun: fitted")] == [
         f"output overrun: fitted (scripted/m) at step 1: window 12000, context estimate "
         f"{fit['estimate']} (estimated), output budget 10000 -> {sent}"]
@@ -171,14 +174,14 @@ def test_overrun_anchors_on_the_reported_prompt_and_refuses_below_the_minimum_an
     orch.provider(context_window=20000)
     # The provider says the first prompt was far bigger than it looks (a dense tokenizer).
     scripted_server.script("m", Reply(tool_calls=[{"name": "echo", "arguments": {}}],
-                                      usage={"prompt_tokens": 14800, "completion_tokens": 5}),
+                                      usage={"prompt_tokens": 16200, "completion_tokens": 5}),
                            Reply(text="done"))
     run = orch.run_leg("m", "short question", plugins=[("echo", Echo())],
                        options={"output_budget": 8000})
     assert len(run.bodies) == 1  # step 2 was refused, not sent
     assert run.leg["status"] == "refused"
     assert run.leg["reason"].startswith("OUTPUT_OVERRUN: refused (scripted/m): room for ")
-    assert "(anchored on 14800 reported)" in run.leg["reason"]
+    assert "(anchored on 16200 reported)" in run.leg["reason"]
     assert ledger(orch_home)[-1]["status"] == "refused"
 
 
@@ -194,7 +197,7 @@ def test_overrun_with_an_anchor_fits_each_step_once(orch, scripted_server):
     assert first["max_tokens"] == 12000  # its own estimate is small: nothing to fit
     fit = run.leg["output_fits"][-1]
     assert fit["step"] == 2 and second["max_tokens"] == fit["fit"] < 12000
-    assert fit["fit"] == 20000 - fit["estimate"] - 4096
+    assert fit["fit"] == 20000 - fit["estimate"] - answer_reserve(20000)
     # the anchor: 9,000 reported plus twice the estimate of what came after
     assert 9000 < fit["estimate"] < 9400
     assert sum("anchored on 9000 reported" in n for n in run.leg["notes"]) == 1
@@ -203,8 +206,8 @@ def test_overrun_with_an_anchor_fits_each_step_once(orch, scripted_server):
 def test_without_an_anchor_it_never_refuses_on_its_own_guess(orch, scripted_server):
     orch.provider(context_window=6000)
     scripted_server.window("m", 6000)
-    run = orch.run_leg("m", PROSE * 32, options={"output_budget": 8000})
-    # ~1,000 tokens: room for 6000 - 1000 - 4096 < 1024, yet no anchor, so no refusal: sent as is
+    run = orch.run_leg("m", PROSE * 110, options={"output_budget": 8000})
+    # ~3,400 tokens: room for 6000 - 3400 - 2048 < 1024, yet no anchor, so no refusal: sent as is
     assert run.bodies[0]["max_tokens"] == 8000
     assert run.leg["status"] == "error" and run.leg["reason"].startswith("context_overflow")
     assert "output_fits" not in run.leg and not [n for n in run.leg["notes"] if "overrun" in n]
@@ -277,7 +280,8 @@ def test_an_output_budget_in_config_that_is_no_number_stops_the_wave(orch, scrip
     orch.config(plugin_config={"output_budget": {"tokens": "lots"}})
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "q", "--tools", "none"])
     assert result.exit_code == 2 and scripted_server.count() == 0
-    assert "plugin_config.output_budget: invalid literal for int()" in result.stderr
+    assert "plugin_config.output_budget.tokens must be a whole number, not a string" \
+        in result.stderr
 
 
 def test_a_variants_smaller_cap_is_kept_and_checked_in_preflight(orch, scripted_server):

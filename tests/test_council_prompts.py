@@ -46,7 +46,7 @@ def test_every_stage_prompt_states_its_format_once_and_nothing_contradicts_it(
     result, doc = run_council()
     assert doc is not None, result.output
     seen = set()
-    for r in scripted_server.requests:
+    for r in scripted_server.chats:
         stage = kind_of(r.body)
         seen.add(stage)
         prompt = full_prompt(r.body)

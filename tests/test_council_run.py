@@ -246,7 +246,7 @@ def test_judges_never_see_a_model_name(orch, scripted_server, orch_home):
     for path in scanned:
         assert not names.search(path.read_text()), path
     # and on the wire: what each judge was actually sent
-    judge_prompts = [r.body["messages"][-1]["content"] for r in scripted_server.requests
+    judge_prompts = [r.body["messages"][-1]["content"] for r in scripted_server.chats
                      if kind_of(r.body) == "judge"]
     assert len(judge_prompts) == 3
     for prompt in judge_prompts:
@@ -509,7 +509,7 @@ def test_diff_and_context_are_assembled_once(orch, scripted_server, orch_home, t
     result, doc = run_council("--diff", "HEAD~1..HEAD", "--context", "NOTES.txt")
     assert result.exit_code == 0, result.output
     assert doc["context"] == {"diff": "HEAD~1..HEAD", "files": ["NOTES.txt"]}
-    for r in scripted_server.requests:
+    for r in scripted_server.chats:
         if kind_of(r.body) in ("review", "judge", "chair"):
             text = r.body["messages"][-1]["content"]
             assert "+    return f'select {x} -- unsafe'" in text
@@ -573,7 +573,7 @@ def test_a_signal_mid_run_still_writes_run_json(orch, scripted_server, orch_home
                              "-m", SEATS, "--chair", "scripted/delta", "--json"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
-    while (sum(kind_of(r.body) == "judge" for r in scripted_server.requests) < 3
+    while (sum(kind_of(r.body) == "judge" for r in scripted_server.chats) < 3
            and time.monotonic() < deadline):
         time.sleep(0.1)
     time.sleep(0.2)
@@ -619,7 +619,7 @@ def test_seats_can_read_the_workspace_and_the_chair_gets_no_tools(orch, scripted
     none = council("run", "-p", "x", "-m", SEATS, "--chair", "scripted/delta", "--tools",
                    "none", "--json")
     assert none.exit_code == 0
-    assert "tools" not in scripted_server.requests[-2].body  # a judge, with --tools none
+    assert "tools" not in scripted_server.chats[-2].body  # a judge, with --tools none
 
 
 @both_ways
@@ -664,7 +664,7 @@ def test_a_key_a_seat_echoes_reaches_no_artifact_and_no_other_model(orch, script
     for path in run_dir.rglob("*"):
         if path.is_file() and "waves" not in path.parts:
             assert secret not in path.read_text(), path
-    others = [r for r in scripted_server.requests if r.model != "alpha"
+    others = [r for r in scripted_server.chats if r.model != "alpha"
               and kind_of(r.body) in ("judge", "chair")]
     assert others and all(secret not in json.dumps(r.body["messages"]) for r in others)
 

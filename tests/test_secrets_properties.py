@@ -145,7 +145,7 @@ def test_a_key_under_any_name_leaves_through_no_channel_of_a_wave(scripted_serve
     assert json.loads(retry.stdout)["legs"][0]["status"] == "error"
     results.append(_invoke(env, "spend", "--group-by", "wave"))
     results.append(_invoke(env, "status", wave_id))
-    bodies = [r.body for r in srv.requests[before:]]
+    bodies = [r.body for r in srv.requests[before:] if r.path.endswith("/chat/completions")]
     tool_turn = next(b for b in bodies if b["model"].endswith(f"t{n}") and len(b["messages"]) > 2)
     assert "the key is ***" in tool_turn["messages"][-1]["content"]  # scrubbed before sending
     _assert_nowhere(value, home, results, bodies)

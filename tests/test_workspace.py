@@ -185,10 +185,10 @@ def test_an_oversized_read_is_refused_with_a_narrower_call_and_the_leg_goes_on(
     assert refusal.startswith("error: read refused: lines 1-")
     numbers = re.search(r"about ([\d,]+) tokens, counted 2x to be safe: ([\d,]+), but this "
                         r"request has about ([\d,]+) tokens of room \(context window 6,000 - "
-                        r"([\d,]+) already in the conversation - 4,096 kept for the answer\)",
+                        r"([\d,]+) already in the conversation - 2,048 kept for the answer\)",
                         refusal)
     cost, counted, room, used = (int(g.replace(",", "")) for g in numbers.groups())
-    assert counted == 2 * cost > room == 6000 - used - 4096
+    assert counted == 2 * cost > room == 6000 - used - 2048  # the proportional reserve
     second = tool_results(run.bodies[2])["r2"]
     assert second.startswith("src/big.py (lines 1-") and "value_1 = compute" in second
     assert "more lines: read(path='src/big.py'" in second
@@ -278,6 +278,7 @@ def test_fanout_tools_and_workspace_flags_are_recorded_on_the_wave(orch, scripte
     assert doc["options"]["workspace"] == str(ws)
     assert "src/" in tool_results(scripted_server.requests_for("n")[1].body)["l"]
 
+    scripted_server.script("o", Reply(text="q"))
     doc = json.loads(fanout("-m", "scripted/o", "-p", "q", "--tools", "none", "--json").stdout)
     assert doc["options"]["tools"] == "none"
     assert "tools" not in scripted_server.requests_for("o")[0].body

@@ -143,11 +143,13 @@ def council_remove(name: str) -> None:
               help="Where council-<run_id>/ goes (default ORCH_HOME/runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print run.json on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@click.option("--no-validate-models", "no_validate", is_flag=True,
+              help="Send model names as given, even ones the provider's list does not have.")
 @no_daemon_option
 @budget_options
 def council_run(prompt, prompt_file, diff, context, models, council_name, chair, timeout_min,
                 max_steps, tools_mode, workspace, workspace_any, tag, no_plugins, runs_dir, as_json, quiet,
-                budgets):
+                no_validate, budgets):
     """Review a change with a council: seats review, judge each other anonymously, a tally,
     and a chair's verdict (ship | fix-first | rethink).
 
@@ -185,7 +187,8 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
                           context=context, timeout_min=timeout_min, max_steps=max_steps,
                           tools_mode=tools_mode, workspace=workspace,
                           workspace_any=workspace_any, tag=tag, no_plugins=no_plugins,
-                          runs_dir=runs_dir, budgets=budgets, observe=progress)
+                          runs_dir=runs_dir, budgets=budgets, observe=progress,
+                          validate_models=not no_validate, quiet=quiet)
 
     async def main():
         with progress:
@@ -205,7 +208,8 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
                     council_name: str | None, chair: str | None, diff: str | None,
                     context, timeout_min: float, max_steps: int, tools_mode: str,
                     workspace: str | None, workspace_any: bool, tag: str | None,
-                    no_plugins: bool, runs_dir: Path | None, budgets: dict, observe=None):
+                    no_plugins: bool, runs_dir: Path | None, budgets: dict, observe=None,
+                    validate_models: bool = True, quiet: bool = False):
     """Every check before any spend (seats, chair, keys, diff, budgets' plugins), then the
     CouncilRun: the one path `orch council run` and `orch mcp`'s council_run tool share."""
     import os
@@ -227,12 +231,19 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
     pm = runtime.plugin_manager(enabled=not no_plugins)
     require_budget_plugins(budgets, pm, no_plugins, cfg)
+    from orchestrator.plugin_config_check import check_plugin_config
+
+    check_plugin_config(cfg, pm)  # plugin_config.output_budget.tokens: -5 stops here
     seats = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0]
     import_litellm_quietly()
     plan = preflight(seats=seats, chair=chair_model, prompt=text, diff=diff, paths=context,
                      cwd=Path.cwd(), prompt_source=prompt_source)
-    if notice and tools_mode == "read":  # said once the run is sure to start
+    if validate_models:  # a typo fails here, before any spend, with the closest names
+        from orchestrator.model_check import check_models_exist
+
+        check_models_exist([*seats, chair_model], cfg)
+    if notice and tools_mode == "read" and not quiet:  # said once the run is sure to start
         click.echo(f"orch: {notice}", err=True)
     run = CouncilRun(plan, pm=pm, config=cfg, runs_dir=runs_dir or config_mod.runs_dir(),
                      timeout_s=timeout_min * 60, max_steps=max_steps, tag=tag,

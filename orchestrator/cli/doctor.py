@@ -32,6 +32,9 @@ def doctor(as_json: bool, deep: bool) -> None:
         provider_rows, listed = _guarded("providers", lambda: checks.providers(cfg), ([], {}))
         plugin_rows, pm = _guarded("plugins", lambda: checks.plugins(cfg), ([], None))
         rows += provider_rows
+        from orchestrator.doctor_keys import key_rows
+
+        rows += _guarded("vendor keys", key_rows, [])
         rows += _guarded("names", lambda: checks.names(cfg, pm, listed), [])
         rows += _guarded("local", lambda: local_rows(cfg, deep), [])
         rows += plugin_rows

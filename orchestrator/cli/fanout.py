@@ -141,11 +141,13 @@ class NoModels(OrchError):
               help="Where wave and leg directories go (default ORCH_HOME/runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the wave document as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+@click.option("--no-validate-models", "no_validate", is_flag=True,
+              help="Send model names as given, even ones the provider's list does not have.")
 @no_daemon_option
 @budget_options
 def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, max_steps,
            tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
-           budgets):
+           no_validate, budgets):
     """Run one briefing on several models at once and print every answer.
 
     All legs run concurrently on one shared server; each leg's tokens and dollars go to the
@@ -230,7 +232,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
                             workspace=workspace, workspace_any=workspace_any,
                             max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
                             retry_of=retry_of, prior=prior, retry_options=retry_options,
-                            kept_from=kept_from)
+                            kept_from=kept_from, validate_models=not no_validate, quiet=quiet)
     spec.chair_only_if_new = chair_only_if_new
     doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
     if as_json:
@@ -240,12 +242,19 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
     sys.exit(doc["exit_code"])
 
 
+def check_plugin_config(cfg, pm) -> None:
+    from orchestrator.plugin_config_check import check_plugin_config as check
+
+    check(cfg, pm)
+
+
 def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, runs: Path,
                  chair: str | None, timeout_min: float, max_steps: int, tools_mode: str | None,
                  workspace: str | None, workspace_any: bool, max_legs: int, tag: str | None,
                  no_plugins: bool, budgets: dict, retry_of: str | None = None,
                  prior: list | None = None, retry_options: dict | None = None,
-                 kept_from: dict[str, str] | None = None):
+                 kept_from: dict[str, str] | None = None,
+                 validate_models: bool = True, quiet: bool = False):
     """Every check before any spend, then the WaveSpec and the plugin manager to run it with:
     the one path `orch fanout` and `orch mcp`'s fanout tool share (budgets, plugins, keys)."""
     from orchestrator import runtime
@@ -256,13 +265,18 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
                         f"models or raise --max-legs")
     pm = runtime.plugin_manager(enabled=not no_plugins)
     require_budget_plugins(budgets, pm, no_plugins, cfg, kept_from)
+    check_plugin_config(cfg, pm)  # plugin_config.output_budget.tokens: -5 stops here
     resolved = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
     for model in {m.name: m for m in [*resolved, *([chair_model] if chair_model else [])]}.values():
         check_key(model)  # before any spend: an unknown provider or a missing key is one line
     check_briefing(briefing, prompt_source)  # the keys just read are registered: none goes out
+    if validate_models:  # a typo fails here, before any spend, with the closest names
+        from orchestrator.model_check import check_models_exist
+
+        check_models_exist([*resolved, *([chair_model] if chair_model else [])], cfg)
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
-    if notice and (tools_mode or "read") == "read":
+    if notice and (tools_mode or "read") == "read" and not quiet:
         click.echo(f"orch: {notice}", err=True)
     spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
                     timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,

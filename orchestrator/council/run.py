@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator import jobscope
+from orchestrator import __version__, jobscope
 from orchestrator.config import Config
 from orchestrator.council.artifacts import Artifacts
 from orchestrator.council.bundle import Bundle, build_bundle
@@ -371,7 +371,7 @@ class CouncilRun:
             "exit_code": None if self.status == "running" else self.exit_code, "error": self.error, "signal": self.signum,
             "created_at": self._created,
             "ended_at": None if self.status == "running" else now_iso(),
-            "pid": os.getpid(), "pid_started": process_started(os.getpid()),
+            "orch_version": __version__, "pid": os.getpid(), "pid_started": process_started(os.getpid()),
             "client_pid": jobscope.client_pid(),
             "dir": str(self.dir), "briefing": "briefing.md", "context": self.plan.context,
             "line": CONCURRENCE_LINE,

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator import jobscope
+from orchestrator import __version__, jobscope
 from orchestrator.config import Config
 from orchestrator.engine.ceiling import degradations, over_ceiling
 from orchestrator.engine.chair import chair_packet
@@ -306,7 +306,7 @@ class Wave:
                 "run_id": self.spec.run_id, "project_dir": self.spec.project_dir,
                 "models": [m.name for m in self.spec.models],
                 "chair_model": self.spec.chair.name if self.spec.chair else None,
-                "options": self.spec.options, "pid": os.getpid(),
+                "options": self.spec.options, "orch_version": __version__, "pid": os.getpid(),
                 "pid_started": process_started(os.getpid()),
                 "client_pid": jobscope.client_pid(),
                 "notices": self.context.notices,

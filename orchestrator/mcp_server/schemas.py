@@ -11,6 +11,7 @@ from typing import Any
 from orchestrator.cli.fanout import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
 from orchestrator.cli.runs import STATUSES as RUN_STATUSES
 from orchestrator.ledger import GROUP_BY
+from orchestrator.mcp_server.bounded import LIMIT_SCHEMA
 
 _MODEL = {"type": "string", "minLength": 1, "maxLength": 300, "pattern": r"^[^,\s]+$",
           "description": "A model as PROVIDER/MODEL (e.g. openai/gpt-4o-mini, "
@@ -143,7 +144,8 @@ SPEND = {
         "calls no model. Returns legs, total_cost_usd (known costs only), "
         "unknown_cost_legs (when > 0 the total is a floor), failed_cost_usd, "
         "suspect_legs, and groups[] (key, legs, failed_legs, tokens, cost_usd) when "
-        "group_by is given. The same numbers as `orch spend --json`."),
+        "group_by is given: at most 'limit' groups (default 20), with total and, when some "
+        "were left out, left_out and a note. The same numbers as `orch spend --json`."),
     "inputSchema": {
         "type": "object",
         "additionalProperties": False,
@@ -153,6 +155,7 @@ SPEND = {
                                      "ISO date or datetime (UTC), or 'all'. Default '7d'."},
             "group_by": {"type": "string", "enum": list(GROUP_BY),
                          "description": "One group per model, day, wave, tag or status."},
+            "limit": LIMIT_SCHEMA,
         },
     },
 }
@@ -163,7 +166,9 @@ RUNS = {
     "description": (
         "List orch's past runs (fanout waves, council reviews, benches), newest first, or "
         "show one in full. Free: reads local files, calls no model. action 'list' returns "
-        "runs[] (id, kind, status, legs, cost_usd, created_at, tag); action 'show' with "
+        "runs[] (id, kind, status, legs, cost_usd, created_at, tag), the newest 'limit' "
+        "(default 20), with total and, when some were left out, left_out and a note saying "
+        "how to see them; action 'show' with "
         "an id returns that run's document, for a wave the same shape fanout returns. The same as `orch runs --json` and `orch runs show ID "
         "--json`."),
     "inputSchema": {
@@ -179,6 +184,7 @@ RUNS = {
                                      "'7d', '2w' or an ISO date."},
             "status": {"type": "array", "items": {"type": "string", "enum": list(RUN_STATUSES)},
                        "description": "For 'list': only runs with one of these statuses."},
+            "limit": LIMIT_SCHEMA,
         },
     },
 }

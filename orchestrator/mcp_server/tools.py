@@ -116,8 +116,13 @@ def council_summary(doc: dict[str, Any], tally: dict[str, Any] | None,
 async def spend(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch spend --json`."""
     from orchestrator.cli.spend import spend_json
+    from orchestrator.mcp_server.bounded import bounded
 
-    return spend_json(args.get("since", "7d"), args.get("group_by"))
+    doc = spend_json(args.get("since", "7d"), args.get("group_by"))
+    if not args.get("group_by"):
+        return doc
+    return bounded(doc, "groups", args.get("limit"), "raise limit, narrow since, or run "
+                   "`orch spend --group-by " + str(args["group_by"]) + "` for all of them")
 
 
 async def runs(args: dict[str, Any], job: Job) -> dict[str, Any]:
@@ -130,8 +135,11 @@ async def runs(args: dict[str, Any], job: Job) -> dict[str, Any]:
             raise OrchError("runs: action 'show' needs an id; call runs with action 'list' "
                             "to see them")
         return scrub_doc(shown(None, args["id"])[1])
-    found = listed(None, args.get("since"), tuple(args.get("status") or ()))
-    return scrub_doc({"runs": [e.to_dict() for e in found]})
+    from orchestrator.mcp_server.bounded import bounded
+
+    found = listed(None, args.get("since"), tuple(args.get("status") or ()))  # newest first
+    return scrub_doc(bounded({"runs": [e.to_dict() for e in found]}, "runs", args.get("limit"),
+                             "raise limit, pass since or status, or run `orch runs`"))
 
 
 JOBS: dict[str, Callable[[dict[str, Any], Job], Awaitable[dict[str, Any]]]] = {

@@ -124,6 +124,10 @@ class Handler(BaseHTTPRequestHandler):
         rec = self._record("", {})
         if path == "/health":
             status, obj = 200, {"status": "ok"}
+        elif path == "/v1/models" and owner.models_key and \
+                self.headers.get("Authorization") != f"Bearer {owner.models_key}":
+            status, obj = 401, error_body("Incorrect API key provided.",
+                                          "invalid_request_error", "invalid_api_key")
         elif path == "/v1/models":
             status, obj = 200, {"object": "list", "data": [
                 {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}

@@ -61,6 +61,7 @@ class ScriptedServer:
         self._served: dict[str, int] = {}
         self._windows: dict[str, int] = {}
         self._limit: tuple[int, float] | None = None
+        self.models_key: str | None = None  # set: GET /v1/models wants this bearer key
         self._requests: list[RecordedRequest] = []
         self._in_flight = 0
         self._peak = 0
@@ -142,6 +143,7 @@ class ScriptedServer:
             self._limit = None
             self._requests.clear()
             self._peak = self._in_flight
+        self.models_key = None
         self.default = Reply()
 
     def models(self) -> list[str]:
@@ -155,6 +157,11 @@ class ScriptedServer:
         """A snapshot of every request so far (all paths), oldest first."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def chats(self) -> list[RecordedRequest]:
+        """The chat completion requests only, oldest first (not a launch's GET /models)."""
+        return [r for r in self.requests if r.path == CHAT_PATH]
 
     def requests_for(self, model: str) -> list[RecordedRequest]:
         key = model_key(model)
