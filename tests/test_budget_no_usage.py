@@ -39,7 +39,7 @@ def test_a_silent_endpoint_is_estimated_and_the_budget_trips(orch, scripted_serv
     assert len(run.bodies) < 40 and run.bodies[-1]["messages"][-1]["content"] == FINAL_REQUEST
     record = leg["turn_budget"]
     assert record["estimated"] is True and record["used_tokens"] > 2000
-    said = [n for n in leg["notes"] if "reported no usage" in n]
+    said = [n for n in leg["notes"] if n.startswith("turn budget:") and "no usage" in n]
     assert said == ["turn budget: scripted/m reported no usage; its spend is estimated from the "
                     "sizes of the requests and answers (marked estimated)"]
 

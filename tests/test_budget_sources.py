@@ -120,6 +120,7 @@ def test_a_bench_ceiling_with_a_contestant_that_disables_its_plugin_runs_nothing
 
 def test_a_retry_keeps_its_waves_ceiling_and_refuses_without_its_plugin(
         priced, scripted_server):
+    scripted_server.script("a", Reply(text="fine"))
     scripted_server.script("b", Reply(status=500))
     first = invoke("fanout", "-m", "scripted/a,scripted/b", "-p", "q", "--tools", "none",
                    "--max-cost", "9", "--json")
