@@ -1,0 +1,181 @@
+"""`orch fanout --rounds N` end to end: the real CLI, HTTP to the scripted server, a real SQLite
+ledger; the scripted server's request log is the evidence of what each leg was shown."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+
+from orchestrator.testing.daemon import invoke
+from orchestrator.testing.scripted_server import Reply
+
+MODELS = ("gpt-4o", "qwen3-coder", "llama-3-70b")
+NAMES = ",".join(f"scripted/{m}" for m in MODELS)
+ROUND1 = {
+    "gpt-4o": "As GPT-4o from OpenAI: keep a dict and a doubly linked list.",
+    "qwen3-coder": "Qwen here (Alibaba). Subclass collections.OrderedDict and move_to_end.",
+    "llama-3-70b": "Use functools.lru_cache(maxsize=128) on the function; Meta Llama says so.",
+}
+# every name a leg of this run could be identified by, in any case
+IDENTIFYING = re.compile(r"gpt|openai|qwen|alibaba|llama|meta\b|claude|anthropic", re.I)
+USAGE = {"prompt_tokens": 1000, "completion_tokens": 50}
+
+
+def quoted(prompt: str) -> dict[str, str]:
+    """label -> quoted answer, from a round prompt."""
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"<<<(Answer [A-Z]) \[\w+\]\n(.*?)\n\1 \[\w+\]>>>", prompt, re.S)}
+
+
+def block(**data) -> str:
+    return f"```json\n{json.dumps(data)}\n```"
+
+
+def label_with(prompt: str, needle: str) -> str:
+    return next(label for label, text in quoted(prompt).items() if needle in text)
+
+
+def deliberating(model: str, *, adopt_in_round_2: bool, unreadable: bool = False):
+    """A scripted leg: round 1 its own answer; later rounds vote for the lru_cache answer
+    (or the first shown), and adopt it in round 2 when told to."""
+
+    def reply(body, n):
+        prompt = body["messages"][-1]["content"]
+        if "<<<REPLY" in prompt:  # a repair prompt: still nothing readable
+            return Reply(text="sorry, no block", usage=USAGE)
+        if n == 0:
+            return Reply(text=ROUND1[model], usage=USAGE)
+        if unreadable and n == 1:
+            return Reply(text="I keep mine. {{{ not json", usage=USAGE)
+        shown = quoted(prompt)
+        target = next((lb for lb, text in shown.items() if "lru_cache" in text), None)
+        vote = target or sorted(shown)[0]
+        if adopt_in_round_2 and n == 1 and target:
+            return Reply(text=block(decision="adopt", adopt=target, vote=target,
+                                    reason="the standard library already does this"),
+                         usage=USAGE)
+        return Reply(text="Mine stands.\n" + block(decision="keep", vote=vote,
+                                                    reason="clear and correct"), usage=USAGE)
+    return reply
+
+
+def script(server, *, unreadable: str | None = None):
+    for model in MODELS:
+        server.script(model, deliberating(model, adopt_in_round_2=model != "llama-3-70b",
+                                          unreadable=model == unreadable))
+
+
+def fanout(*args):
+    return invoke(["fanout", "-m", NAMES, "-p", "How do I build an LRU cache in Python?",
+                   "--json", "--tools", "none", *args])
+
+
+def rows(home):
+    con = sqlite3.connect(home / "ledger.db")
+    con.row_factory = sqlite3.Row
+    return [dict(r) for r in con.execute("select * from spend order by id")]
+
+
+def round_prompts(server):
+    """(model, round prompt) for every request that carried peers' answers."""
+    return [(r.body["model"], r.body["messages"][-1]["content"]) for r in server.requests
+            if "<<<Answer" in r.body["messages"][-1]["content"]]
+
+
+def test_three_legs_converge_and_stop_unchanged(orch, scripted_server, orch_home):
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+    script(scripted_server)
+    result = fanout("--rounds", "5")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["kind"] == "deliberation" and doc["status"] == "complete"
+    # round 1 differs; round 2: two legs adopt the third's; round 3: nobody changes
+    r1, r2, r3 = doc["rounds"]
+    assert len({leg["answer_digest"] for leg in r1["legs"]}) == 3
+    assert [leg["changed"] for leg in r2["legs"]] == [True, True, False]
+    assert len({leg["answer_digest"] for leg in r2["legs"]}) == 1
+    assert [leg["changed"] for leg in r3["legs"]] == [False, False, False]
+    assert doc["stop"] == {"rule": "unchanged", "after_round": 3, "also": ["consensus"]}
+    # the winner by votes: the lru_cache answer, held by every leg now
+    assert "lru_cache" in doc["winner"]["answer"] and doc["winner"]["votes"] == 3
+    assert all("lru_cache" in leg["answer"] for leg in doc["legs"])
+    for leg in r2["legs"]:
+        assert leg["vote"] and leg["reason"] and leg["tokens"]["input_tokens"] == 1000
+        assert leg["cost_usd"] == pytest.approx((1000 + 100) / 1e6)
+    # every round's requests are ledger rows, the round in the wave id
+    ledger = rows(orch_home)
+    assert len(ledger) == 9 and len(scripted_server.requests) == 9
+    by_round = {}
+    for row in ledger:
+        by_round.setdefault(row["wave_id"], []).append(row)
+        assert row["run_id"] == doc["wave_id"]
+    assert sorted(by_round) == [f"{doc['wave_id']}-round-{n}" for n in (1, 2, 3)]
+    assert doc["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in ledger))
+    # the document is on disk where orch status finds waves
+    on_disk = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
+    assert on_disk["rounds"] == doc["rounds"]
+
+
+def test_every_round_prompt_is_anonymous_and_offers_no_self_vote(orch, scripted_server):
+    orch.provider()
+    script(scripted_server)
+    result = fanout("--rounds", "3")
+    assert result.exit_code == 0, result.output
+    prompts = round_prompts(scripted_server)
+    assert len(prompts) == 6
+    marks = {"gpt-4o": "doubly linked", "qwen3-coder": "OrderedDict",
+             "llama-3-70b": "functools"}
+    for model, prompt in prompts:
+        assert not IDENTIFYING.search(prompt), prompt
+        shown = quoted(prompt)
+        assert len(shown) == 2 and len(set(shown)) == 2  # two peers, two labels
+        own = prompt.split("(yours: not votable)")[1].split("<<<")[0]
+        assert marks[model] in own or "functools" in own  # its own (or adopted) answer
+    for model, prompt in prompts[:3]:  # round 2: its own answer is among no votable one
+        assert not any(marks[model] in text for text in quoted(prompt).values())
+    # the history is kept: round 3 carries the leg's own round-1 and round-2 turns
+    last = [r.body for r in scripted_server.requests][-1]["messages"]
+    assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user"]
+
+
+def test_stops_on_rounds(orch, scripted_server):
+    orch.provider()
+    script(scripted_server)
+    doc = json.loads(fanout("--rounds", "2").stdout)
+    assert len(doc["rounds"]) == 2 and doc["stop"]["rule"] == "rounds"
+    assert doc["exit_code"] == 0
+
+
+def test_stops_when_the_ceiling_cannot_pay_for_the_next_round(orch, scripted_server, orch_home):
+    orch.provider(input_cost_per_mtok=100.0, output_cost_per_mtok=100.0)
+    script(scripted_server)
+    # a round costs 3 x 1,050 tokens x $100/M = $0.315; its worst case a bit more (the
+    # prompt grows, 50 output tokens reserved): two rounds fit in $0.8, a third does not
+    result = fanout("--rounds", "5", "--max-cost", "0.8", "--output-budget", "50")
+    doc = json.loads(result.stdout)
+    assert doc["stop"]["rule"] == "ceiling" and doc["stop"]["after_round"] == 2, doc["stop"]
+    assert len(doc["rounds"]) == 2 and len(rows(orch_home)) == 6
+    assert doc["cost_usd"] <= 0.8
+    assert result.exit_code == 2 and any("round 3" in d for d in doc["degraded"])
+
+
+def test_an_unreadable_reply_keeps_the_previous_answer_and_says_so(orch, scripted_server):
+    orch.provider()
+    script(scripted_server, unreadable="qwen3-coder")
+    doc = json.loads(fanout("--rounds", "2").stdout)
+    leg = doc["rounds"][1]["legs"][1]
+    assert leg["readable"] is False and leg["vote"] is None and leg["changed"] is False
+    assert leg["answer_digest"] == doc["rounds"][0]["legs"][1]["answer_digest"]
+    assert any("could not be read" in n and "is kept" in n for n in doc["notices"])
+    # one repair prompt was sent, in its own wave of round 2
+    repairs = [r for r in scripted_server.requests
+               if "<<<REPLY" in r.body["messages"][-1]["content"]]
+    assert len(repairs) == 1
+
+
+def test_peers_needs_rounds(orch):
+    result = invoke(["fanout", "-m", NAMES, "-p", "x", "--peers", "2"])
+    assert result.exit_code == 2 and "--rounds" in result.output
