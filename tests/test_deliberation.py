@@ -114,6 +114,11 @@ def test_three_legs_converge_and_stop_unchanged(orch, scripted_server, orch_home
         assert row["run_id"] == doc["wave_id"]
     assert sorted(by_round) == [f"{doc['wave_id']}-round-{n}" for n in (1, 2, 3)]
     assert doc["cost_usd"] == pytest.approx(sum(r["cost_usd"] for r in ledger))
+    spend = invoke(["spend", "--group-by", "round", "--json"])
+    assert spend.exit_code == 0, spend.output
+    groups = json.loads(spend.stdout)["groups"]
+    assert [(g["key"], g["legs"]) for g in groups] == [("1", 3), ("2", 3), ("3", 3)]
+    assert [g["cost_usd"] for g in groups] == [r["cost_usd"] for r in doc["rounds"]]
     # the document is on disk where orch status finds waves
     on_disk = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
     assert on_disk["rounds"] == doc["rounds"]
@@ -179,3 +184,23 @@ def test_an_unreadable_reply_keeps_the_previous_answer_and_says_so(orch, scripte
 def test_peers_needs_rounds(orch):
     result = invoke(["fanout", "-m", NAMES, "-p", "x", "--peers", "2"])
     assert result.exit_code == 2 and "--rounds" in result.output
+
+
+def test_spend_groups_by_round_on_every_backend(ledger_url):
+    """The round is read from the wave id (``<run>-round-<N>``) in SQL on SQLite and
+    PostgreSQL; rows of other runs (a council's ``<run>-review``) have no round."""
+    from orchestrator.ledger import Ledger
+
+    def row(wave_id, run_id, cost):
+        return {"wave_id": wave_id, "leg_id": f"{wave_id}-1", "kind": "leg", "model": "s/m",
+                "provider": "s", "status": "complete", "cost_usd": cost, "run_id": run_id}
+
+    ledger = Ledger(ledger_url)
+    for wave_id, run_id, cost in [("r1-round-1", "r1", 1.0), ("r1-round-2", "r1", 2.0),
+                                  ("r1-round-2-repair", "r1", 0.5), ("r1-round-10", "r1", 4.0),
+                                  ("r1-round-chair", "r1", 3.0), ("c9-review", "c9", 8.0),
+                                  ("plain", None, 16.0)]:
+        ledger.append(row(wave_id, run_id, cost))
+    groups = ledger.rollup(group_by="round")["groups"]
+    assert [(g["key"], g["cost_usd"]) for g in groups] == [
+        ("1", 1.0), ("2", 2.0), ("10", 4.0), ("2-repair", 0.5), ("chair", 3.0), (None, 24.0)]

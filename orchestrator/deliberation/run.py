@@ -33,6 +33,7 @@ from orchestrator.deliberation.reply import (
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import COMPLETE, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
+from orchestrator.ledger_schema import ROUND_INFIX
 from orchestrator.models import ResolvedModel
 from orchestrator.request import Usage
 from orchestrator.secrets import scrub
@@ -46,9 +47,10 @@ last round are below. Write one synthesis: what they agree on, where they differ
 side the evidence favours, and your own conclusion. Votes are a signal, not proof."""
 
 
-def round_wave_id(run_id: str, round_no: int) -> str:
-    """Where a round's number lives in the ledger: its wave id (docs/spend.md)."""
-    return f"{run_id}-round-{round_no}"
+def round_wave_id(run_id: str, round_no: int | str) -> str:
+    """Where a round's number lives in the ledger: its wave id (docs/spend.md); the chair's
+    wave is round ``chair``, a round's repair prompts ``<N>-repair``."""
+    return f"{run_id}{ROUND_INFIX}{round_no}"
 
 
 @dataclass
@@ -292,8 +294,9 @@ class Deliberation:
         for seat in self.seats:
             if seat.digest:
                 self.answers.setdefault(seat.digest, seat.answer)
-        recs = [r for r in self.records if r.wave_id.startswith(
-            round_wave_id(self.run_id, round_no))]
+        ids = {round_wave_id(self.run_id, round_no), round_wave_id(self.run_id,
+                                                                   f"{round_no}-repair")}
+        recs = [r for r in self.records if r.wave_id in ids]
         known = [r.cost_usd for r in recs if r.cost_usd is not None]
         self.rounds.append({
             "round": round_no, "wave_id": round_wave_id(self.run_id, round_no),
@@ -317,7 +320,7 @@ class Deliberation:
             parts += ["", f"### {s.model.name} — {got} vote(s) in the last round"
                       + (" (the winner by votes)" if win and win["digest"] == s.digest else ""),
                       "", s.answer.strip()]
-        recs = await self._wave(f"{self.run_id}-chair", [self.spec.chair],
+        recs = await self._wave(round_wave_id(self.run_id, "chair"), [self.spec.chair],
                                 ["\n".join(parts) + "\n"], kind="chair")
         self.chair = recs[0]
 
