@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections import Counter
 
 import pytest
 
@@ -85,6 +86,7 @@ def round_prompts(server):
             if "<<<Answer" in r.body["messages"][-1]["content"]]
 
 
+@pytest.mark.usefixtures("both_ways")  # in-process and through orch serve
 def test_three_legs_converge_and_stop_unchanged(orch, scripted_server, orch_home):
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
     script(scripted_server)
@@ -204,3 +206,47 @@ def test_spend_groups_by_round_on_every_backend(ledger_url):
     groups = ledger.rollup(group_by="round")["groups"]
     assert [(g["key"], g["cost_usd"]) for g in groups] == [
         ("1", 1.0), ("2", 2.0), ("10", 4.0), ("2-repair", 0.5), ("chair", 3.0), (None, 24.0)]
+
+
+def test_the_chair_synthesises_the_final_round_and_is_told_the_votes(orch, scripted_server):
+    orch.provider()
+    script(scripted_server)
+    scripted_server.script("chair", Reply(text="The synthesis."))
+    result = fanout("--rounds", "3", "--chair", "scripted/chair")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["chair"]["answer"] == "The synthesis."
+    packet = scripted_server.requests_for("chair")[0].body["messages"][-1]["content"]
+    assert "3 vote(s) in the last round (the winner by votes)" in packet
+    assert packet.count("lru_cache") == 3  # the three final answers, nothing older
+    assert doc["rounds"][-1]["round"] == 3 and doc["stop"]["rule"] == "unchanged"
+
+
+def test_peers_k_shows_each_leg_k_answers(orch, scripted_server):
+    orch.provider()
+    names = [f"m{i}" for i in range(6)]
+    for i, name in enumerate(names):
+        scripted_server.script(name, Reply(text=f"answer {i}"), Reply(
+            text=block(decision="keep", vote="A", reason="fine")))
+    result = invoke(["fanout", "-m", ",".join(f"scripted/{n}" for n in names), "-p", "Q?",
+                     "--json", "--tools", "none", "--rounds", "2", "--peers", "2"])
+    assert result.exit_code == 0, result.output
+    prompts = round_prompts(scripted_server)
+    assert len(prompts) == 6 and all(len(quoted(p)) == 2 for _, p in prompts)
+    # each round-1 answer is shown to exactly two legs (a regular graph)
+    shown = Counter(text for _, p in prompts for text in quoted(p).values())
+    assert sorted(shown.values()) == [2] * 6
+    doc = json.loads(result.stdout)
+    assert doc["options"]["peers"] == 2 and doc["stop"]["rule"] == "unchanged"
+
+
+def test_human_output_shows_rounds_stop_and_winner(orch, scripted_server):
+    orch.provider()
+    script(scripted_server)
+    result = invoke(["fanout", "-m", NAMES, "-p", "LRU?", "--tools", "none", "--rounds", "3"])
+    assert result.exit_code == 0, result.output
+    assert "orch: round 2/3: 3 legs" in result.stderr  # progress shows the round
+    assert "Round 2: 3 legs · 2 changed · 3 votes" in result.stdout
+    assert "Stopped: unchanged after round 3 (also: consensus, rounds)" in result.stdout
+    assert "Winner by votes: scripted/gpt-4o, scripted/qwen3-coder, scripted/llama-3-70b" \
+        in result.stdout
