@@ -146,6 +146,12 @@ def test_every_round_prompt_is_anonymous_and_offers_no_self_vote(orch, scripted_
     # the history is kept: round 3 carries the leg's own round-1 and round-2 turns
     last = [r.body for r in scripted_server.requests][-1]["messages"]
     assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user"]
+    assert last[0]["content"].strip() == "How do I build an LRU cache in Python?"
+    assert "doubly linked" in last[1]["content"] or "OrderedDict" in last[1]["content"] \
+        or "functools" in last[1]["content"]
+    # a past round keeps the leg's own reply, not the peers' answers it was shown then
+    assert "<<<Answer" not in last[2]["content"] and "Round 2" in last[2]["content"]
+    assert last[3]["content"].endswith("```")  # its own round-2 reply, as it wrote it
 
 
 def test_stops_on_rounds(orch, scripted_server):

@@ -60,6 +60,15 @@ def round_prompt(*, round_no: int, max_rounds: int, own: str, peers: dict[str, s
     return "\n".join(parts)
 
 
+def past_round(round_no: int, shown: int) -> str:
+    """A past round's user turn as the leg's history keeps it: its own reply stays, the peers'
+    answers it was shown do not (they are superseded by the next round's), so a leg's context
+    grows by its own turns, not by every peer's answer of every round."""
+    return (f"(Round {round_no}: you were shown {shown} other answer(s) from round "
+            f"{round_no - 1}, anonymised, and asked to revise, keep or adopt, and vote. They "
+            "are left out here; the current ones follow.)")
+
+
 def repair_prompt(reply: str, problem: str, labels: list[str]) -> str:
     return REPAIR.format(problem=problem, labels=", ".join(labels), reply=reply.strip())
 

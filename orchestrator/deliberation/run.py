@@ -24,6 +24,7 @@ from orchestrator.deliberation.cost import round_bound
 from orchestrator.deliberation.reply import (
     INSTRUCTION,
     Reading,
+    past_round,
     payload,
     read_reply,
     repair_prompt,
@@ -226,8 +227,7 @@ class Deliberation:
         # a vote names an answer as it was shown: the peer's round r-1 answer
         shown_digest = {s.n: s.digest for s in playing}
         entry, ballots = [], []
-        for seat, rec, peers, prompt, reading in zip(playing, recs, shown, prompts, readings,
-                                                     strict=True):
+        for seat, rec, peers, reading in zip(playing, recs, shown, readings, strict=True):
             if reading is None:
                 entry.append(self._leg_entry(seat, rec, None, None, changed=False))
                 continue
@@ -235,7 +235,8 @@ class Deliberation:
             if reading.problem is None:
                 seat.answer = reading.answer or seat.answer
                 seat.digest = rules.digest(seat.answer)
-            seat.history = [*seat.history, {"role": "user", "content": prompt},
+            seat.history = [*seat.history,
+                            {"role": "user", "content": past_round(round_no, len(peers))},
                             {"role": "assistant", "content": rec.answer}]
             voted = peers.get(reading.vote) if reading.vote else None
             ballot = rules.Ballot(seat.n, seat.digest != before,
