@@ -256,3 +256,20 @@ def test_human_output_shows_rounds_stop_and_winner(orch, scripted_server):
     assert "Stopped: unchanged after round 3 (also: consensus, rounds)" in result.stdout
     assert "Winner by votes: scripted/gpt-4o, scripted/qwen3-coder, scripted/llama-3-70b" \
         in result.stdout
+
+
+def test_a_refusal_before_round_one_is_one_line_and_leaves_a_document(orch, scripted_server,
+                                                                       orch_home):
+    """A wave_start refusal (here: a thinking level the models do not declare) ends the
+    deliberation as it ends a fanout: one line, exit 2, and a wave.json saying why."""
+    orch.provider()
+    script(scripted_server)
+    plain = fanout("--thinking", "high")
+    result = fanout("--rounds", "3", "--thinking", "high")
+    assert result.exit_code == plain.exit_code == 2, result.output
+    assert "internal error" not in result.output and "Traceback" not in result.output
+    assert result.output.splitlines()[-1] == plain.output.splitlines()[-1]
+    assert scripted_server.count() == 0
+    docs = [json.loads(p.read_text()) for p in (orch_home / "runs").glob("*/wave.json")
+            if json.loads(p.read_text()).get("kind") == "deliberation"]
+    assert len(docs) == 1 and docs[0]["status"] == "error"

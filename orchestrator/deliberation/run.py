@@ -32,7 +32,7 @@ from orchestrator.deliberation.reply import (
     take_repair,
 )
 from orchestrator.engine.ledger_sink import LedgerSink
-from orchestrator.engine.record import COMPLETE, LegRecord
+from orchestrator.engine.record import COMPLETE, ERROR, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
 from orchestrator.ledger_schema import ROUND_INFIX
 from orchestrator.models import ResolvedModel
@@ -96,6 +96,7 @@ class Deliberation:
         self.signum: int | None = None
         self._current: Wave | None = None
         self._ballots: list[rules.Ballot] = []  # the last round's, for the stop rules
+        self.failure: str | None = None  # what stopped the run early, if anything raised
         self.answers: dict[str, str] = {}  # digest -> answer, every answer any round held
 
     def notice(self, text: str) -> None:
@@ -105,14 +106,28 @@ class Deliberation:
 
     # -- running -----------------------------------------------------------------------
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
-        self.dir.mkdir(parents=True, exist_ok=False)
+        from orchestrator.config import unwritable
+
+        try:
+            self.dir.mkdir(parents=True, exist_ok=False)
+        except OSError as exc:
+            raise unwritable(self.spec.runs_dir, exc) from None
+        failed: Exception | None = None
         async with anyio.create_task_group() as tg:
             if handle_signals:
                 tg.start_soon(jobscope.watch, self.interrupt, lambda: self.signum is not None)
-            await self._rounds()
-            if self.signum is None and self.spec.chair is not None:
-                await self._chair()
+            try:
+                await self._rounds()
+                if self.signum is None and self.spec.chair is not None:
+                    await self._chair()
+            except Exception as exc:  # raised below, outside the group: one line, not a group
+                failed = exc
             tg.cancel_scope.cancel()
+        if failed is not None:
+            self.failure = scrub(f"{type(failed).__name__}: {failed}")
+            self.notice(f"stopped: {self.failure}")
+            write_json_atomic(self.dir / "wave.json", self.document())
+            raise failed
         doc = self.document()
         write_json_atomic(self.dir / "wave.json", doc)
         return doc
@@ -353,6 +368,12 @@ class Deliberation:
     def _final_records(self) -> list[LegRecord]:
         finals = []
         for seat in self.seats:
+            if not seat.records:  # its first wave never ran (a wave_start refusal)
+                finals.append(LegRecord(
+                    leg_id=f"{round_wave_id(self.run_id, 1)}-{seat.n}", model=seat.model.name,
+                    wave_id=round_wave_id(self.run_id, 1), provider=seat.model.provider,
+                    status=ERROR, reason=self.failure or "not run"))
+                continue
             rec = copy.deepcopy(seat.records[-1])
             rec.answer = seat.answer or rec.answer
             if seat.answer:
