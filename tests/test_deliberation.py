@@ -273,3 +273,48 @@ def test_a_refusal_before_round_one_is_one_line_and_leaves_a_document(orch, scri
     docs = [json.loads(p.read_text()) for p in (orch_home / "runs").glob("*/wave.json")
             if json.loads(p.read_text()).get("kind") == "deliberation"]
     assert len(docs) == 1 and docs[0]["status"] == "error"
+
+
+def test_an_interrupt_in_round_two_aborts_with_the_document(orch, scripted_server, orch_home):
+    """A signal mid-round aborts that round's legs, starts no further round (nor the chair)
+    and still writes wave.json: status aborted, exit 128+signal, the answers so far kept."""
+    import signal
+
+    import anyio
+
+    from orchestrator import runtime
+    from orchestrator.cli.common import resolve_all
+    from orchestrator.deliberation.run import Deliberation
+    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.engine.wave import WaveSpec
+    from orchestrator.plugins import load
+
+    orch.provider()
+    for model in MODELS:
+        scripted_server.script(model, Reply(text=ROUND1[model]), Reply(hang=True))
+    cfg = runtime.config()
+    pm = load(cfg.section("plugins"), enabled=True, third_party=False)
+    models = resolve_all([f"scripted/{m}" for m in MODELS], cfg, pm)
+    chair = resolve_all(["scripted/chair"], cfg, pm)[0]
+    spec = WaveSpec(models=models, briefing="Q?", runs_dir=orch_home / "runs", chair=chair,
+                    options={"tools": "none"})
+    run = Deliberation(spec, pm=pm, config=cfg, rounds=3, peers=None, ledger=LedgerSink())
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            async def stop_in_round_two():
+                while scripted_server.in_flight < 3 or scripted_server.count() < 6:
+                    await anyio.sleep(0.02)
+                run.interrupt(signal.SIGINT)
+            tg.start_soon(stop_in_round_two)
+            return await run.run()
+
+    doc = anyio.run(main)
+    assert doc["status"] == "aborted" and doc["exit_code"] == 130
+    assert [r["round"] for r in doc["rounds"]] == [1, 2]
+    assert {leg["status"] for leg in doc["rounds"][1]["legs"]} == {"aborted"}
+    assert doc["stop"]["rule"] == "interrupted" and doc["chair"] is None
+    assert scripted_server.count() == 6  # no round 3, no chair
+    assert [leg["answer"] for leg in doc["legs"]] == [ROUND1[m] for m in MODELS]
+    on_disk = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
+    assert on_disk["status"] == "aborted"
