@@ -318,3 +318,16 @@ def test_an_interrupt_in_round_two_aborts_with_the_document(orch, scripted_serve
     assert [leg["answer"] for leg in doc["legs"]] == [ROUND1[m] for m in MODELS]
     on_disk = json.loads((orch_home / "runs" / doc["wave_id"] / "wave.json").read_text())
     assert on_disk["status"] == "aborted"
+
+
+def test_a_key_a_leg_echoes_never_reaches_its_peers(orch, scripted_server):
+    orch.provider()
+    script(scripted_server)
+    key = "sk-proj-abcdef0123456789abcdef0123456789abcdEFGH"
+    leaky = deliberating("gpt-4o", adopt_in_round_2=True)
+    scripted_server.script("gpt-4o", lambda body, n: Reply(text=f"Set OPENAI_KEY={key}.")
+                           if n == 0 else leaky(body, n))
+    result = fanout("--rounds", "2")
+    assert result.exit_code == 0, result.output
+    prompts = round_prompts(scripted_server)
+    assert len(prompts) == 3 and not any(key in p for _, p in prompts)

@@ -204,9 +204,10 @@ class Deliberation:
             labels = rules.deal_labels(graph[i], self.run_id, round_no, seat.n)
             peers = {label: playing[j] for label, j in labels.items()}
             shown.append(peers)
+            # a key a leg echoed never reaches another model (scrub), nor a name (redact)
             prompt = round_prompt(round_no=round_no, max_rounds=self.max_rounds,
-                                  own=redact(seat.answer, self.terms), nonce=self.nonce,
-                                  peers={lb: redact(p.answer, self.terms)
+                                  own=redact(scrub(seat.answer), self.terms), nonce=self.nonce,
+                                  peers={lb: redact(scrub(p.answer), self.terms)
                                          for lb, p in peers.items()})
             found = leaks(prompt, self.terms)
             if found:  # redaction and the scan share one pattern: a bug, not bad luck
