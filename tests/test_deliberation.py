@@ -331,3 +331,18 @@ def test_a_key_a_leg_echoes_never_reaches_its_peers(orch, scripted_server):
     assert result.exit_code == 0, result.output
     prompts = round_prompts(scripted_server)
     assert len(prompts) == 3 and not any(key in p for _, p in prompts)
+
+
+def test_a_leg_that_fails_in_round_two_leaves_with_its_answer_and_exit_2(orch, scripted_server):
+    orch.provider()
+    script(scripted_server)
+    scripted_server.script("qwen3-coder", Reply(text=ROUND1["qwen3-coder"]),
+                           Reply(status=400, error_message="bad request"))
+    result = fanout("--rounds", "3")
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 2 and doc["status"] == "complete"
+    assert doc["legs"][1]["answer"] == ROUND1["qwen3-coder"]
+    assert any("leg 2 (scripted/qwen3-coder) failed in round 2" in d for d in doc["degraded"])
+    # it is not shown again: round 3's two legs read one peer each
+    assert [len(r["legs"]) for r in doc["rounds"]] == [3, 3, 2]
+    assert all(len(quoted(p)) == 1 for _, p in round_prompts(scripted_server)[-2:])

@@ -96,6 +96,7 @@ class Deliberation:
         self.signum: int | None = None
         self._current: Wave | None = None
         self._ballots: list[rules.Ballot] = []  # the last round's, for the stop rules
+        self.dropped: list[str] = []  # legs that failed in a later round (exit 2)
         self.failure: str | None = None  # what stopped the run early, if anything raised
         self.answers: dict[str, str] = {}  # digest -> answer, every answer any round held
 
@@ -231,6 +232,8 @@ class Deliberation:
             seat.records.append(rec)
             if rec.status != COMPLETE or not (rec.answer or "").strip():
                 seat.in_play = False
+                self.dropped.append(f"leg {seat.n} ({seat.model.name}) failed in round "
+                                    f"{round_no}")
                 self.notice(f"leg {seat.n} ({seat.model.name}) failed in round {round_no} "
                             f"({rec.reason or rec.status}); its round-{round_no - 1} answer "
                             "stands and it leaves the deliberation")
@@ -413,6 +416,9 @@ class Deliberation:
                               "peak_in_flight": self.server.peak_in_flight},
                    "rounds": self.rounds, "stop": stop, "winner": self.winner(),
                    "votes": self._votes()})
+        doc["degraded"] += [f"{d}: its previous answer stands" for d in self.dropped]
+        if self.dropped and doc["exit_code"] == 0:
+            doc["exit_code"] = 2
         if stop and stop["rule"] == rules.CEILING:
             doc["degraded"].append(f"the cost ceiling could not pay for round "
                                    f"{stop['after_round'] + 1}: it was not launched")
