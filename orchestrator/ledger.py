@@ -37,6 +37,7 @@ from orchestrator.ledger_schema import (  # noqa: F401 - the names callers impor
     LEG_KEY,
     LEG_KEY_WHERE,
     REQUIRED,
+    ROUND_INFIX,
     STATUSES,
     TABLE,
     TOKENS,
@@ -264,6 +265,10 @@ class Ledger:
         groups = [_group(r) for r in grouped]
         if group_by == "day":
             groups.sort(key=lambda g: g["key"] or "")
+        elif group_by == "round":  # 1, 2, ..., 10, then the rest (a chair, repairs)
+            groups.sort(key=lambda g: (g["key"] is None, not str(g["key"]).isdigit(),
+                                       int(g["key"]) if str(g["key"]).isdigit() else 0,
+                                       str(g["key"])))
         else:
             groups.sort(key=lambda g: (-g["cost_usd"], -g["legs"], g["key"] is None,
                                        str(g["key"])))
@@ -308,6 +313,10 @@ def _furthest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _group_key(group_by: str):
     c = TABLE.c
+    if group_by == "round":  # <run_id>-round-<N>: N (a deliberation's round), else none
+        return sa.case((c.wave_id.like(c.run_id + ROUND_INFIX + "%"),
+                        sa.func.substr(c.wave_id, sa.func.length(c.run_id)
+                                       + len(ROUND_INFIX) + 1)), else_=None)
     return {"model": c.model, "wave": c.wave_id, "tag": c.tag, "status": c.status,
             "kind": c.kind, "user": c.user, "host": c.host,
             "day": sa.func.date(c.ts)}[group_by]

@@ -27,7 +27,10 @@ COST_SOURCES = (
     "unknown",  # no price known: cost_usd is null, never guessed
     "none",  # no answer arrived, so nothing was reported: 0 tokens, $0
 )
-GROUP_BY = ("model", "day", "wave", "tag", "status", "kind", "user", "host")
+GROUP_BY = ("model", "day", "wave", "tag", "status", "kind", "user", "host", "round")
+# A deliberation's round is in its rows' wave id, ``<run_id>-round-<N>`` (no column of its own:
+# docs/spend.md); a row of anything else has no round.
+ROUND_INFIX = "-round-"
 
 # The newest migration (orchestrator/migrations/versions). A ledger at this revision opens
 # without importing Alembic; tests/test_ledger_migrations.py checks it is Alembic's head.

@@ -615,3 +615,28 @@ def test_a_ceiling_whose_plugin_is_off_is_refused_naming_the_argument(
                                          strict=True):
         assert expected in text and "--max-cost" not in text, (name, text)
     assert scripted_server.count() == 0
+
+
+def test_fanout_deliberates_with_rounds(mcp_env, tmp_path, orch_home, scripted_server):
+    """The MCP `fanout` tool's `rounds`: the same deliberation as `orch fanout --rounds`."""
+    keep = '```json\n{"decision": "keep", "vote": "A", "reason": "fine"}\n```'
+    for name in ("a", "b", "c"):
+        scripted_server.script(name, Reply(text=f"answer {name}"), Reply(text=keep))
+
+    async def body(session):
+        return [await session.call_tool("fanout", {
+            "models": ["scripted/a", "scripted/b", "scripted/c"], "prompt": "Q?",
+            "tools": "none", "rounds": 3}, progress_callback=sess.on_progress),
+            await session.call_tool("fanout", {"models": ["scripted/a"], "prompt": "Q?",
+                                               "peers": 2})]
+
+    sess = Session(mcp_env, tmp_path)
+    result, refused = anyio.run(sess.run, body)
+    sess.check_wire()
+    assert not result.is_error, result.content
+    doc = result.structured_content
+    assert doc["kind"] == "deliberation" and doc["exit_code"] == 0
+    assert [r["round"] for r in doc["rounds"]] == [1, 2]
+    assert doc["stop"]["rule"] == "unchanged" and scripted_server.count() == 6
+    assert any("-round-2-" in (p[2] or "") for p in sess.progress)
+    assert "peers only applies to a deliberation" in one_line(refused)

@@ -120,6 +120,12 @@ class NoModels(OrchError):
 @click.option("--context", "-c", "context", multiple=True, metavar="PATH",
               help="A file added to the briefing (repeatable); read once, shared by all legs.")
 @click.option("--chair", metavar="MODEL", help="After the legs, this model writes one synthesis.")
+@click.option("--rounds", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Deliberate: from round 2 each leg reads its peers' answers, anonymised, "
+                   "revises or keeps, and votes (docs/deliberation.md).")
+@click.option("--peers", type=click.IntRange(1), metavar="K",
+              help="With --rounds: each leg reads K peers a round (default: all for up to 5 "
+                   "legs, else 4).")
 @click.option("--timeout", "timeout_min", type=FiniteFloat(0, min_open=True, max=MAX_TIMEOUT_MIN),
               default=10.0, show_default=True,
               metavar="MINUTES", help="Per-leg time limit.")
@@ -145,7 +151,8 @@ class NoModels(OrchError):
               help="Send model names as given, even ones the provider's list does not have.")
 @no_daemon_option
 @budget_options
-def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, max_steps,
+def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, timeout_min,
+           max_steps,
            tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
            no_validate, budgets):
     """Run one briefing on several models at once and print every answer.
@@ -166,6 +173,10 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
 
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
+    if rounds > 1 and retry_failed:
+        raise click.UsageError("--retry-failed re-runs one round of legs; drop --rounds")
+    if peers is not None and rounds == 1:
+        raise click.UsageError("--peers only applies to a deliberation; add --rounds N (N ≥ 2)")
     cfg = runtime.config()
     runs = runs_dir or config_mod.runs_dir()
     retry_of, retry_options, prior, chair_only_if_new, kept_from = None, {}, [], False, {}
@@ -234,11 +245,20 @@ def fanout(models, council, prompt, prompt_file, context, chair, timeout_min, ma
                             retry_of=retry_of, prior=prior, retry_options=retry_options,
                             kept_from=kept_from, validate_models=not no_validate, quiet=quiet)
     spec.chair_only_if_new = chair_only_if_new
-    doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
+    if rounds > 1:  # a deliberation: orchestrator/deliberation
+        from orchestrator.deliberation.command import deliberate, print_outcome
+
+        import_litellm_quietly()
+        doc = deliberate(spec, pm, cfg, LedgerSink().preflight(), rounds=rounds, peers=peers,
+                         quiet=quiet or as_json)
+    else:
+        doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
     if as_json:
         print_json(doc)
     else:
         print_human(doc)
+        if rounds > 1:
+            print_outcome(doc)
     sys.exit(doc["exit_code"])
 
 

@@ -21,7 +21,8 @@ TOKEN_COLUMNS = (("input_tokens", "input"), ("output_tokens", "output"),
 @click.option("--json", "as_json", is_flag=True, help="Print the rollup as JSON on stdout.")
 def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     """Roll up the spend ledger: tokens and dollars by model, day, wave, tag, status, kind,
-    user or host (user: ORCH_USER, else the OS user, as recorded with each row).
+    user, host (user: ORCH_USER, else the OS user, as recorded with each row) or round (a
+    deliberation's, orch fanout --rounds).
 
     Totals add up known costs only: when some legs have unknown cost the total is a floor,
     and orch says how many. The ledger is ORCH_LEDGER_URL, else ORCH_HOME/ledger.db.

@@ -34,6 +34,7 @@ class LegContext:
     state: dict[str, Any] = field(default_factory=dict)  # per-plugin scratch: state[name]
     system: str | None = None
     tier: str = "default"  # "minimal" or "default"; the tiers plugin decides at leg_start
+    history: list[dict[str, Any]] = field(default_factory=list)  # turns before the briefing
 
     @property
     def model_name(self) -> str:

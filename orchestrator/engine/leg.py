@@ -243,6 +243,7 @@ class Leg:
         messages: list[dict[str, Any]] = []
         if ctx.system:
             messages.append({"role": "system", "content": ctx.system})
+        messages += [dict(m) for m in ctx.history]  # a later round: its own turns so far
         messages.append({"role": "user", "content": ctx.briefing})
         ctx.messages = messages
 

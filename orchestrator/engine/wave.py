@@ -89,6 +89,8 @@ class WaveSpec:
     wave_id: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     briefings: list[str] | None = None  # one per model, overriding ``briefing`` (council)
+    # one per model: the turns before its briefing, its own conversation so far (deliberation)
+    histories: list[list[dict[str, Any]]] | None = None
     prior: list[LegRecord] = field(default_factory=list)  # answers a retry's chair also reads
     later: list[ResolvedModel] = field(default_factory=list)  # run by later stages: pre-flight
     chair_only_if_new: bool = False  # a retry: the chair only when one of its legs completed
@@ -111,7 +113,8 @@ class Wave:
         register_identifier(spec.tag)  # the user's label: a key shape never cuts it
         self.legs: list[Leg] = [
             self._leg(f"{self.wave_id}-{n}", model, spec.kind,
-                      (spec.briefings or [])[n - 1] if spec.briefings else spec.briefing)
+                      (spec.briefings or [])[n - 1] if spec.briefings else spec.briefing,
+                      (spec.histories or [])[n - 1] if spec.histories else None)
             for n, model in enumerate(spec.models, start=1)
         ]
         self.chair: Leg | None = None
@@ -123,14 +126,15 @@ class Wave:
         self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
         self._created = now_iso()
 
-    def _leg(self, leg_id: str, model: ResolvedModel, kind: str, briefing: str) -> Leg:
+    def _leg(self, leg_id: str, model: ResolvedModel, kind: str, briefing: str,
+             history: list[dict[str, Any]] | None = None) -> Leg:
         record = LegRecord(leg_id=leg_id, wave_id=self.wave_id, model=model.name,
                            provider=model.provider, kind=kind, variant=model.variant,
                            sampling=dict(model.sampling))
         ctx = LegContext(leg_id=leg_id, wave_id=self.wave_id, model=model, briefing=briefing,
                          record=record, config=self.config, dir=self.spec.runs_dir / leg_id,
                          kind=kind, max_steps=self.spec.max_steps, workspace=self.spec.workspace,
-                         options=self.spec.options)
+                         options=self.spec.options, history=list(history or []))
         return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
                    ledger=self.ledger.append if self.ledger else None, observe=self.observe,
                    tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id)

@@ -86,6 +86,16 @@ FANOUT = {
             "timeout_minutes": _TIMEOUT,
             "max_cost": _MAX_COST,
             "tag": _TAG,
+            "rounds": {"type": "integer", "minimum": 1, "maximum": 20,
+                       "description": "Deliberate over this many rounds (default 1: answer "
+                                      "once). From round 2 each model reads the others' "
+                                      "answers, anonymised, revises or keeps its own, and "
+                                      "votes; it stops early when nobody changes or all "
+                                      "agree. Up to rounds x models paid calls; the document "
+                                      "gains rounds, stop and winner."},
+            "peers": {"type": "integer", "minimum": 1,
+                      "description": "With rounds: how many other answers each model reads a "
+                                     "round (default all for up to 5 models, else 4)."},
         },
     },
 }

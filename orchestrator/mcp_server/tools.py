@@ -62,7 +62,10 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
     from orchestrator.cli.fanout import DEFAULT_MAX_LEGS, choose_models, prepare_wave
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave
+    from orchestrator.errors import OrchError
 
+    if args.get("peers") is not None and int(args.get("rounds") or 1) == 1:
+        raise OrchError("peers only applies to a deliberation; add rounds (2 or more)")
     cfg = runtime.config()
     specs = choose_models(_models(args), args.get("council"), cfg, runtime.plugin_manager())
     briefing = compose(read_prompt(args["prompt"], None),
@@ -73,6 +76,13 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
         tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
         max_legs=DEFAULT_MAX_LEGS, tag=args.get("tag"), no_plugins=False,
         budgets=_budgets(args))
+    rounds = int(args.get("rounds") or 1)
+    if rounds > 1:  # a deliberation (docs/deliberation.md): how many rounds run is not known
+        from orchestrator.deliberation.run import Deliberation
+
+        run = Deliberation(spec, pm=pm, config=cfg, rounds=rounds, peers=args.get("peers"),
+                           ledger=LedgerSink().preflight(), observe=LegProgress(job, None))
+        return scrub_doc(await job.run(run.run, run.interrupt))
     total = len(spec.models) + (1 if spec.chair else 0)
     wave = Wave(spec, pm=pm, config=cfg, ledger=LedgerSink().preflight(),
                 observe=LegProgress(job, total))

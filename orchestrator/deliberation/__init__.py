@@ -1,0 +1,1 @@
+"""A deliberation: `orch fanout --rounds N` (docs/deliberation.md)."""
