@@ -82,7 +82,7 @@ def rows(home):
 
 def round_prompts(server):
     """(model, round prompt) for every request that carried peers' answers."""
-    return [(r.body["model"], r.body["messages"][-1]["content"]) for r in server.requests
+    return [(r.body["model"], r.body["messages"][-1]["content"]) for r in server.chats
             if "<<<Answer" in r.body["messages"][-1]["content"]]
 
 
@@ -109,7 +109,7 @@ def test_three_legs_converge_and_stop_unchanged(orch, scripted_server, orch_home
         assert leg["cost_usd"] == pytest.approx((1000 + 100) / 1e6)
     # every round's requests are ledger rows, the round in the wave id
     ledger = rows(orch_home)
-    assert len(ledger) == 9 and len(scripted_server.requests) == 9
+    assert len(ledger) == 9 and len(scripted_server.chats) == 9
     by_round = {}
     for row in ledger:
         by_round.setdefault(row["wave_id"], []).append(row)
@@ -144,7 +144,7 @@ def test_every_round_prompt_is_anonymous_and_offers_no_self_vote(orch, scripted_
     for model, prompt in prompts[:3]:  # round 2: its own answer is among no votable one
         assert not any(marks[model] in text for text in quoted(prompt).values())
     # the history is kept: round 3 carries the leg's own round-1 and round-2 turns
-    last = [r.body for r in scripted_server.requests][-1]["messages"]
+    last = [r.body for r in scripted_server.chats][-1]["messages"]
     assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user"]
     assert last[0]["content"].strip() == "How do I build an LRU cache in Python?"
     assert "doubly linked" in last[1]["content"] or "OrderedDict" in last[1]["content"] \
@@ -184,7 +184,7 @@ def test_an_unreadable_reply_keeps_the_previous_answer_and_says_so(orch, scripte
     assert leg["answer_digest"] == doc["rounds"][0]["legs"][1]["answer_digest"]
     assert any("could not be read" in n and "is kept" in n for n in doc["notices"])
     # one repair prompt was sent, in its own wave of round 2
-    repairs = [r for r in scripted_server.requests
+    repairs = [r for r in scripted_server.chats
                if "<<<REPLY" in r.body["messages"][-1]["content"]]
     assert len(repairs) == 1
 
