@@ -1,0 +1,264 @@
+"""``orch ui`` end to end: the real command as a child process over the records of scripted
+runs, spoken to over HTTP for the guard (token, Host, methods, loopback) and through a real
+headless Chromium for the pages (statuses and costs, a live leg turning complete without a
+reload, the council's vote matrix, the spend total, hostile model text left inert)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from test_council_trust import bench as council_bench  # noqa: F401 - a fixture
+from ui_browser import Chromium, OrchUI
+
+from orchestrator.testing.scripted_server import Reply
+
+HOSTILE = ("Here is my answer.\n\n<script>window.pwned = 1</script>\n\n"
+           '<img src="x" onerror="window.pwned = 2">\n\n'
+           "[click me](javascript:window.pwned=3) and [data](data:text/html,<script>1</script>)"
+           "\n\n**bold stays**\n")
+PRICES = {"input_cost_per_mtok": 3.0, "output_cost_per_mtok": 15.0}
+
+
+@pytest.fixture
+def waves(orch, scripted_server):
+    """Two waves: three legs (one markdown answer, one hostile, one refused by the server),
+    and one more, so the runs page lists two."""
+    orch.provider(**PRICES)
+    scripted_server.script("alpha", Reply(text="# Plan\n\n- one\n- two\n",
+                                          usage={"prompt_tokens": 1200, "completion_tokens": 300}))
+    scripted_server.script("bravo", Reply(text=HOSTILE))
+    scripted_server.script("charlie", Reply(status=400, error_message="model charlie refuses"))
+    first = orch.run_wave(["alpha", "bravo", "charlie"], "Plan it.")
+    scripted_server.script("alpha", Reply(text="again"))
+    second = orch.run_wave(["alpha"], "Once more.")
+    return first, second
+
+
+@pytest.fixture
+def ui():
+    server = OrchUI()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    chrome = Chromium(tmp_path / "chromium-profile")
+    yield chrome
+    chrome.close()
+
+
+def get(ui: OrchUI, path: str, *, cookie: str | None = None, host: str | None = None,
+        method: str = "GET") -> http.client.HTTPResponse:
+    conn = http.client.HTTPConnection("127.0.0.1", ui.port, timeout=10)
+    headers = {"Host": f"127.0.0.1:{ui.port}" if host is None else host}
+    if cookie is not None:
+        headers["Cookie"] = cookie
+    conn.request(method, path, headers=headers)
+    resp = conn.getresponse()
+    resp.body = resp.read()
+    conn.close()
+    return resp
+
+
+def routes(wave_id: str) -> list[str]:
+    return ["/", "/?status=complete", "/spend", "/spend?since=all&by=user", "/spend/chart.svg",
+            f"/wave/{wave_id}", f"/wave/{wave_id}/legs.json", "/static/ui.css",
+            "/static/ui.js", "/static/council.css", "/council/x/", "/council/x/run.json",
+            "/bench/x", "/bench/x/chart/0.svg", "/no/such/page", "/../../etc/passwd"]
+
+
+def test_no_token_is_403_on_every_route(waves, ui):
+    wave_id = waves[0].doc["wave_id"]
+    good = f"orch_ui={ui.token}"
+    for path in routes(wave_id):
+        for cookie in (None, "orch_ui=", f"orch_ui={ui.token[:-1]}x", f"other={ui.token}",
+                       "garbage;;=="):
+            resp = get(ui, path, cookie=cookie)
+            assert resp.status == 403, (path, cookie, resp.status)
+            assert ui.token.encode() not in resp.body
+        assert get(ui, path + ("&" if "?" in path else "?") + "token=wrong").status == 403
+        assert get(ui, path, cookie=good).status in (200, 404), path
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+        assert get(ui, "/", method=method).status == 403
+        assert get(ui, "/", method=method, cookie=good).status == 405
+
+
+def test_the_token_url_sets_a_strict_httponly_cookie_and_drops_the_token(ui):
+    resp = get(ui, f"/spend?since=all&token={ui.token}")
+    assert resp.status == 303
+    assert resp.getheader("Location") == "/spend?since=all"
+    cookie = resp.getheader("Set-Cookie")
+    assert cookie.startswith(f"orch_ui={ui.token};")
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+
+
+def test_a_wrong_host_is_403_and_no_response_carries_cors(waves, ui):
+    good = f"orch_ui={ui.token}"
+    for host in ("evil.example", f"evil.example:{ui.port}", f"127.0.0.1:{ui.port + 1}",
+                 f"localhost.evil.example:{ui.port}", "127.0.0.1", "", f"[::1]:{ui.port}"):
+        assert get(ui, "/", cookie=good, host=host).status == 403, host
+        assert get(ui, f"/?token={ui.token}", host=host).status == 403, host
+    for host in (f"127.0.0.1:{ui.port}", f"localhost:{ui.port}"):
+        resp = get(ui, "/", cookie=good, host=host)
+        assert resp.status == 200
+        assert not [h for h, _ in resp.getheaders() if h.lower().startswith("access-control")]
+        csp = resp.getheader("Content-Security-Policy")
+        assert "default-src 'self'" in csp and "'unsafe-inline'" not in csp
+
+
+def test_the_server_listens_on_loopback_only(ui):
+    listening = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, port = local.split(":")
+        if state == "0A" and int(port, 16) == ui.port:
+            listening.append(address)
+    assert listening == ["0100007F"]  # 127.0.0.1, little-endian
+    v6 = Path("/proc/net/tcp6")
+    if v6.exists():
+        assert not [ln for ln in v6.read_text().splitlines()[1:]
+                    if ln.split()[3] == "0A" and int(ln.split()[1].split(":")[1], 16) == ui.port]
+    others = {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)}
+    for address in others - {"127.0.0.1"}:
+        if address.startswith("127."):
+            continue
+        with pytest.raises(OSError), socket.create_connection((address, ui.port), timeout=3):
+            pass
+
+
+def test_the_wave_page_shows_every_legs_status_and_cost(waves, ui, browser, tmp_path):
+    doc = waves[0].doc
+    browser.open(ui.url.replace("/?", f"/wave/{doc['wave_id']}?"))
+    rows = browser.eval("""[...document.querySelectorAll('tr.leg')].map(r => ({
+        leg: r.dataset.leg, status: r.querySelector('[data-field=status]').textContent,
+        cost: r.querySelector('[data-field=cost]').textContent}))""")
+    assert [(r["leg"], r["status"]) for r in rows] == [
+        (leg["leg_id"], leg["status"]) for leg in doc["legs"]]
+    assert [r["status"] for r in rows] == ["complete", "complete", "error"]
+    from orchestrator.ui.render import money
+
+    assert [r["cost"] for r in rows] == [money(leg["cost_usd"]) for leg in doc["legs"]]
+    assert doc["legs"][0]["cost_usd"] > 0 and rows[0]["cost"] != "$0.0000"
+    assert browser.eval("document.querySelector('#answer-' + CSS.escape("
+                        f"{json.dumps(doc['legs'][0]['leg_id'])}) + ' h1').textContent") == "Plan"
+    assert browser.eval("location.search") == ""  # the token left the address bar
+    browser.screenshot(tmp_path / "wave.png")
+    # the runs page lists both waves, newest first, with their cost
+    browser.open(f"{ui.base}/")
+    ids = browser.eval("[...document.querySelectorAll('tr.run td:first-child')]"
+                       ".map(td => td.textContent)")
+    assert ids == [waves[1].doc["wave_id"], doc["wave_id"]]
+
+
+def test_model_text_renders_inert(waves, ui, browser):
+    doc = waves[0].doc
+    bravo = doc["legs"][1]
+    assert "<script>" in bravo["answer"]
+    browser.open(ui.url.replace("/?", f"/wave/{doc['wave_id']}?"))
+    assert browser.eval("typeof window.pwned") == "undefined"
+    assert browser.eval("document.scripts.length") == 0  # a finished wave runs no script at all
+    assert browser.eval("document.querySelectorAll('[onerror], iframe, object, embed').length") == 0
+    hrefs = browser.eval("[...document.querySelectorAll('a')].map(a => a.getAttribute('href'))")
+    assert not [h for h in hrefs if h and h.lower().startswith(("javascript:", "data:"))]
+    text = browser.eval("document.getElementById('answer-' + "
+                        f"{json.dumps(bravo['leg_id'])}).textContent")
+    assert "<script>window.pwned = 1</script>" in text and "onerror" in text
+    assert browser.eval("document.querySelectorAll('.answer strong').length") >= 1
+    # a click on what was a javascript: link runs nothing either
+    browser.eval("[...document.querySelectorAll('.answer a')].forEach(a => a.click())")
+    assert browser.eval("typeof window.pwned") == "undefined"
+
+
+def _released_reply(gate: threading.Event):
+    def reply(body, n):
+        gate.wait(60)
+        return Reply(text="finally done", usage={"prompt_tokens": 100, "completion_tokens": 10})
+    return reply
+
+
+def test_a_live_wave_turns_a_leg_complete_without_a_reload(orch, scripted_server, ui, browser,
+                                                           tmp_path):
+    orch.provider(**PRICES)
+    gate = threading.Event()
+    scripted_server.script("quick", Reply(text="quick answer"))
+    scripted_server.script("slow", _released_reply(gate))
+    orch_bin = Path(sys.executable).with_name("orch")
+    fanout = subprocess.Popen([str(orch_bin), "fanout", "-p", "Go.", "-m",
+                               "scripted/quick,scripted/slow", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=os.environ.copy())
+    try:
+        runs = orch.home / "runs"
+        wave_id = None
+        for _ in range(300):
+            found = [p.name for p in runs.glob("*/wave.json")] if runs.exists() else []
+            legs = list(runs.glob("*-2/metadata.json")) if runs.exists() else []
+            if found and legs:
+                wave_id = next(p.parent.name for p in runs.glob("*/wave.json"))
+                break
+            threading.Event().wait(0.1)
+        assert wave_id, "the wave never started"
+        browser.open(ui.url.replace("/?", f"/wave/{wave_id}?"))
+        assert browser.eval("document.getElementById('wave').dataset.live") == "yes"
+        browser.eval("window.sameDocument = 'yes'")
+        slow = "document.querySelector('tr.leg:nth-of-type(3) [data-field=status]')"
+        assert browser.eval(f"{slow}.textContent") in ("running", "pending")
+        gate.set()
+        browser.wait_for(f"{slow}.textContent === 'complete'", timeout=30)
+        assert browser.eval("window.sameDocument") == "yes"  # no reload happened
+        browser.wait_for("document.getElementById('wave-status').textContent !== 'running'")
+        assert "finally done" in browser.eval("document.body.textContent")
+        browser.screenshot(tmp_path / "live.png")
+    finally:
+        gate.set()
+        out, err = fanout.communicate(timeout=60)
+    assert fanout.returncode == 0, err
+
+
+def test_the_council_page_shows_the_vote_matrix(council_bench, ui, browser, tmp_path):  # noqa: F811
+    result, doc, run_dir = council_bench
+    browser.open(ui.url.replace("/?", f"/council/{doc['run_id']}/?"))
+    rows = browser.eval("""[...document.querySelectorAll('table.matrix tr')].map(
+        tr => [...tr.children].map(c => c.textContent.trim()))""")
+    head, *judges = rows
+    assert [r[0] for r in judges] == ["scripted/alpha", "scripted/bravo", "text/charlie"]
+    assert sorted(judges[1][1:]) == ["agree", "co-author", "dispute", "no vote", "own", "own"]
+    tally = json.loads((run_dir / "tally.json").read_text())
+    votes = [v["vote"] for g in tally["groups"] for v in g["votes"]]
+    cells = [c for r in judges for c in r[1:]]
+    for vote in ("agree", "dispute"):
+        assert cells.count(vote) == votes.count(vote), vote
+    assert browser.eval("document.querySelector('#verdict .big').textContent") == (
+        f"Verdict: {doc['verdict']}")
+    # the report's links open the council's own files, as text
+    href = browser.eval("document.querySelector('.card a').getAttribute('href')")
+    browser.open(f"{ui.base}/council/{doc['run_id']}/{href}")
+    assert browser.eval("document.contentType") == "text/plain"
+    browser.open(f"{ui.base}/council/{doc['run_id']}/")
+    browser.screenshot(tmp_path / "council.png")
+
+
+def test_the_spend_page_total_equals_orch_spend_json(waves, ui, browser, tmp_path):
+    orch_bin = Path(sys.executable).with_name("orch")
+    spend = json.loads(subprocess.run([str(orch_bin), "spend", "--since", "all", "--json",
+                                       "--group-by", "model"], capture_output=True, text=True,
+                                      check=True).stdout)
+    assert spend["total_cost_usd"] > 0
+    browser.open(ui.url.replace("/?", "/spend?since=all&by=model&"))
+    assert float(browser.eval("document.getElementById('total').dataset.usd")) == \
+        spend["total_cost_usd"]
+    assert browser.eval("document.getElementById('legs').textContent") == f"{spend['legs']:,}"
+    keys = browser.eval("[...document.querySelectorAll('#groups tr td:first-child')]"
+                        ".map(td => td.textContent)")
+    assert keys == [g["key"] for g in spend["groups"]]
+    assert browser.eval("document.getElementById('chart').naturalWidth") == 900  # it loaded
+    browser.screenshot(tmp_path / "spend.png")
