@@ -157,6 +157,7 @@ def test_the_wave_page_shows_every_legs_status_and_cost(waves, ui, browser, tmp_
     ids = browser.eval("[...document.querySelectorAll('tr.run td:first-child')]"
                        ".map(td => td.textContent)")
     assert ids == [waves[1].doc["wave_id"], doc["wave_id"]]
+    browser.screenshot(tmp_path / "runs.png")
 
 
 def test_model_text_renders_inert(waves, ui, browser):
@@ -262,3 +263,62 @@ def test_the_spend_page_total_equals_orch_spend_json(waves, ui, browser, tmp_pat
     assert keys == [g["key"] for g in spend["groups"]]
     assert browser.eval("document.getElementById('chart').naturalWidth") == 900  # it loaded
     browser.screenshot(tmp_path / "spend.png")
+
+
+def test_the_bench_page_shows_tables_charts_and_each_trial(orch, scripted_server, tmp_path,
+                                                           monkeypatch, ui, browser):
+    from click.testing import CliRunner
+    from test_bench_e2e import answer, write_cases
+
+    from orchestrator.cli import cli
+    from orchestrator.testing.sandbox import unsafe_unless_confined
+
+    orch.provider(**PRICES)
+    tasks = {f"t{i}" for i in range(1, 9)}
+    scripted_server.script("right", answer(tasks))
+    scripted_server.script("half", answer({"t1", "t2", "t3", "t4"}))
+    write_cases(tmp_path / "cases")
+    (tmp_path / "bench.toml").write_text(
+        '[bench]\ncases = "cases"\ntrials = 1\njobs = 8\n\n'
+        '[[contestants]]\nname = "right"\nmodel = "scripted/right"\n\n'
+        '[[contestants]]\nname = "half"\nmodel = "scripted/half"\n')
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["bench", "--config", str(tmp_path / "bench.toml"), "--yes",
+                                      "--json", *unsafe_unless_confined()])
+    doc = json.loads(result.stdout)
+    browser.open(ui.url)
+    href = browser.eval("[...document.querySelectorAll('tr.run a')].map(a => "
+                        "a.getAttribute('href')).find(h => h.startsWith('/bench/'))")
+    assert href == f"/bench/{doc['bench_id']}"
+    browser.open(ui.base + href)
+    first = browser.eval("[...document.querySelector('table.bench-table').rows].slice(1)"
+                         ".map(r => r.cells[0].textContent)")
+    assert first == [r["contestant"] for r in doc["stats"]["rows"]]
+    trials = [t for t in doc["trials"]]
+    assert browser.eval("document.querySelectorAll('details.trial').length") == len(trials)
+    text = browser.eval("document.body.textContent")
+    assert "The code is CODE-t1." in text and "I do not know." in text
+    from orchestrator.bakeoff import charts
+
+    if charts.available():
+        browser.wait_for("[...document.querySelectorAll('img.chart')].every("
+                         "i => i.complete && i.naturalWidth > 0)")
+        assert browser.eval("document.querySelectorAll('img.chart').length") == 3
+    browser.eval("document.querySelectorAll('details.trial')[0].open = true")
+    browser.screenshot(tmp_path / "bench.png")
+
+
+def test_bad_ports_are_one_line_errors(orch_home):
+    orch_bin = str(Path(sys.executable).with_name("orch"))
+    bad = subprocess.run([orch_bin, "ui", "--no-open", "--port", "70000"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--port" in bad.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = subprocess.run([orch_bin, "ui", "--no-open", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60)
+    assert busy.returncode == 1
+    assert busy.stderr.startswith(f"orch: error: cannot listen on 127.0.0.1:{port}")
+    assert "Traceback" not in busy.stderr and len(busy.stderr.strip().splitlines()) == 1

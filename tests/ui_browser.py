@@ -110,7 +110,7 @@ class Chromium:
     def screenshot(self, out: Path) -> Path:
         data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         out.write_bytes(base64.b64decode(data["data"]))
-        return out
+        return keep(out)
 
     def close(self) -> None:
         try:
@@ -123,7 +123,11 @@ class Chromium:
                 self.proc.kill()
 
 
-def artifacts_dir() -> Path:
-    """Where screenshots are kept for CI (ORCH_TEST_ARTIFACTS), else the test's tmp only."""
+def keep(shot: Path) -> Path:
+    """A screenshot kept as a CI artifact: copied into ``$ORCH_TEST_ARTIFACTS/ui/`` when that
+    is set (``.ci/run`` sets it), else left in the test's tmp folder only."""
     folder = os.environ.get("ORCH_TEST_ARTIFACTS")
-    return Path(folder) if folder else Path()
+    if folder:
+        (Path(folder) / "ui").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, Path(folder) / "ui" / shot.name)
+    return shot
