@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_council_trust import bench as council_bench  # noqa: F401 - a fixture
@@ -322,3 +323,35 @@ def test_bad_ports_are_one_line_errors(orch_home):
     assert busy.returncode == 1
     assert busy.stderr.startswith(f"orch: error: cannot listen on 127.0.0.1:{port}")
     assert "Traceback" not in busy.stderr and len(busy.stderr.strip().splitlines()) == 1
+
+
+def test_the_runs_page_pages_and_sees_a_new_run(waves, orch, scripted_server, monkeypatch):
+    """The listing is kept between visits (10,000 runs take a second to read) but a new run
+    shows at once; a long list is cut into pages."""
+    import re as re_mod
+
+    from orchestrator.ui import views
+    from orchestrator.ui.server import UIServer
+
+    monkeypatch.setattr(views, "PAGE", 1)
+    server = UIServer(views.View(orch.home / "runs", orch.home / "bench"))
+    server.start()
+    try:
+        at = SimpleNamespace(port=server.port)
+        cookie = f"orch_ui={server.token}"
+
+        def ids(path: str) -> list[str]:
+            body = get(at, path, cookie=cookie).body.decode()
+            return re_mod.findall(r'<tr class="run"><td><a href="/wave/([^"]+)"', body)
+
+        first, second = waves[0].doc["wave_id"], waves[1].doc["wave_id"]
+        assert ids("/") == [second]
+        assert 'id="older" href="/?page=2"' in get(at, "/", cookie=cookie).body.decode()
+        assert ids("/?page=2") == [first]
+        assert get(at, "/?page=x", cookie=cookie).status == 400
+        scripted_server.script("alpha", Reply(text="third"))
+        third = orch.run_wave(["alpha"], "Third.").doc["wave_id"]
+        assert ids("/") == [third]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from orchestrator.errors import OrchError
 from orchestrator.ui.render import page
@@ -18,6 +19,14 @@ STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 KINDS = ("wave", "council", "bench")
+PAGE = 200  # runs a page shows: 10,000 rows are megabytes of HTML
+
+
+def _mtime(folder: Path | None) -> int | None:
+    try:
+        return folder.stat().st_mtime_ns if folder is not None else None
+    except OSError:
+        return None
 
 
 def _text(body: str, status: int) -> Reply:
@@ -35,6 +44,7 @@ class View:
     def __init__(self, runs_dir: Path, bench_dir: Path | None = None) -> None:
         self.runs_dir = runs_dir
         self.bench_dir = bench_dir
+        self._listing: tuple[tuple, list[Any]] | None = None
 
     def __call__(self, path: str, query: dict[str, list[str]]) -> Reply:
         q = {k: v[-1] for k, v in query.items() if v}
@@ -66,27 +76,65 @@ class View:
 
     # --- runs -----------------------------------------------------------------------------
 
-    def runs(self, q: dict[str, str]) -> Reply:
+    def listing(self) -> list[Any]:
+        """Every run, newest first, from :func:`orchestrator.runs.entries`. Reading 10,000
+        waves takes most of a second, so the list is kept while the runs folder (and the bench
+        folder) are unchanged: a new run adds a folder and changes it. Runs still going are
+        read again each time (their own files change, not the folder)."""
         from orchestrator import runs as runs_mod
+
+        key = tuple(_mtime(d) for d in (self.runs_dir, self.bench_dir))
+        if self._listing is None or self._listing[0] != key:
+            found = list(runs_mod.entries(self.runs_dir, self.bench_dir))
+            found.sort(key=lambda e: e.created, reverse=True)
+            self._listing = (key, found)
+        found = self._listing[1]
+        for n, entry in enumerate(found):
+            if entry.status in ("running", "pending"):
+                found[n] = self._fresh(entry)
+        return found
+
+    def _fresh(self, entry: Any) -> Any:
+        from dataclasses import replace
+
+        from orchestrator import runs as runs_mod
+
+        try:
+            doc = runs_mod.document(self.runs_dir, entry)
+        except (OrchError, OSError, ValueError):
+            return entry
+        return replace(entry, status=doc.get("status", entry.status),
+                       cost_usd=doc.get("cost_usd", entry.cost_usd),
+                       legs=len(doc.get("legs") or doc.get("seats") or []) or entry.legs)
+
+    def runs(self, q: dict[str, str]) -> Reply:
         from orchestrator.ledger import parse_since
 
         status, kind, since_text = q.get("status", ""), q.get("kind", ""), q.get("since", "")
         try:
             since = parse_since(since_text) if since_text else None
+            page_no = max(1, int(q.get("page", "1") or 1))
         except OrchError as exc:
             return _text(f"400 {exc}".replace("--since", "since"), 400)
-        found = [e for e in runs_mod.entries(self.runs_dir, self.bench_dir)
-                 if (not status or e.status == status) and (not kind or e.kind == kind)]
-        if since is not None:
-            found = [e for e in found if e.created >= since]
-        found.sort(key=lambda e: e.created, reverse=True)
+        except ValueError:
+            return _text("400 page must be a whole number (1, 2, ...)", 400)
+        found = [e for e in self.listing()
+                 if (not status or e.status == status) and (not kind or e.kind == kind)
+                 and (since is None or e.created >= since)]
+        total = sum(e.cost_usd or 0 for e in found)
+        shown = found[(page_no - 1) * PAGE:page_no * PAGE]
         rows = [{"id": e.id, "kind": e.kind, "status": e.status, "legs": e.legs,
                  "cost_usd": e.cost_usd, "created": e.created.strftime("%Y-%m-%d %H:%M"),
                  "tag": e.tag, "href": f"/{e.kind if e.kind in KINDS else 'wave'}/{e.id}"
-                 + ("/" if e.kind == "council" else "")} for e in found]
-        total = sum(r["cost_usd"] or 0 for r in rows)
-        return Reply(page("runs.html", title="Runs", rows=rows, status=status, kind=kind,
-                          since=since_text, total=total, kinds=KINDS,
+                 + ("/" if e.kind == "council" else "")} for e in shown]
+        filters = {k: v for k, v in (("status", status), ("kind", kind), ("since", since_text))
+                   if v}
+        more = urlencode({**filters, "page": page_no + 1}) \
+            if page_no * PAGE < len(found) else None
+        back = urlencode({**filters, "page": page_no - 1}) if page_no > 1 else None
+        return Reply(page("runs.html", title="Runs", rows=rows, count=len(found), status=status,
+                          kind=kind, since=since_text, total=total, kinds=KINDS, more=more,
+                          back=back, first=(page_no - 1) * PAGE + 1,
                           statuses=("running", "complete", "partial", "error", "aborted",
                                     "interrupted", "unreadable")))
 
