@@ -219,6 +219,10 @@ def test_a_live_wave_turns_a_leg_complete_without_a_reload(orch, scripted_server
         assert browser.eval("window.sameDocument") == "yes"  # no reload happened
         browser.wait_for("document.getElementById('wave-status').textContent !== 'running'")
         assert "finally done" in browser.eval("document.body.textContent")
+        assert browser.eval("[...document.querySelectorAll('[data-status-of]')]"
+                            ".map(s => s.textContent)") == ["complete", "complete"]
+        assert browser.eval("document.getElementById('wave-tokens').textContent") != \
+            "0 in / 0 out"
         browser.screenshot(tmp_path / "live.png")
     finally:
         gate.set()

@@ -32,7 +32,10 @@ def ui(port: int, no_open: bool, runs_dir: Path | None) -> None:
     except OSError as exc:
         raise OrchError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); pass "
                         "another --port, or none for a free one") from None
-    click.echo(server.url, err=False)
+    import threading
+
+    threading.Thread(target=view.warm, name="orch-ui-warm", daemon=True).start()
+    click.echo(server.url)
     if not no_open:
         import webbrowser
 

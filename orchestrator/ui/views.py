@@ -94,6 +94,14 @@ class View:
                 found[n] = self._fresh(entry)
         return found
 
+    def warm(self) -> None:
+        """Read the listing now (``orch ui`` calls it in a thread at start), so the first
+        visit of a large runs folder does not wait for it."""
+        try:
+            self.listing()
+        except Exception:  # noqa: BLE001 - the page will say what is wrong when asked
+            pass
+
     def _fresh(self, entry: Any) -> Any:
         from dataclasses import replace
 
@@ -164,6 +172,7 @@ class View:
             return not_found(f"no wave {wave_id}")
         legs = [*doc.get("legs", []), *([doc["chair"]] if doc.get("chair") else [])]
         body = {"status": doc.get("status"), "cost": money(doc.get("cost_usd")),
+                "tokens": tokens(doc.get("usage")),
                 "legs": [{"leg_id": leg.get("leg_id"), "status": leg.get("status"),
                           "reason": leg.get("reason") or "", "cost": money(leg.get("cost_usd")),
                           "tokens": tokens(leg.get("usage")),

@@ -17,6 +17,7 @@
       if (!doc) { return; }
       set(document.getElementById("wave-status"), doc.status, doc.status);
       set(document.getElementById("wave-cost"), doc.cost);
+      set(document.getElementById("wave-tokens"), doc.tokens);
       doc.legs.forEach(function (leg) {
         var row = document.querySelector('tr[data-leg="' + CSS.escape(leg.leg_id) + '"]');
         if (!row) { return; }
@@ -25,6 +26,8 @@
         set(row.querySelector('[data-field="tokens"]'), leg.tokens);
         set(row.querySelector('[data-field="seconds"]'), leg.seconds);
         set(row.querySelector('[data-field="reason"]'), leg.reason);
+        set(document.querySelector('[data-status-of="' + CSS.escape(leg.leg_id) + '"]'),
+            leg.status, leg.status);
         var answer = document.querySelector('pre[data-answer="' + CSS.escape(leg.leg_id) + '"]');
         if (answer && leg.answer) { answer.textContent = leg.answer; }
       });
