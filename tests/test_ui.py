@@ -359,3 +359,63 @@ def test_the_runs_page_pages_and_sees_a_new_run(waves, orch, scripted_server, mo
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_spend_series_and_groups_agree_with_the_rollup_on_both_backends(ledger_url):
+    """The chart's day-by-group series and the provider grouping add up to ``orch spend``'s
+    rollup, on SQLite and PostgreSQL; a row of unknown cost stays out of the dollars."""
+    from datetime import UTC, datetime, timedelta
+
+    from orchestrator.ledger import Ledger
+    from orchestrator.spend_series import daily
+    from orchestrator.ui import spend as spend_mod
+
+    ledger = Ledger()
+    now = datetime.now(UTC)
+    rows = [{"wave_id": f"w{i}", "leg_id": f"w{i}-1", "kind": "leg",
+             "model": ("openai/a", "openai/b", "anthropic/c", "bare")[i % 4],
+             "provider": "x", "status": "complete" if i % 3 else "error",
+             "user": f"u{i % 2}", "cost_usd": None if i == 5 else 0.25 * (i % 4 + 1),
+             "cost_source": "unknown" if i == 5 else "priced",
+             "ts": now - timedelta(days=i % 3, minutes=i)} for i in range(12)]
+    ledger.append_many(rows)
+    total = ledger.rollup(None, None)["total_cost_usd"]
+    for by in ("model", "provider", "user", "kind"):
+        data = spend_mod.rollup(None, by)
+        assert data["total_cost_usd"] == total
+        assert round(sum(g["cost_usd"] for g in data["groups"]), 8) == round(total, 8)
+        series = daily(ledger, None, by)
+        assert round(sum(c["cost_usd"] for c in series), 8) == round(total, 8)
+        assert len({c["day"] for c in series}) == 3
+    providers = {g["key"]: g for g in spend_mod.rollup(None, "provider")["groups"]}
+    assert set(providers) == {"openai", "anthropic", "bare"}
+    assert providers["openai"]["legs"] == 6 and providers["openai"]["unknown_cost_legs"] == 1
+    with pytest.raises(ValueError, match="cannot chart spend by 'day'"):
+        daily(ledger, None, "day")
+
+
+def test_broken_records_answer_a_line_and_the_server_stays_up(orch_home, ui):
+    """A wave.json that is not JSON, a council whose run.json is a list, a bench file that is
+    not an object: each page says so in one line; the runs page lists them unreadable."""
+    runs = orch_home / "runs"
+    (runs / "20260101-000000-bad").mkdir(parents=True)
+    (runs / "20260101-000000-bad" / "wave.json").write_text("{not json")
+    (runs / "council-20260101-000000-x").mkdir()
+    (runs / "council-20260101-000000-x" / "run.json").write_text("[1, 2]")
+    (orch_home / "bench").mkdir()
+    (orch_home / "bench" / "bench-20260101-000000-y.json").write_text('"a string"')
+    good = f"orch_ui={ui.token}"
+    body = get(ui, "/", cookie=good).body.decode()
+    assert body.count("unreadable") >= 2
+    for path in ("/wave/20260101-000000-bad", "/council/20260101-000000-x/",
+                 "/bench/bench-20260101-000000-y", "/wave/..%2F..%2Fetc", "/council/x/../run.json"):
+        resp = get(ui, path, cookie=good)
+        assert resp.status in (404, 500), path
+        assert len(resp.body.decode().strip().splitlines()) == 1, path
+        assert b"Traceback" not in resp.body
+    assert get(ui, "/", cookie=good).status == 200
+    # the same listing from the CLI: no internal error on a run.json that is not an object
+    listed = subprocess.run([str(Path(sys.executable).with_name("orch")), "runs", "--json"],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(r["status"] for r in json.loads(listed.stdout)["runs"]) == ["unreadable"] * 3
