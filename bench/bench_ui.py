@@ -67,7 +67,7 @@ def timed(port: int, token: str, path: str, reps: int) -> dict:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         t0 = time.perf_counter()
         conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}",
-                                           "Cookie": f"orch_ui={token}"})
+                                           "Cookie": f"orch_ui_{port}={token}"})
         resp = conn.getresponse()
         body = resp.read()
         samples.append((time.perf_counter() - t0) * 1000)

@@ -79,9 +79,10 @@ def routes(wave_id: str) -> list[str]:
 
 def test_no_token_is_403_on_every_route(waves, ui):
     wave_id = waves[0].doc["wave_id"]
-    good = f"orch_ui={ui.token}"
+    good = f"orch_ui_{ui.port}={ui.token}"
     for path in routes(wave_id):
-        for cookie in (None, "orch_ui=", f"orch_ui={ui.token[:-1]}x", f"other={ui.token}",
+        for cookie in (None, f"orch_ui_{ui.port}=", f"orch_ui_{ui.port}={ui.token[:-1]}x",
+                       f"orch_ui={ui.token}", f"orch_ui_{ui.port + 1}={ui.token}", f"other={ui.token}",
                        "garbage;;=="):
             resp = get(ui, path, cookie=cookie)
             assert resp.status == 403, (path, cookie, resp.status)
@@ -98,12 +99,12 @@ def test_the_token_url_sets_a_strict_httponly_cookie_and_drops_the_token(ui):
     assert resp.status == 303
     assert resp.getheader("Location") == "/spend?since=all"
     cookie = resp.getheader("Set-Cookie")
-    assert cookie.startswith(f"orch_ui={ui.token};")
+    assert cookie.startswith(f"orch_ui_{ui.port}={ui.token};")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
 
 
 def test_a_wrong_host_is_403_and_no_response_carries_cors(waves, ui):
-    good = f"orch_ui={ui.token}"
+    good = f"orch_ui_{ui.port}={ui.token}"
     for host in ("evil.example", f"evil.example:{ui.port}", f"127.0.0.1:{ui.port + 1}",
                  f"localhost.evil.example:{ui.port}", "127.0.0.1", "", f"[::1]:{ui.port}"):
         assert get(ui, "/", cookie=good, host=host).status == 403, host
@@ -340,7 +341,7 @@ def test_the_runs_page_pages_and_sees_a_new_run(waves, orch, scripted_server, mo
     server.start()
     try:
         at = SimpleNamespace(port=server.port)
-        cookie = f"orch_ui={server.token}"
+        cookie = f"orch_ui_{server.port}={server.token}"
 
         def ids(path: str) -> list[str]:
             body = get(at, path, cookie=cookie).body.decode()
@@ -402,7 +403,7 @@ def test_broken_records_answer_a_line_and_the_server_stays_up(orch_home, ui):
     (runs / "council-20260101-000000-x" / "run.json").write_text("[1, 2]")
     (orch_home / "bench").mkdir()
     (orch_home / "bench" / "bench-20260101-000000-y.json").write_text('"a string"')
-    good = f"orch_ui={ui.token}"
+    good = f"orch_ui_{ui.port}={ui.token}"
     body = get(ui, "/", cookie=good).body.decode()
     assert body.count("unreadable") >= 2
     for path in ("/wave/20260101-000000-bad", "/council/20260101-000000-x/",
@@ -423,7 +424,7 @@ def test_a_running_council_page_refreshes_itself(council_bench, ui):  # noqa: F8
     from orchestrator.pids import process_started
 
     _, doc, run_dir = council_bench
-    good = f"orch_ui={ui.token}"
+    good = f"orch_ui_{ui.port}={ui.token}"
     page = get(ui, f"/council/{doc['run_id']}/", cookie=good).body.decode()
     assert 'http-equiv="refresh"' not in page  # finished: still
     running = {**json.loads((run_dir / "run.json").read_text()), "status": "running",

@@ -22,7 +22,6 @@ from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-COOKIE = "orch_ui"
 LOOPBACK = "127.0.0.1"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
@@ -60,6 +59,9 @@ class UIServer(ThreadingHTTPServer):
         super().__init__((LOOPBACK, port), _Handler)
         self.port = self.server_address[1]
         self.allowed_hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
+        # one name per port: browsers keep cookies per host, not per port, so two orch ui
+        # at once would otherwise overwrite each other's
+        self.cookie = f"orch_ui_{self.port}"
 
     @property
     def url(self) -> str:
@@ -109,7 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
             rest = urlencode(query, doseq=True)
             self._send(Reply("", HTTPStatus.SEE_OTHER, "text/plain"), {
                 "Location": parts.path + (f"?{rest}" if rest else ""),
-                "Set-Cookie": f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; "
+                "Set-Cookie": f"{self.server.cookie}={self.server.token}; HttpOnly; "
+                              "SameSite=Strict; "
                               "Path=/"})
             return None
         cookie = SimpleCookie()
@@ -117,7 +120,8 @@ class _Handler(BaseHTTPRequestHandler):
             cookie.load(self.headers.get("Cookie", ""))
         except Exception:  # noqa: BLE001 - a malformed Cookie header is no token
             cookie = SimpleCookie()
-        held = cookie[COOKIE].value if COOKIE in cookie else ""
+        name = self.server.cookie
+        held = cookie[name].value if name in cookie else ""
         if not held or not hmac.compare_digest(held.encode(), self.server.token.encode()):
             self._refuse(HTTPStatus.FORBIDDEN, "forbidden: no token (open the URL orch ui "
                          "printed)")
