@@ -432,3 +432,15 @@ def test_a_running_council_page_refreshes_itself(council_bench, ui):  # noqa: F8
     (run_dir / "run.json").write_text(json.dumps(running))
     page = get(ui, f"/council/{doc['run_id']}/", cookie=good).body.decode()
     assert '<meta http-equiv="refresh" content="3">' in page
+
+
+def test_orch_help_does_not_load_the_web_view():
+    """``orch --help`` stays fast: the ui command's module, and the web view with its
+    templates, load only when ``orch ui`` runs."""
+    code = ("import sys\nfrom orchestrator.cli import main\nsys.argv = ['orch', '--help']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "loaded = [m for m in sys.modules if m.startswith(('orchestrator.ui', 'jinja2',"
+            " 'orchestrator.cli.ui', 'litellm'))]\nprint('LOADED', loaded)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert "ui " in out and "LOADED []" in out, out[-500:]
