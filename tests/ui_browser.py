@@ -113,6 +113,12 @@ class Chromium:
         return keep(out)
 
     def close(self) -> None:
+        try:  # a browser asked to close cleans up its scratch folders; a killed one leaves them
+            n = next(self.ids)
+            self.ws.send(json.dumps({"id": n, "method": "Browser.close", "params": {}}))
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001 - then it is terminated below
+            pass
         try:
             self.ws.close()
         finally:
