@@ -37,7 +37,8 @@ def waves(orch, scripted_server):
                                           usage={"prompt_tokens": 1200, "completion_tokens": 300}))
     scripted_server.script("bravo", Reply(text=HOSTILE))
     scripted_server.script("charlie", Reply(status=400, error_message="model charlie refuses"))
-    first = orch.run_wave(["alpha", "bravo", "charlie"], "Plan it.")
+    first = orch.run_wave(["alpha", "bravo", "charlie"],
+                          "Plan it. <script>window.pwned = 4</script>")
     scripted_server.script("alpha", Reply(text="again"))
     second = orch.run_wave(["alpha"], "Once more.")
     return first, second
@@ -151,6 +152,9 @@ def test_the_wave_page_shows_every_legs_status_and_cost(waves, ui, browser, tmp_
     assert browser.eval("document.querySelector('#answer-' + CSS.escape("
                         f"{json.dumps(doc['legs'][0]['leg_id'])}) + ' h1').textContent") == "Plan"
     assert browser.eval("location.search") == ""  # the token left the address bar
+    assert "Plan it." in browser.eval("document.querySelector('#briefing pre').textContent")
+    assert browser.eval("[...document.querySelectorAll('tr.leg [data-field=steps]')]"
+                        ".map(td => td.textContent)") == [str(leg["steps"]) for leg in doc["legs"]]
     browser.screenshot(tmp_path / "wave.png")
     # the runs page lists both waves, newest first, with their cost
     browser.open(f"{ui.base}/")

@@ -19,6 +19,7 @@ STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 KINDS = ("wave", "council", "bench")
+BRIEFING_SHOWN = 200_000  # bytes of a wave's briefing.md the page shows
 PAGE = 200  # runs a page shows: 10,000 rows are megabytes of HTML
 
 
@@ -160,7 +161,13 @@ class View:
         doc = self._wave_doc(wave_id)
         if doc is None:
             return not_found(f"no wave {wave_id} under {self.runs_dir}")
-        return Reply(page("wave.html", title=f"Wave {doc['wave_id']}", doc=doc,
+        briefing = self.runs_dir / doc["wave_id"] / "briefing.md"
+        try:
+            with briefing.open("rb") as f:
+                text = f.read(BRIEFING_SHOWN).decode("utf-8", "replace")
+        except OSError:
+            text = None
+        return Reply(page("wave.html", title=f"Wave {doc['wave_id']}", doc=doc, briefing=text,
                           live=doc.get("status") == "running"))
 
     def wave_legs(self, wave_id: str) -> Reply:
@@ -177,6 +184,7 @@ class View:
                           "reason": leg.get("reason") or "", "cost": money(leg.get("cost_usd")),
                           "tokens": tokens(leg.get("usage")),
                           "seconds": f"{leg.get('duration_s') or 0:.1f}",
+                          "steps": str(leg.get("steps") or 0),
                           "answer": leg.get("answer") or ""} for leg in legs]}
         return Reply(json.dumps(body), 200, "application/json")
 

@@ -25,6 +25,7 @@
         set(row.querySelector('[data-field="cost"]'), leg.cost);
         set(row.querySelector('[data-field="tokens"]'), leg.tokens);
         set(row.querySelector('[data-field="seconds"]'), leg.seconds);
+        set(row.querySelector('[data-field="steps"]'), leg.steps);
         set(row.querySelector('[data-field="reason"]'), leg.reason);
         set(document.querySelector('[data-status-of="' + CSS.escape(leg.leg_id) + '"]'),
             leg.status, leg.status);
