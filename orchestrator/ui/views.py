@@ -34,6 +34,13 @@ def _text(body: str, status: int) -> Reply:
     return Reply(body + "\n", status, "text/plain; charset=utf-8")
 
 
+def _href(entry: Any) -> str | None:
+    """The page of a run; a kind this view has no page for yet (a deliberation) has none."""
+    if entry.kind == "council":
+        return f"/council/{entry.id}/"
+    return f"/{entry.kind}/{entry.id}" if entry.kind in KINDS else None
+
+
 def not_found(what: str) -> Reply:
     return _text(f"404 {what}", 404)
 
@@ -134,8 +141,7 @@ class View:
         shown = found[(page_no - 1) * PAGE:page_no * PAGE]
         rows = [{"id": e.id, "kind": e.kind, "status": e.status, "legs": e.legs,
                  "cost_usd": e.cost_usd, "created": e.created.strftime("%Y-%m-%d %H:%M"),
-                 "tag": e.tag, "href": f"/{e.kind if e.kind in KINDS else 'wave'}/{e.id}"
-                 + ("/" if e.kind == "council" else "")} for e in shown]
+                 "tag": e.tag, "href": _href(e)} for e in shown]
         filters = {k: v for k, v in (("status", status), ("kind", kind), ("since", since_text))
                    if v}
         more = urlencode({**filters, "page": page_no + 1}) \
