@@ -82,7 +82,7 @@ def entries(runs_dir: Path, bench_dir: Path | None = None) -> Iterator[RunEntry]
         kind = path.parent.name.split("-", 1)[0]
         run_id = path.parent.name.split("-", 1)[1]
         try:
-            doc = read_json(path)
+            doc = _object(read_json(path))
         except (OSError, ValueError):
             yield RunEntry(run_id, kind, "unreadable", 0, None, None, None, None, [path.parent])
             continue
@@ -99,7 +99,7 @@ def _benches(bench_dir: Path | None) -> Iterator[RunEntry]:
     model trials are also waves in the runs folder, kind ``bench``)."""
     for path in sorted(bench_dir.glob("bench-*.json")) if bench_dir and bench_dir.is_dir() else []:
         try:
-            doc = read_json(path)
+            doc = _object(read_json(path))
             trials = list(doc.get("trials") or [])
         except (OSError, ValueError, TypeError):
             yield RunEntry(path.stem, "bench", "unreadable", 0, None, None, None, None, [path])
@@ -111,6 +111,13 @@ def _benches(bench_dir: Path | None) -> Iterator[RunEntry]:
                        "partial" if excluded else "complete", len(trials),
                        round(sum(known), 8) if known or not costs else None,
                        doc.get("started"), None, 2 if excluded else 0, [path])
+
+
+def _object(doc: Any) -> dict[str, Any]:
+    """A run's JSON file must hold an object: anything else reads as unreadable."""
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    return doc
 
 
 def _leg_start(legs: list[dict]) -> str | None:

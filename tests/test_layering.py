@@ -3,7 +3,10 @@
 - the core never imports a plugin: nothing under ``orchestrator/`` imports ``orch_plugins``
   (plugins reach the core through hookspecs and public modules, never the reverse);
 - only a face imports a face: no module outside ``orchestrator.cli``, ``orchestrator.mcp_server``,
-  ``orchestrator.daemon`` and ``orchestrator.testing`` (core or plugin) imports one of them.
+  ``orchestrator.daemon``, ``orchestrator.testing`` and ``orchestrator.ui`` (core or plugin)
+  imports one of them;
+- the web view reads the core only: ``orchestrator.ui`` imports no other face (``orch ui`` is
+  a thin command in cli/ that imports it, never the reverse).
 
 The same rules as the project's ``import-cycles`` tool, kept in the suite so no new violation
 can land.
@@ -19,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (("orchestrator", "orchestrator"), ("plugins", "orch_plugins"))
 FACES = ("orchestrator.cli", "orchestrator.mcp_server", "orchestrator.daemon",
-         "orchestrator.testing")
+         "orchestrator.testing", "orchestrator.ui")
 # Core modules that imported a face before this test existed (the import-cycles tool's list
 # on the day it was written). Each is a debt to pay back by moving what they use out of
 # cli/common; none may be added.
@@ -103,6 +106,14 @@ def test_only_a_face_imports_a_face():
     new = sorted(violations(ROOT)[1] - KNOWN_FACE_IMPORTS)
     assert not new, ("a module outside cli/, mcp_server/, daemon/ and testing/ imports one of "
                      "them: " + "; ".join(f"{m} -> {t}" for m, t in new))
+
+
+def test_the_web_view_imports_no_other_face():
+    mods = modules(ROOT)
+    bad = sorted(f"{name} -> {target}" for name, path in mods.items()
+                 if face(name) == "orchestrator.ui"
+                 for target in imports(name, path) if face(target) not in (None, "orchestrator.ui"))
+    assert not bad, "orchestrator.ui imports another face: " + "; ".join(bad)
 
 
 def test_the_known_debts_are_still_debts():

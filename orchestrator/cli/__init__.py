@@ -31,6 +31,7 @@ COMMANDS = {
     "completion": "orchestrator.cli.completion:completion",
     "mcp": "orchestrator.cli.mcp_cmd:mcp",
     "serve": "orchestrator.cli.serve:serve",
+    "ui": "orchestrator.cli.ui:ui",
 }
 
 
@@ -110,6 +111,7 @@ SUMMARIES = {
     "models": "Every model you can address, with window, ceiling, prices and abilities.",
     "completion": "Print the shell completion script (completion bash|zsh|fish).",
     "mcp": "Serve orch's tools to coding agents over MCP on stdio (fanout, council, spend, runs).",
+    "ui": "A local read-only web view of runs, waves, councils, benches and spend.",
     "serve": "The warm daemon that makes fanout/council/bench start fast (serve start|stop|...).",
 }
 

@@ -1,0 +1,334 @@
+"""The pages of ``orch ui``, each built from a record orch already writes: the runs folder
+(:mod:`orchestrator.runs`, :func:`orchestrator.engine.rebuild.load_wave`), a council's
+``run.json``/``tally.json`` (drawn by the same code as its ``report.html``), a bench's
+result file (its own tables and charts), and the ledger's rollups. Nothing here writes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from orchestrator.errors import OrchError
+from orchestrator.ui.render import page
+from orchestrator.ui.server import Reply
+
+STATIC = Path(__file__).parent / "static"
+STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+KINDS = ("wave", "council", "bench")
+BRIEFING_SHOWN = 200_000  # bytes of a wave's briefing.md the page shows
+PAGE = 200  # runs a page shows: 10,000 rows are megabytes of HTML
+
+
+def _mtime(folder: Path | None) -> int | None:
+    try:
+        return folder.stat().st_mtime_ns if folder is not None else None
+    except OSError:
+        return None
+
+
+def _text(body: str, status: int) -> Reply:
+    return Reply(body + "\n", status, "text/plain; charset=utf-8")
+
+
+def _href(entry: Any) -> str | None:
+    """The page of a run; a kind this view has no page for yet (a deliberation) has none."""
+    if entry.kind == "council":
+        return f"/council/{entry.id}/"
+    return f"/{entry.kind}/{entry.id}" if entry.kind in KINDS else None
+
+
+def not_found(what: str) -> Reply:
+    return _text(f"404 {what}", 404)
+
+
+class View:
+    """Routes a GET path to a page; ``runs_dir``/``bench_dir`` as ``orch runs`` reads them,
+    the ledger from ORCH_LEDGER_URL (else ORCH_HOME/ledger.db)."""
+
+    def __init__(self, runs_dir: Path, bench_dir: Path | None = None) -> None:
+        self.runs_dir = runs_dir
+        self.bench_dir = bench_dir
+        self._listing: tuple[tuple, list[Any]] | None = None
+
+    def __call__(self, path: str, query: dict[str, list[str]]) -> Reply:
+        q = {k: v[-1] for k, v in query.items() if v}
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return self.runs(q)
+        head, rest = parts[0], parts[1:]
+        if head == "static" and len(rest) == 1:
+            return self.static(rest[0])
+        if head == "spend" and not rest:
+            return self.spend(q)
+        if head == "spend" and rest == ["chart.svg"]:
+            return self.spend_chart(q)
+        if not rest or not SAFE_ID.match(rest[0]):
+            return not_found("no such page")
+        if head == "wave" and len(rest) == 1:
+            return self.wave(rest[0])
+        if head == "wave" and len(rest) == 2 and rest[1] == "legs.json":
+            return self.wave_legs(rest[0])
+        if head == "council" and len(rest) == 1:
+            return self.council(rest[0])
+        if head == "council" and len(rest) > 1:
+            return self.council_file(rest[0], rest[1:])
+        if head == "bench" and len(rest) == 1:
+            return self.bench(rest[0])
+        if head == "bench" and len(rest) == 3 and rest[1] == "chart":
+            return self.bench_chart(rest[0], rest[2])
+        return not_found("no such page")
+
+    # --- runs -----------------------------------------------------------------------------
+
+    def listing(self) -> list[Any]:
+        """Every run, newest first, from :func:`orchestrator.runs.entries`. Reading 10,000
+        waves takes most of a second, so the list is kept while the runs folder (and the bench
+        folder) are unchanged: a new run adds a folder and changes it. Runs still going are
+        read again each time (their own files change, not the folder)."""
+        from orchestrator import runs as runs_mod
+
+        key = tuple(_mtime(d) for d in (self.runs_dir, self.bench_dir))
+        if self._listing is None or self._listing[0] != key:
+            found = list(runs_mod.entries(self.runs_dir, self.bench_dir))
+            found.sort(key=lambda e: e.created, reverse=True)
+            self._listing = (key, found)
+        found = self._listing[1]
+        for n, entry in enumerate(found):
+            if entry.status in ("running", "pending"):
+                found[n] = self._fresh(entry)
+        return found
+
+    def warm(self) -> None:
+        """Read the listing now (``orch ui`` calls it in a thread at start), so the first
+        visit of a large runs folder does not wait for it."""
+        try:
+            self.listing()
+        except Exception:  # noqa: BLE001 - the page will say what is wrong when asked
+            pass
+
+    def _fresh(self, entry: Any) -> Any:
+        from dataclasses import replace
+
+        from orchestrator import runs as runs_mod
+
+        try:
+            doc = runs_mod.document(self.runs_dir, entry)
+        except (OrchError, OSError, ValueError):
+            return entry
+        return replace(entry, status=doc.get("status", entry.status),
+                       cost_usd=doc.get("cost_usd", entry.cost_usd),
+                       legs=len(doc.get("legs") or doc.get("seats") or []) or entry.legs)
+
+    def runs(self, q: dict[str, str]) -> Reply:
+        from orchestrator.ledger import parse_since
+
+        status, kind, since_text = q.get("status", ""), q.get("kind", ""), q.get("since", "")
+        try:
+            since = parse_since(since_text) if since_text else None
+            page_no = max(1, int(q.get("page", "1") or 1))
+        except OrchError as exc:
+            return _text(f"400 {exc}".replace("--since", "since"), 400)
+        except ValueError:
+            return _text("400 page must be a whole number (1, 2, ...)", 400)
+        found = [e for e in self.listing()
+                 if (not status or e.status == status) and (not kind or e.kind == kind)
+                 and (since is None or e.created >= since)]
+        total = sum(e.cost_usd or 0 for e in found)
+        shown = found[(page_no - 1) * PAGE:page_no * PAGE]
+        rows = [{"id": e.id, "kind": e.kind, "status": e.status, "legs": e.legs,
+                 "cost_usd": e.cost_usd, "created": e.created.strftime("%Y-%m-%d %H:%M"),
+                 "tag": e.tag, "href": _href(e)} for e in shown]
+        filters = {k: v for k, v in (("status", status), ("kind", kind), ("since", since_text))
+                   if v}
+        more = urlencode({**filters, "page": page_no + 1}) \
+            if page_no * PAGE < len(found) else None
+        back = urlencode({**filters, "page": page_no - 1}) if page_no > 1 else None
+        return Reply(page("runs.html", title="Runs", rows=rows, count=len(found), status=status,
+                          kind=kind, since=since_text, total=total, kinds=KINDS, more=more,
+                          back=back, first=(page_no - 1) * PAGE + 1,
+                          statuses=("running", "complete", "partial", "error", "aborted",
+                                    "interrupted", "unreadable")))
+
+    # --- a wave ---------------------------------------------------------------------------
+
+    def _wave_doc(self, wave_id: str) -> dict[str, Any] | None:
+        from orchestrator.engine.rebuild import load_wave
+
+        try:
+            return load_wave(self.runs_dir, wave_id)
+        except OrchError:
+            return None
+
+    def wave(self, wave_id: str) -> Reply:
+        doc = self._wave_doc(wave_id)
+        if doc is None:
+            return not_found(f"no wave {wave_id} under {self.runs_dir}")
+        briefing = self.runs_dir / doc["wave_id"] / "briefing.md"
+        try:
+            with briefing.open("rb") as f:
+                text = f.read(BRIEFING_SHOWN).decode("utf-8", "replace")
+        except OSError:
+            text = None
+        return Reply(page("wave.html", title=f"Wave {doc['wave_id']}", doc=doc, briefing=text,
+                          live=doc.get("status") == "running"))
+
+    def wave_legs(self, wave_id: str) -> Reply:
+        """What the wave page polls while the wave runs: each leg's progress, as on disk."""
+        from orchestrator.ui.render import money, tokens
+
+        doc = self._wave_doc(wave_id)
+        if doc is None:
+            return not_found(f"no wave {wave_id}")
+        legs = [*doc.get("legs", []), *([doc["chair"]] if doc.get("chair") else [])]
+        body = {"status": doc.get("status"), "cost": money(doc.get("cost_usd")),
+                "tokens": tokens(doc.get("usage")),
+                "legs": [{"leg_id": leg.get("leg_id"), "status": leg.get("status"),
+                          "reason": leg.get("reason") or "", "cost": money(leg.get("cost_usd")),
+                          "tokens": tokens(leg.get("usage")),
+                          "seconds": f"{leg.get('duration_s') or 0:.1f}",
+                          "steps": str(leg.get("steps") or 0),
+                          "answer": leg.get("answer") or ""} for leg in legs]}
+        return Reply(json.dumps(body), 200, "application/json")
+
+    # --- a council ------------------------------------------------------------------------
+
+    def _council_dir(self, run_id: str) -> Path | None:
+        folder = self.runs_dir / f"council-{run_id.removeprefix('council-')}"
+        return folder if (folder / "run.json").is_file() else None
+
+    def council(self, run_id: str) -> Reply:
+        from orchestrator.council.report_html import report_html
+        from orchestrator.runs import settled
+        from orchestrator.store import read_json
+
+        folder = self._council_dir(run_id)
+        if folder is None:
+            return not_found(f"no council {run_id} under {self.runs_dir}")
+        doc = settled(read_json(folder / "run.json"))
+        tally = read_json(folder / "tally.json") if (folder / "tally.json").is_file() else None
+        chair = folder / "chair-output.md"
+        synthesis = chair.read_text(encoding="utf-8", errors="replace") if chair.is_file() \
+            else None
+        html = report_html(doc, tally, synthesis)  # the report's own drawing, escaped there
+        body = html[html.index("<body>") + len("<body>"):html.rindex("</body>")]
+        from markupsafe import Markup
+
+        return Reply(page("council.html", title=f"Council {doc.get('run_id', run_id)}",
+                          report=Markup(body), doc=doc))
+
+    def council_file(self, run_id: str, rest: list[str]) -> Reply:
+        """A file of the council's folder (the report's links), as plain text, confined to
+        that folder (no ``..``, no symlink out)."""
+        folder = self._council_dir(run_id)
+        if folder is None or any(p in ("..", ".") or p.startswith(".") for p in rest):
+            return not_found("no such file")
+        target = folder.joinpath(*rest)
+        try:
+            inside = target.resolve(strict=True).is_relative_to(folder.resolve())
+        except OSError:
+            inside = False
+        if not inside or not target.is_file():
+            return not_found("no such file")
+        return Reply(target.read_bytes()[:5_000_000], 200, "text/plain; charset=utf-8")
+
+    # --- a bench --------------------------------------------------------------------------
+
+    def _bench_doc(self, bench_id: str) -> dict[str, Any] | None:
+        from orchestrator.store import read_json
+
+        if self.bench_dir is None:
+            return None
+        for name in (f"{bench_id}.json", f"bench-{bench_id}.json"):
+            path = self.bench_dir / name
+            if path.is_file():
+                doc = read_json(path)
+                return doc if isinstance(doc, dict) else None
+        for path in self.bench_dir.glob("bench-*.json"):  # the id inside the file
+            try:
+                doc = read_json(path)
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict) and doc.get("bench_id") == bench_id:
+                return doc
+        return None
+
+    def bench(self, bench_id: str) -> Reply:
+        from orchestrator.bakeoff import report
+
+        doc = self._bench_doc(bench_id)
+        if doc is None:
+            return not_found(f"no bench {bench_id} under {self.bench_dir}")
+        stats = doc.get("stats")
+        tables = report.tables(stats) if stats else []
+        notes = report.notes(doc) if stats else []
+        from orchestrator.bakeoff import charts
+
+        return Reply(page("bench.html", title=f"Bench {doc.get('bench_id', bench_id)}",
+                          doc=doc, bench_id=bench_id, tables=tables, notes=notes,
+                          charts=3 if stats and charts.available() else 0,
+                          trials=[t for t in doc.get("trials") or [] if isinstance(t, dict)]))
+
+    def bench_chart(self, bench_id: str, name: str) -> Reply:
+        from orchestrator.bakeoff import charts
+
+        doc = self._bench_doc(bench_id)
+        if doc is None or not doc.get("stats") or not name.removesuffix(".svg").isdigit():
+            return not_found("no such chart")
+        svgs = charts.draw(doc["stats"]) or []
+        n = int(name.removesuffix(".svg"))
+        if n >= len(svgs):
+            return not_found("no such chart")
+        return Reply(svgs[n], 200, "image/svg+xml")
+
+    # --- spend ----------------------------------------------------------------------------
+
+    def _spend(self, q: dict[str, str]):
+        from orchestrator.ledger import parse_since
+
+        since_text = q.get("since", "30d") or "30d"
+        since = None if since_text.strip().lower() == "all" else parse_since(since_text)
+        by = q.get("by", "model")
+        from orchestrator.spend_series import SERIES_BY
+
+        if by not in SERIES_BY:
+            raise OrchError(f"cannot group spend by {by!r}; use one of {', '.join(SERIES_BY)}")
+        return since_text, since, by
+
+    def spend(self, q: dict[str, str]) -> Reply:
+        from orchestrator.spend_series import SERIES_BY
+        from orchestrator.ui import spend as spend_mod
+
+        try:
+            since_text, since, by = self._spend(q)
+        except OrchError as exc:
+            return _text(f"400 {exc}", 400)
+        data = spend_mod.rollup(since, by)
+        return Reply(page("spend.html", title="Spend", data=data, by=by, since=since_text,
+                          choices=SERIES_BY, chart_query=f"since={since_text}&by={by}"))
+
+    def spend_chart(self, q: dict[str, str]) -> Reply:
+        from orchestrator.ui import spend as spend_mod
+        from orchestrator.ui.charts import stacked_bars
+
+        try:
+            _, since, by = self._spend(q)
+        except OrchError as exc:
+            return _text(f"400 {exc}", 400)
+        return Reply(stacked_bars(spend_mod.series(since, by)), 200, "image/svg+xml")
+
+    # --- files ----------------------------------------------------------------------------
+
+    def static(self, name: str) -> Reply:
+        if name == "council.css":  # the council report's own style, one source
+            from orchestrator.council.report_html import STYLE
+
+            return Reply(STYLE, 200, STATIC_TYPES[".css"])
+        path = STATIC / name
+        if path.suffix not in STATIC_TYPES or not path.is_file():
+            return not_found("no such file")
+        return Reply(path.read_bytes(), 200, STATIC_TYPES[path.suffix])
+
