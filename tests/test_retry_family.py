@@ -98,6 +98,7 @@ def test_a_chair_the_ceiling_refused_is_not_retried(orch, scripted_server, orch_
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1000.0)
     scripted_server.script("a", Reply(text="long", usage={"prompt_tokens": 20,
                                                           "completion_tokens": 500}))
+    scripted_server.script("judge", Reply(text="never sent"))
     first = json.loads(fanout("-m", "scripted/a", "-p", "q", "--max-cost", "4.1",
                               "--output-budget", "4000", "--chair", "scripted/judge",
                               "--json").stdout)
