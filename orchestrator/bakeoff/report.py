@@ -53,7 +53,7 @@ def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
     """(title, header, rows) for each table the report prints."""
     k = stats["k"]
     main = [[r["contestant"], f"{_pct(r['pass']['value'])} {_ci(r['pass']['ci'])}",
-             _pct(r["pass_k"]), _num(r["tok_per_solved"]["value"]),
+             _pass_k(r), _num(r["tok_per_solved"]["value"]),
              _pct(r["cache_share"]["value"]), _num(r["steps"]["value"], 1),
              _num(r["secs"]["value"], 1), "*" if r["pareto"] else ""]
             for r in stats["rows"]]
@@ -61,10 +61,11 @@ def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
                             "steps", "secs", "pareto"], main)]
     if stats["comparisons"]:
         vs = [[c["contestant"], f"{_dpct(c['delta'])} {_ci(c['delta_ci'], _dpct)}",
-               f"{c['wins']}/{c['losses']}/{c['ties']}", f"{c['p']:.3g} ({c['p_holm']:.3g})",
+               f"{c['wins']}/{c['losses']}/{c['ties']}", str(c.get("tasks", "—")),
+               f"{c['p']:.3g} ({c['p_holm']:.3g})",
                _dnum(c["delta_tok_per_solved"]), c["verdict"]] for c in stats["comparisons"]]
         out.append((f"vs {stats['baseline']}", ["variant", "Δ pass [95% CI]", "W/L/T",
-                                                 "p (Holm)", "Δ tok/solved", "verdict"], vs))
+                                                 "paired tasks", "p (Holm)", "Δ tok/solved", "verdict"], vs))
     metrics = []
     for r in stats["rows"]:
         metrics.append([r["contestant"], *_with_delta(r["cost_per_trial"], _money, _dmoney),
@@ -74,6 +75,15 @@ def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
                                    "cost-usd/solved [95% CI]", "Δ", "secs [95% CI]", "Δ"],
                 metrics))
     return out
+
+
+def _pass_k(row: dict[str, Any]) -> str:
+    """pass^k, saying over how many tasks when some had fewer than k trials."""
+    if row["pass_k"] is None:
+        return "—"
+    n = row.get("pass_k_tasks")
+    return _pct(row["pass_k"]) if n is None or n == row.get("tasks") else \
+        f"{_pct(row['pass_k'])} ({n} tasks)"
 
 
 def _with_delta(entry: dict[str, Any], fmt, dfmt) -> list[str]:
@@ -93,8 +103,11 @@ def notes(doc: dict[str, Any]) -> list[str]:
                    f"{len(stop['complete'])} of {stop['planned']} trials graded; "
                    f"{len(stop['cut_short'])} cut short (excluded), "
                    f"{stop['not_started']} never started.")
+    graded = stats.get("graded_tasks", stats["tasks"])
     if stats["min_detectable"] is not None:
-        out.append(f"With {stats['tasks']} tasks, only pass-rate differences above "
+        tasks = f"{graded} tasks" if graded == stats["tasks"] else \
+            f"{graded} of {stats['tasks']} tasks graded for every contestant"
+        out.append(f"With {tasks}, only pass-rate differences above "
                    f"~{100 * stats['min_detectable']:.0f} points can be detected reliably "
                    "(80% power, 5% error).")
     out += [f"Warning: {w}" for w in stats["warnings"]]

@@ -395,7 +395,9 @@ class Runner:
                    stdout_bytes=done.stdout.size, stderr_bytes=done.stderr.size,
                    input_tokens=reported.input_tokens, output_tokens=reported.output_tokens,
                    cached_tokens=reported.cached_tokens,
-                   tokens=reported.input_tokens + reported.output_tokens,
+                   # a command that reports no usage has unknown tokens, not 0 of them
+                   tokens=reported.input_tokens + reported.output_tokens
+                   if reported.read else None,
                    steps=reported.steps, secs=round(done.secs, 3),
                    cost_usd=reported.cost_usd,
                    cost_source="reported" if reported.cost_usd is not None else "unknown",

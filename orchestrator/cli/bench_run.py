@@ -297,7 +297,7 @@ def probe_text(doc: dict[str, Any]) -> str:
     lines = []
     for row in doc["trials"]:
         started = row["status"] == "complete"
-        read = row["tokens"] > 0 or row["cost_usd"] is not None
+        read = (row["tokens"] or 0) > 0 or row["cost_usd"] is not None
         lines.append(f"{row['contestant']}: {'started' if started else 'did not finish'}"
                      f"; grading {'PASS' if row['passed'] else 'FAIL'}"
                      f" ({row['check_output']}); tokens/cost "
