@@ -21,6 +21,8 @@ DEFAULT_PROMPT = "{task}"
 DEFAULT_TRIALS, DEFAULT_JOBS, DEFAULT_TIMEOUT_S = 3, 8, 600.0
 EST_OUTPUT_TOKENS = 1024  # per trial, for the estimate only
 EST_TOOL_ROUNDS = 2  # a reading model sends the files back about this many times
+BENCH_KEYS = ("builtin", "cases", "trials", "jobs", "timeout_s", "prompt", "max_cost",
+              "check_timeout_s", "check_memory_mb", "readable")
 
 STARTER = '''# orch bench --config bench.toml  (docs/bench.md)
 [bench]
@@ -130,6 +132,7 @@ def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
     bench = data.get("bench", {})
     if not isinstance(bench, dict):
         raise OrchError("config: [bench] must be a table")
+    check_keys(bench)
     source, folder = task_folder(config_path, builtin, cases, data)
     tasks = load_tasks(folder)
     if only:
@@ -165,8 +168,22 @@ def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
     return plan
 
 
+def check_keys(bench: dict[str, Any]) -> None:
+    """A key ``[bench]`` does not know is refused, as a contestant's is: a typo
+    (``trails = 5``) would otherwise run with the default, silently."""
+    import difflib
+
+    for key in bench:
+        if key not in BENCH_KEYS:
+            near = difflib.get_close_matches(str(key), BENCH_KEYS, n=1)
+            hint = f"did you mean {near[0]}?" if near else \
+                f"known: {', '.join(BENCH_KEYS)}"
+            raise OrchError(f"config: unknown key {key!r} in [bench]; {hint}")
+
+
 def check_settings(bench: dict[str, Any]) -> dict[str, Any]:
     """``[bench]``'s limits and sandbox settings for checks (a run and --selftest alike)."""
+    check_keys(bench)
     readable = bench.get("readable", [])
     if not isinstance(readable, list) or not all(isinstance(v, str) and v for v in readable):
         raise OrchError("bench.readable must be a list of folder paths")

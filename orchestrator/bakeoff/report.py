@@ -99,7 +99,8 @@ def notes(doc: dict[str, Any]) -> list[str]:
     out = []
     stop = doc.get("interrupted")
     if stop:
-        out.append(f"Interrupted ({stop['signal_name']}): partial results, "
+        out.append(f"{'Interrupted' if stop['signal'] else 'Stopped'} "
+                   f"({stop['signal_name']}): partial results, "
                    f"{len(stop['complete'])} of {stop['planned']} trials graded; "
                    f"{len(stop['cut_short'])} cut short (excluded), "
                    f"{stop['not_started']} never started.")
@@ -144,15 +145,43 @@ def _line(cells: list[str], widths: list[int]) -> str:
     return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
 
+FAILURES_SHOWN = 20  # rows of the failure summary; the rest are counted
+CHECK_LINES = 3  # last lines of a check's output in the failure summary
+
+
+def failures(doc: dict[str, Any]) -> tuple[list[str], list[list[str]], int]:
+    """(header, rows, not shown) of the failed trials: task, contestant, trial and the
+    last lines of what the check said (or why the trial ended), as pytest's short
+    summary does. `orch bench show RESULTS TASK CONTESTANT` prints the whole trial."""
+    failed = [r for r in doc["trials"] if not r.get("excluded") and not r.get("passed")]
+    rows = []
+    for r in failed[:FAILURES_SHOWN]:
+        said = (r.get("check_output") or "").strip() or (r.get("reason") or "").strip()
+        tail = " ⏎ ".join(said.splitlines()[-CHECK_LINES:]) or "—"
+        rows.append([r["task"], r["contestant"], f"#{r['trial']}",
+                     tail if len(tail) <= 160 else "…" + tail[-159:]])
+    return ["task", "contestant", "trial", "check (last lines)"], rows, \
+        max(0, len(failed) - FAILURES_SHOWN)
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    return [f"{title}:", _line(header, widths), _line(["-" * w for w in widths], widths),
+            *(_line(r, widths) for r in rows), ""]
+
+
 def terminal(doc: dict[str, Any]) -> str:
-    """Plain aligned tables for stdout."""
+    """Plain aligned tables for stdout, then the failed trials."""
     parts = []
     for title, header, rows in tables(doc["stats"]):
-        widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
-        parts += [f"{title}:", _line(header, widths), _line(["-" * w for w in widths], widths),
-                  *(_line(r, widths) for r in rows), ""]
+        parts += _table(title, header, rows)
     parts += notes(doc) + [""] + settings_lines(doc)
-    return "\n".join(parts)
+    header, rows, more = failures(doc)
+    if rows:
+        parts += ["", *_table(f"failed trials ({len(rows) + more})", header, rows)]
+        if more:
+            parts.append(f"… and {more} more (orch bench show RESULTS lists every trial)")
+    return "\n".join(parts).rstrip("\n")
 
 
 def markdown(doc: dict[str, Any]) -> str:

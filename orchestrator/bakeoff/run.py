@@ -99,16 +99,26 @@ class Runner:
     on_trial: Callable[[dict[str, Any]], None] = lambda row: None
     results: list[dict[str, Any]] = field(default_factory=list)
     guard: Guard = field(default_factory=lambda: Guard(bwrap=None))  # set by the CLI
+    stop_reason: str | None = None  # why it stopped early when no signal did (--maxfail)
+    wave_prefix: str = ""  # "" for a first run; "r1-", ... for a resume's waves
+    wanted: set[int] | None = None  # the slots to run (a resume); None: all
 
     def slots(self) -> list[Slot]:
-        """task → contestant → trial."""
+        """task → contestant → trial (the numbering is the plan's, a resume runs a subset)."""
         out, n = [], 0
         for task in self.plan.tasks:
             for c in self.plan.contestants:
                 for trial in range(1, self.plan.trials + 1):
                     n += 1
-                    out.append(Slot(n, task, c, trial))
+                    if self.wanted is None or n in self.wanted:
+                        out.append(Slot(n, task, c, trial))
         return out
+
+    def stop(self, reason: str) -> None:
+        """Stop as an interrupt does, for a reason of the bench's own (--maxfail)."""
+        if self.signum is None:
+            self.stop_reason = reason
+            self.interrupt(0)
 
     async def run(self, *, handle_signals: bool = False) -> list[dict[str, Any]]:
         from orchestrator.server import Server
@@ -189,7 +199,7 @@ class Runner:
                         briefings=[self.plan.render(s.task) for s in slots],
                         runs_dir=self.runs_dir, timeout_s=self.plan.timeout_s,
                         max_steps=c.max_steps, kind="bench", run_id=self.bench_id,
-                        wave_id=f"{self.bench_id}-{j}", project_dir=os.getcwd(),
+                        wave_id=f"{self.bench_id}-{self.wave_prefix}{j}", project_dir=os.getcwd(),
                         options=options)
         wave = BenchWave(spec, pm=self.pms[c.name], config=self.config, ledger=self.ledger,
                          server=self.server)
@@ -259,8 +269,9 @@ class Runner:
         if row["excluded"] is not None:  # excluded already (set-up failed): that reason stands
             return row
         name = signal.Signals(self.signum).name if self.signum else "an interrupt"
+        why = self.stop_reason or f"{name} arrived"
         row.update(passed=False, check_output="",
-                   excluded=f"interrupted: {name} arrived before it was graded")
+                   excluded=f"interrupted: {why} before it was graded")
         if row["status"] in (None, "running"):
             row["status"] = ABORTED
         return row

@@ -43,10 +43,16 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.option("--unsafe-checks", is_flag=True,
               help="Run verify checks and command contestants without bubblewrap (a scrubbed "
                    "environment and resource limits only).")
+@click.option("--maxfail", type=click.IntRange(1), metavar="N",
+              help="Stop after N failed trials (graded so far are kept; exit 1).")
+@click.option("--quiet", "-q", is_flag=True, help="One progress line instead of one per trial.")
+@click.option("--junit-xml", "junit_xml", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write the trials as JUnit XML (for CI).")
 @no_daemon_option
 @click.pass_context
 def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, timeout_s,
-          selftest, dry_run, check, probe, yes, max_cost, out, as_json, unsafe_checks):
+          selftest, dry_run, check, probe, yes, max_cost, out, as_json, unsafe_checks,
+          maxfail, quiet, junit_xml):
     """Run tasks through several contestants and report pass rates with honest intervals.
 
     Each trial runs in a fresh folder and is graded by a hidden check. The first contestant
@@ -87,7 +93,7 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
         click.echo(dry_run_text(plan, resolved))
         sys.exit(0)
     execute(plan, resolved, pms, yes=yes, out=out, as_json=as_json, probe=probe,
-            unsafe=unsafe_checks)
+            unsafe=unsafe_checks, maxfail=maxfail, quiet=quiet, junit=junit_xml)
 
 
 @bench.command("report")

@@ -133,19 +133,26 @@ def trial_line(row: dict[str, Any]) -> str:
     cost = "" if row["cost_usd"] is None else f" ${row['cost_usd']:.4f}"
     why = f" ({row['excluded'] or row['reason']})" if (row["excluded"] or row["reason"]) \
         else ""
+    tokens = "—" if row["tokens"] is None else f"{row['tokens']:,}"  # unknown: not 0
     return (f"{word} {row['task']} · {row['contestant']} #{row['trial']} · "
-            f"{row['secs']:.1f}s · {row['tokens']:,} tok{cost}{why}")
+            f"{row['secs']:.1f}s · {tokens} tok{cost}{why}")
 
 
 class BenchProgress:
     """One PASS/FAIL/EXCL line per trial on stderr; on a terminal, above a rich table of
-    each contestant's tally so far."""
+    each contestant's tally so far. ``quiet``: one line, rewritten in place on a terminal,
+    printed once at the end otherwise. ``maxfail``: after that many failed trials, the
+    runner is stopped."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, *, quiet: bool = False, maxfail: int | None = None,
+                 total: int | None = None) -> None:
         self.total = len(plan.tasks) * plan.trials
+        self.planned = total if total is not None else self.total * len(plan.contestants)
         self.tally = {c.name: {"PASS": 0, "FAIL": 0, "EXCL": 0} for c in plan.contestants}
+        self.quiet, self.maxfail, self.runner = quiet, maxfail, None
         self.live = None
-        if sys.stderr.isatty():
+        self.tty = sys.stderr.isatty()
+        if self.tty and not quiet:
             from rich.console import Console
             from rich.live import Live
 
@@ -154,10 +161,23 @@ class BenchProgress:
     def __call__(self, row: dict[str, Any]) -> None:
         line = trial_line(row)
         self.tally[row["contestant"]][line[:4]] += 1
-        if self.live is not None:
+        if self.quiet:
+            if self.tty:
+                click.echo("\r" + self.summary(), nl=False, err=True)
+        elif self.live is not None:
             self.live.console.print(line, markup=False, highlight=False)
         else:
             click.echo(line, err=True)
+        failed = sum(t["FAIL"] for t in self.tally.values())
+        if self.maxfail and failed >= self.maxfail and self.runner is not None:
+            self.runner.stop(f"--maxfail {self.maxfail} reached")
+
+    def summary(self) -> str:
+        """The one progress line of -q."""
+        done = sum(sum(t.values()) for t in self.tally.values())
+        count = {w: sum(t[w] for t in self.tally.values()) for w in ("PASS", "FAIL", "EXCL")}
+        return (f"{done}/{self.planned} trials · {count['PASS']} passed · {count['FAIL']} "
+                f"failed · {count['EXCL']} excluded")
 
     def __rich__(self):
         from rich.table import Table
@@ -176,6 +196,8 @@ class BenchProgress:
     def __exit__(self, *exc) -> None:
         if self.live is not None:
             self.live.stop()
+        if self.quiet:  # the line ends (a terminal) or is said once (a log)
+            click.echo("" if self.tty else self.summary(), err=True)
 
 
 def versions() -> dict[str, str]:
@@ -203,7 +225,8 @@ def choose_sandbox(needed: bool, unsafe: bool) -> str | None:
 
 
 def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: bool,
-            probe: bool = False, unsafe: bool = False) -> None:
+            probe: bool = False, unsafe: bool = False, maxfail: int | None = None,
+            quiet: bool = False, junit: Path | None = None) -> None:
     import anyio
 
     from orchestrator import config as config_mod
@@ -228,11 +251,13 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     if resolved:
         import_litellm_quietly()
     ledger = LedgerSink().preflight()  # a stale ledger schema: one line, before spend
+    progress = BenchProgress(plan, quiet=quiet, maxfail=maxfail)
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
-                    on_trial=BenchProgress(plan), guard=guard)
+                    on_trial=progress, guard=guard)
+    progress.runner = runner
     started = datetime.now(UTC).isoformat()
-    with runner.on_trial:
+    with progress:
         rows = anyio.run(partial(runner.run, handle_signals=True))
     doc = {"bench_id": bench_id, "started": started,
            "finished": datetime.now(UTC).isoformat(), "versions": versions(),
@@ -240,17 +265,19 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
            "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
            "ledger_errors": ledger.errors}
     if runner.signum is not None:
-        doc["interrupted"] = interrupted(runner.signum, rows, len(runner.slots()))
-    finish(doc, path, as_json=as_json, probe=probe)
+        doc["interrupted"] = interrupted(runner.signum, rows, len(runner.slots()),
+                                         runner.stop_reason)
+    finish(doc, path, as_json=as_json, probe=probe, junit=junit)
 
 
-def interrupted(signum: int, rows: list[dict[str, Any]], planned: int) -> dict[str, Any]:
-    """What a signal left: the trials graded before it (complete), those it cut short
-    (listed, excluded), and how many never started."""
+def interrupted(signum: int, rows: list[dict[str, Any]], planned: int,
+                reason: str | None = None) -> dict[str, Any]:
+    """What a signal (or --maxfail, ``reason``) left: the trials graded before it
+    (complete), those it cut short (listed, excluded), and how many never started."""
     import signal
 
     cut = [r["n"] for r in rows if str(r.get("excluded") or "").startswith("interrupted")]
-    return {"signal": signum, "signal_name": signal.Signals(signum).name,
+    return {"signal": signum, "signal_name": reason or signal.Signals(signum).name,
             "planned": planned, "complete": [r["n"] for r in rows if r["n"] not in cut],
             "cut_short": cut, "not_started": planned - len(rows)}
 
@@ -262,7 +289,8 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     return run_stats(doc["trials"], [c["name"] for c in s["contestants"]], s["tasks"])
 
 
-def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = False) -> None:
+def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = False,
+           junit: Path | None = None) -> None:
     from orchestrator.bakeoff import report
     from orchestrator.store import write_json_atomic
 
@@ -271,6 +299,10 @@ def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = Fals
     write_json_atomic(path, doc)
     folder = path.with_suffix("")
     md, page = report.write(doc, folder)
+    if junit is not None:
+        from orchestrator.bakeoff import junit as junit_mod
+
+        junit_mod.write(doc, junit)
     if as_json:
         from orchestrator.cli.common import print_json
 
@@ -282,10 +314,12 @@ def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = Fals
         click.echo(report.terminal(doc))
     stop = doc.get("interrupted")
     if stop:  # everything measured so far is on disk: say where, in one line
-        click.echo(f"orch: interrupted ({stop['signal_name']}) after "
+        click.echo(f"orch: {'stopped' if not stop['signal'] else 'interrupted'} "
+                   f"({stop['signal_name']}) after "
                    f"{len(stop['complete'])} of {stop['planned']} trials; partial results: "
-                   f"{path} (report: {md})", err=True)
-        sys.exit(128 + stop["signal"])
+                   f"{path} (report: {md}; `orch bench resume {path}` runs the rest)",
+                   err=True)
+        sys.exit(1 if not stop["signal"] else 128 + stop["signal"])
     click.echo(f"results: {path}\nreport: {md} · {page}", err=True)
     if probe:  # a probe is a check: every contestant must start and pass the tiny task
         sys.exit(0 if all(r["status"] == "complete" and r["passed"] for r in doc["trials"])
