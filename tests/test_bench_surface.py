@@ -41,11 +41,14 @@ def test_maxfail_stops_after_n_failures_and_keeps_what_was_graded(orch, scripted
     result = bench("--builtin", "format", "--models", "scripted/a", "--trials", "3",
                    "--jobs", "1", "--maxfail", "2", "--yes", "--out", str(out))
     assert result.exit_code == 1, result.output
-    assert "orch: stopped (--maxfail 2 reached) after 2 of 15 trials" in result.stderr
     doc = json.loads(out.read_text())
     failed = [r for r in doc["trials"] if not r["passed"] and not r["excluded"]]
-    assert len(failed) == 2
-    assert scripted_server.count("a") <= 3  # at most the one in flight besides the two
+    # a trial already answered when the second failure was graded is still graded (jobs 1:
+    # one more at most); nothing new starts
+    assert 2 <= len(failed) <= 3
+    assert f"orch: stopped (--maxfail 2 reached) after {len(failed)} of 15 trials" in \
+        result.stderr, result.stderr[-700:]
+    assert scripted_server.count("a") <= 4
     assert all(r["excluded"] == "interrupted: --maxfail 2 reached before it was graded"
                for r in doc["trials"] if r["excluded"])
     assert "Stopped (--maxfail 2 reached): partial results" in result.stdout

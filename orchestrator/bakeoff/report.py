@@ -111,6 +111,9 @@ def notes(doc: dict[str, Any]) -> list[str]:
         out.append(f"With {tasks}, only pass-rate differences above "
                    f"~{100 * stats['min_detectable']:.0f} points can be detected reliably "
                    "(80% power, 5% error).")
+    from orchestrator.bakeoff.resume import notes as resume_notes
+
+    out += resume_notes(doc)
     out += [f"Warning: {w}" for w in stats["warnings"]]
     excluded = doc.get("exclusions") or []
     if excluded:  # one line per task and reason, naming the contestants

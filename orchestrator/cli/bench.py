@@ -106,6 +106,47 @@ def report_cmd(file, as_json):
     rerender(file, as_json=as_json)
 
 
+@bench.command("resume")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--retry-failed", is_flag=True, help="Also run the failed trials again.")
+@click.option("--retry-excluded", is_flag=True, help="Also run the excluded trials again.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before spending.")
+@click.option("--max-cost", type=click.FloatRange(0), metavar="USD",
+              help="A cost ceiling for what this resume runs.")
+@click.option("--maxfail", type=click.IntRange(1), metavar="N",
+              help="Stop after N failed trials.")
+@click.option("--quiet", "-q", is_flag=True, help="One progress line.")
+@click.option("--junit-xml", "junit_xml", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write all the trials as JUnit XML.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON.")
+@click.option("--unsafe-checks", is_flag=True,
+              help="Run verify checks and command contestants without bubblewrap.")
+def resume_cmd(file, retry_failed, retry_excluded, yes, max_cost, maxfail, quiet, junit_xml,
+               as_json, unsafe_checks):
+    """Run the trials an interrupted bench did not run (or cut short), merged into its
+    results file; with --retry-failed / --retry-excluded, those trials again too (the
+    report says so)."""
+    from orchestrator.cli.bench_run import resume_bench
+
+    parent = click.get_current_context().parent  # `orch bench --unsafe-checks resume F`
+    unsafe_checks = unsafe_checks or bool(parent and parent.params.get("unsafe_checks"))
+    resume_bench(file, retry_failed=retry_failed, retry_excluded=retry_excluded, yes=yes,
+                 as_json=as_json, unsafe=unsafe_checks, maxfail=maxfail, quiet=quiet,
+                 junit=junit_xml, max_cost=max_cost)
+
+
+@bench.command("show")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("task", required=False)
+@click.argument("contestant", required=False)
+def show_cmd(file, task, contestant):
+    """Read a finished bench's trials: all of them; one TASK's; or, with CONTESTANT, each of
+    its trials in full (prompt, answer, steps, output, check output)."""
+    from orchestrator.cli.bench_run import show
+
+    show(file, task, contestant)
+
+
 def _init(path: Path) -> int:
     from orchestrator.bakeoff.plan import STARTER
 

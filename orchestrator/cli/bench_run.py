@@ -226,11 +226,16 @@ def choose_sandbox(needed: bool, unsafe: bool) -> str | None:
 
 def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: bool,
             probe: bool = False, unsafe: bool = False, maxfail: int | None = None,
-            quiet: bool = False, junit: Path | None = None) -> None:
+            quiet: bool = False, junit: Path | None = None,
+            previous: dict[str, Any] | None = None, again: dict[int, str] | None = None
+            ) -> None:
+    """Run the plan (or, with ``previous``, the slots ``again`` names, merged into those
+    results in ``out``), save, print."""
     import anyio
 
     from orchestrator import config as config_mod
     from orchestrator import runtime
+    from orchestrator.bakeoff import resume
     from orchestrator.bakeoff.run import Runner, exclusions, new_bench_id
     from orchestrator.cli.common import import_litellm_quietly
     from orchestrator.engine.ledger_sink import LedgerSink
@@ -243,31 +248,70 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
             raise OrchError(f"contestant {c.name}: {c.command} is not on PATH; install it or "
                             "give its full path (orch bench --check lists every contestant)")
     guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
+    if junit is not None and junit.is_dir():
+        raise OrchError(f"--junit-xml {junit} is a directory; pass a file name")
     confirm(plan, resolved, yes)
-    bench_id = new_bench_id()
+    bench_id = previous["bench_id"] if previous else new_bench_id()
     path = out or config_mod.home() / "bench" / f"{bench_id}.json"
     if path.exists() and path.is_dir():
         raise OrchError(f"--out {path} is a directory; pass a file name")
     if resolved:
         import_litellm_quietly()
     ledger = LedgerSink().preflight()  # a stale ledger schema: one line, before spend
-    progress = BenchProgress(plan, quiet=quiet, maxfail=maxfail)
+    planned = resume.total(plan)
+    progress = BenchProgress(plan, quiet=quiet, maxfail=maxfail,
+                             total=len(again) if again is not None else None)
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
                     on_trial=progress, guard=guard)
+    if previous is not None:  # its own wave folders beside the first run's
+        runner.wanted = set(again or {})
+        runner.wave_prefix = f"r{len(previous.get('resumes') or []) + 1}-"
     progress.runner = runner
     started = datetime.now(UTC).isoformat()
     with progress:
         rows = anyio.run(partial(runner.run, handle_signals=True))
-    doc = {"bench_id": bench_id, "started": started,
-           "finished": datetime.now(UTC).isoformat(), "versions": versions(),
-           "model_ids": {n: m.name for n, m in resolved.items()},
-           "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
-           "ledger_errors": ledger.errors}
+    if previous is not None:
+        doc = resume.merge(previous, rows, again or {})
+        doc["ledger_errors"] = [*previous.get("ledger_errors", []), *ledger.errors]
+    else:
+        doc = {"bench_id": bench_id, "started": started,
+               "finished": datetime.now(UTC).isoformat(), "versions": versions(),
+               "model_ids": {n: m.name for n, m in resolved.items()},
+               "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
+               "ledger_errors": ledger.errors,
+               "prompts": {t.id: plan.render(t) for t in plan.tasks}}  # for `bench show`
     if runner.signum is not None:
-        doc["interrupted"] = interrupted(runner.signum, rows, len(runner.slots()),
+        doc["interrupted"] = interrupted(runner.signum, doc["trials"], planned,
                                          runner.stop_reason)
     finish(doc, path, as_json=as_json, probe=probe, junit=junit)
+
+
+def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: bool,
+                 as_json: bool, unsafe: bool, maxfail: int | None, quiet: bool,
+                 junit: Path | None, max_cost: float | None) -> None:
+    """``orch bench resume``: run what the results file lacks (and, asked, its failed or
+    excluded trials again), merged into the same file."""
+    from orchestrator.bakeoff import resume
+
+    doc = load_results(file)
+    plan = resume.plan_of(doc, file)
+    if max_cost is not None:
+        plan.max_cost = max_cost
+    again = resume.todo(doc, resume.total(plan), failed=retry_failed, excluded=retry_excluded)
+    if not again:
+        click.echo(f"nothing to run: every trial of {file} was graded"
+                   + ("" if retry_failed and retry_excluded else
+                      " (--retry-failed, --retry-excluded run those again)"), err=True)
+        sys.exit(0)
+    resolved, pms = resolve(plan)
+    counts: dict[str, int] = {}
+    for why in again.values():
+        counts[why] = counts.get(why, 0) + 1
+    click.echo(f"resuming {doc['bench_id']}: {len(again)} trial(s) to run ("
+               + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")", err=True)
+    execute(plan, resolved, pms, yes=yes, out=file, as_json=as_json, unsafe=unsafe,
+            maxfail=maxfail, quiet=quiet, junit=junit, previous=doc, again=again)
 
 
 def interrupted(signum: int, rows: list[dict[str, Any]], planned: int,
@@ -340,8 +384,8 @@ def probe_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rerender(file: Path, *, as_json: bool) -> None:
-    from orchestrator.bakeoff import report
+def load_results(file: Path) -> dict[str, Any]:
+    """A results file, or one line saying why not."""
     from orchestrator.store import read_json
 
     try:
@@ -353,6 +397,42 @@ def rerender(file: Path, *, as_json: bool) -> None:
             from None
     except (OSError, ValueError) as exc:
         raise OrchError(f"{file} cannot be read as bench results: {exc}") from None
+    return doc
+
+
+def show(file: Path, task: str | None, contestant: str | None) -> None:
+    """``orch bench show``: the trials, a task's trials, or every trial of one task by one
+    contestant in full."""
+    from orchestrator import config as config_mod
+    from orchestrator.bakeoff import browse
+
+    doc = load_results(file)
+    tasks = doc["settings"].get("tasks") or sorted({r["task"] for r in doc["trials"]})
+    names = [c["name"] for c in doc["settings"].get("contestants") or []]
+    if task is not None and task not in tasks:
+        raise OrchError(f"no task {task!r} in {file}; its tasks: {', '.join(tasks[:20])}")
+    if contestant is not None and contestant not in names:
+        raise OrchError(f"no contestant {contestant!r} in {file}; its contestants: "
+                        f"{', '.join(names)}")
+    if contestant is None:
+        lines = browse.listing(doc, task)
+        if task is not None and browse.prompt_of(doc, task) is not None:
+            lines = ["-- prompt", browse.prompt_of(doc, task), "-- trials", *lines]
+        click.echo("\n".join(lines) or "no trials were run")
+        return
+    rows = [r for r in doc["trials"] if r["task"] == task and r["contestant"] == contestant]
+    if not rows:
+        click.echo(f"{contestant} has no trial of {task} in {file} (never started; "
+                   f"`orch bench resume {file}` runs it)")
+        return
+    runs_dir = config_mod.runs_dir()
+    click.echo("\n\n".join(browse.trial_text(doc, r, runs_dir) for r in rows))
+
+
+def rerender(file: Path, *, as_json: bool) -> None:
+    from orchestrator.bakeoff import report
+
+    doc = load_results(file)
     doc["stats"] = analyse(doc)
     md, page = report.write(doc, file.with_suffix(""))
     if as_json:
