@@ -255,6 +255,12 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     path = out or config_mod.home() / "bench" / f"{bench_id}.json"
     if path.exists() and path.is_dir():
         raise OrchError(f"--out {path} is a directory; pass a file name")
+    if out is not None and previous is None:  # `orch runs` finds it through this link
+        from orchestrator.runs import LINK
+        from orchestrator.store import write_text_atomic
+
+        write_text_atomic(config_mod.home() / "bench" / f"{bench_id}{LINK}",
+                          str(path.expanduser().resolve()) + "\n")
     if resolved:
         import_litellm_quietly()
     ledger = LedgerSink().preflight()  # a stale ledger schema: one line, before spend
