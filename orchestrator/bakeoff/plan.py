@@ -241,8 +241,11 @@ def estimate(plan: Plan, resolved: dict[str, Any]) -> dict[str, Any]:
                 EST_TOOL_ROUNDS * estimate_text(files, exact=False)
         tokens_in *= plan.trials
         tokens_out = EST_OUTPUT_TOKENS * len(plan.tasks) * plan.trials
-        price = prices(model)
-        cost = None if price is None else tokens_in * price[0] + tokens_out * price[1]
+        models = list(getattr(model, "models", [model]))  # an ensemble: each member, chair
+        tokens_in, tokens_out = tokens_in * len(models), tokens_out * len(models)
+        found = [prices(m) for m in models]
+        cost = None if any(p is None for p in found) else sum(
+            tokens_in / len(models) * p[0] + tokens_out / len(models) * p[1] for p in found)
         if cost is None:
             unknown.append(f"{c.name} ({model.name}: no known price)")
         else:

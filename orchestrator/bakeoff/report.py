@@ -104,6 +104,7 @@ def notes(doc: dict[str, Any]) -> list[str]:
                    f"{len(stop['complete'])} of {stop['planned']} trials graded; "
                    f"{len(stop['cut_short'])} cut short (excluded), "
                    f"{stop['not_started']} never started.")
+    out += ensemble_lines(doc)
     graded = stats.get("graded_tasks", stats["tasks"])
     if stats["min_detectable"] is not None:
         tasks = f"{graded} tasks" if graded == stats["tasks"] else \
@@ -127,6 +128,22 @@ def notes(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def ensemble_lines(doc: dict[str, Any]) -> list[str]:
+    """"fanout(a,b,c)+chair vs best member (b): Δ …, interval, W/L/T, p, cost ratio"."""
+    kinds = {c["name"]: c for c in (doc.get("settings") or {}).get("contestants") or []}
+    out = []
+    for e in doc["stats"].get("ensembles") or []:
+        c = kinds.get(e["contestant"], {})
+        label = f"fanout({','.join(c.get('models') or [])})" + (
+            "+chair" if c.get("chair") else " (any member: no chair)") \
+            if c.get("kind") == "fanout" else e["contestant"]
+        ratio = "—" if e["cost_ratio"] is None else f"×{e['cost_ratio']:.2f}"
+        out.append(f"{label} vs best member ({e['best_member']}): Δ {_dpct(e['delta'])} "
+                   f"{_ci(e['delta_ci'], _dpct)} points on {e['tasks']} tasks, W/L/T "
+                   f"{e['wins']}/{e['losses']}/{e['ties']}, p {e['p']:.3g}, cost ratio {ratio}")
+    return out
+
+
 def settings_lines(doc: dict[str, Any]) -> list[str]:
     s = doc["settings"]
     lines = [f"bench {doc['bench_id']} · {s['source']} · {len(s['tasks'])} tasks × "
@@ -136,7 +153,9 @@ def settings_lines(doc: dict[str, Any]) -> list[str]:
                 if s.get("confinement") else ""), "versions: " + ", ".join(
                  f"{k} {v}" for k, v in (doc.get("versions") or {}).items())]
     for c in s["contestants"]:
-        what = c.get("model") if c["kind"] == "model" else c.get("command")
+        what = c.get("model") if c["kind"] == "model" else c.get("command") \
+            if c["kind"] == "command" else f"({', '.join(c.get('models') or [])})" \
+            + (f" + chair {c['chair']}" if c.get("chair") else " (no chair: any member)")
         model_id = (doc.get("model_ids") or {}).get(c["name"])
         lines.append(f"  {c['name']}: {c['kind']} {what}"
                      + (f" ({model_id})" if model_id and model_id != what else "")

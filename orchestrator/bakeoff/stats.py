@@ -250,12 +250,15 @@ def tabulate(trials: Iterable[dict[str, Any]], contestants: Sequence[str],
 
 def analyse(trials: Iterable[dict[str, Any]], contestants: Sequence[str],
             tasks: Sequence[str], *, k: int | None = None, resamples: int = RESAMPLES,
-            seed: int = 0, alpha: float = ALPHA) -> dict[str, Any]:
+            seed: int = 0, alpha: float = ALPHA,
+            ensembles: dict[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Every number the report prints. The first contestant is the baseline.
 
     Each contestant's own numbers use the tasks it has trials for; every Δ against the
     baseline uses only the tasks both have trials for (an interrupted run, an exclusion or
-    a slower contestant leaves holes, and an unpaired Δ compares different tasks)."""
+    a slower contestant leaves holes, and an unpaired Δ compares different tasks).
+    ``ensembles``: ensemble contestant -> its members' contestant names; each ensemble is
+    also compared, paired, with its best member (the highest pass rate)."""
     table = tabulate(trials, contestants, tasks)
     n_tasks, names = len(table.tasks), table.contestants
     counted = table.sums["counted"]
@@ -309,8 +312,11 @@ def analyse(trials: Iterable[dict[str, Any]], contestants: Sequence[str],
     if 0 < trials_per_task < MIN_TRIALS:
         warnings.append(f"only {trials_per_task} trial(s) per task: pass^k and the intervals "
                         f"are rough; use --trials {MIN_TRIALS} or more")
+    versus = [_versus(table, metrics, name, members, resamples, seed, alpha)
+              for name, members in (ensembles or {}).items()
+              if name in names and any(m in names for m in members)]
     return {"baseline": names[0] if names else None, "tasks": n_tasks, "k": k,
-            "graded_tasks": graded,
+            "graded_tasks": graded, "ensembles": versus,
             "resamples": resamples, "seed": seed, "alpha": alpha, "rows": rows,
             "comparisons": comparisons, "pareto": sorted(front),
             "min_detectable": mdd, "warnings": warnings}
@@ -336,6 +342,30 @@ class _Paired:
         draws = _ratio(self.weights @ num, self.weights @ den)
         low, high = _interval(draws[:, 1] - draws[:, 0], alpha, self.n)
         return _num(point[1] - point[0]), [_num(low), _num(high)]
+
+
+def _versus(table: Table, metrics: dict, name: str, members: Sequence[str], resamples: int,
+            seed: int, alpha: float) -> dict[str, Any]:
+    """An ensemble against its best member, paired on their shared tasks: Δ pass with its
+    interval, W/L/T, the sign test's p, and the cost ratio (ensemble / member per trial)."""
+    names = table.contestants
+    candidates = [m for m in members if m in names]
+    best = max(candidates, key=lambda m: (metrics["pass"][m]["value"] or -1.0,
+                                          -candidates.index(m)))
+    i, j = names.index(best), names.index(name)
+    pair = _Paired(table.shared(i, j), resamples, seed)
+    passed, counted = table.sums["passed"], table.sums["counted"]
+    delta, ci = pair.delta(passed[:, [i, j]], counted[:, [i, j]], alpha)
+    mask = pair.mask
+    member_rate = passed[mask, i] / np.maximum(counted[mask, i], 1)
+    ensemble_rate = passed[mask, j] / np.maximum(counted[mask, j], 1)
+    wins = int((ensemble_rate > member_rate).sum())
+    losses = int((ensemble_rate < member_rate).sum())
+    cost_e, cost_m = (metrics["cost_per_trial"][n]["value"] for n in (name, best))
+    return {"contestant": name, "best_member": best, "tasks": pair.n, "delta": delta,
+            "delta_ci": ci, "wins": wins, "losses": losses, "ties": pair.n - wins - losses,
+            "p": sign_test(wins, losses),
+            "cost_ratio": None if cost_e is None or not cost_m else cost_e / cost_m}
 
 
 def _compare(table: Table, metrics: dict, paired: dict[int, _Paired],

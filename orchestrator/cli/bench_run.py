@@ -31,15 +31,28 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     resolved, pms = {}, {}
     base = cfg.section("plugins")
     for c in plan.contestants:
-        if c.kind != "model":
+        if c.kind == "command":
             continue
         section = {**base, "disabled": [*base.get("disabled", []), *c.disable_plugins]}
         pms[c.name] = load(section, warn=stderr_warn, extra=[("bench_tier", TierPin())])
         # a ceiling from --max-cost or the bench file holds for every contestant, or none runs
         require_guards({"max_cost": plan.max_cost}, pms[c.name], cfg,
                        source=lambda _key, name=c.name: _ceiling_source(plan, name))
-        resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
+        if c.kind == "fanout":
+            from orchestrator.bakeoff.ensemble import Ensemble
+
+            found = resolve_all([*c.models, *([c.chair] if c.chair else [])], cfg,
+                                pms[c.name])
+            resolved[c.name] = Ensemble(members=found[:len(c.models)],
+                                        chair=found[-1] if c.chair else None)
+        else:
+            resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
     return resolved, pms
+
+
+def _models_of(resolved_one: Any) -> list[Any]:
+    """The resolved models behind a contestant (an ensemble has several)."""
+    return list(getattr(resolved_one, "models", [resolved_one]))
 
 
 def _ceiling_source(plan: Plan, contestant: str) -> str:
@@ -65,9 +78,10 @@ def check_contestants(plan: Plan, resolved: dict[str, Any], unsafe: bool = False
             f"{why}; {bwrap.INSTALL_HINT}, or pass {UNSAFE_FLAG}"
         click.echo(f"sandbox: {state} ({detail})")
     for c in plan.contestants:
-        if c.kind == "model":
+        if c.kind != "command":
             try:
-                check_key(resolved[c.name])
+                for model in _models_of(resolved[c.name]):
+                    check_key(model)
                 state, why = "found", resolved[c.name].name
             except OrchError as exc:
                 state, why = "missing", str(exc)
@@ -93,6 +107,9 @@ def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
             lines.append(f"  {c.name}: model {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}"
                          + (f", tier {c.tier}" if c.tier else "") + ")")
+        elif c.kind == "fanout":
+            lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
+                         f"max_steps {c.max_steps}; one wave per trial)")
         else:
             argv = cmd.command_line(c, plan.render(first), "<trial folder>", first.check)
             lines.append(f"  {c.name}: " + " ".join(_short(a) for a in argv)
@@ -242,8 +259,9 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     from orchestrator.models import check_key
 
     for c in plan.contestants:
-        if c.kind == "model":
-            check_key(resolved[c.name])  # before any spend: one line, exit 1
+        if c.kind != "command":
+            for model in _models_of(resolved[c.name]):
+                check_key(model)  # before any spend: one line, exit 1
         elif not cmd.found(c):
             raise OrchError(f"contestant {c.name}: {c.command} is not on PATH; install it or "
                             "give its full path (orch bench --check lists every contestant)")
@@ -336,7 +354,11 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     from orchestrator.bakeoff.stats import analyse as run_stats
 
     s = doc["settings"]
-    return run_stats(doc["trials"], [c["name"] for c in s["contestants"]], s["tasks"])
+    singles = {c["model"]: c["name"] for c in s["contestants"] if c["kind"] == "model"}
+    ensembles = {c["name"]: [singles[m] for m in c.get("models") or [] if m in singles]
+                 for c in s["contestants"] if c["kind"] == "fanout"}
+    return run_stats(doc["trials"], [c["name"] for c in s["contestants"]], s["tasks"],
+                     ensembles=ensembles)
 
 
 def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = False,

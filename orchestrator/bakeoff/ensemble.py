@@ -1,0 +1,128 @@
+"""Ensemble contestants: ``kind = "fanout"`` sends each trial to several models at once (one
+wave, the trial folder as every leg's workspace) and, with a ``chair``, has the chair write
+the one answer the hidden check grades. Without a chair there is no one answer to grade, so
+the trial passes when any member's answer passes: an oracle, the ceiling a perfect chair
+could reach (the report's line says which). Every trial is its own wave on the bench's
+shared server, under its one cost ceiling; its cost is the wave's (members and chair)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from orchestrator.engine.record import ABORTED, COMPLETE
+
+if TYPE_CHECKING:
+    from orchestrator.bakeoff.run import Runner, Slot
+
+
+@dataclass
+class Ensemble:
+    """A fanout contestant's resolved members and chair."""
+
+    members: list[Any]
+    chair: Any | None = None
+
+    @property
+    def name(self) -> str:
+        return f"fanout({','.join(m.name for m in self.members)})" + (
+            f"+chair {self.chair.name}" if self.chair else "")
+
+    @property
+    def models(self) -> list[Any]:
+        return [*self.members, *([self.chair] if self.chair else [])]
+
+
+async def trial(runner: Runner, slot: Slot) -> None:
+    """One fanout trial: a fresh folder, one wave (members, then the chair), graded."""
+    from orchestrator.engine.wave import Wave, WaveSpec
+
+    c = slot.contestant
+    ensemble: Ensemble = runner.resolved[c.name]
+    row, folder, wave = runner.base_row(slot), None, None
+    try:
+        async with runner.model_limit:
+            folder = await runner.folder(slot.task, row)
+            if folder is not None:
+                options: dict[str, Any] = {"plugins": True, "tools": c.tools,
+                                           "bench_tier": c.tier, "workspace": str(folder)}
+                if runner.plan.max_cost is not None:
+                    options["max_cost"] = runner.plan.max_cost
+                spec = WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
+                                briefing=runner.plan.render(slot.task),
+                                runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
+                                max_steps=c.max_steps, kind="bench", run_id=runner.bench_id,
+                                wave_id=f"{runner.bench_id}-{runner.wave_prefix}"
+                                        f"t{slot.n:04d}",
+                                project_dir=os.getcwd(), workspace=folder, options=options)
+                wave = Wave(spec, pm=runner.pms[c.name], config=runner.config,
+                            ledger=runner.ledger, server=runner.server)
+                wave.context.state = runner.ceiling_state
+                runner.waves.append(wave)
+                await wave.run()
+        if wave is not None:
+            answers = _row(row, wave)
+            await _grade(runner, slot, folder, row, answers)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            if wave is not None:
+                _row(row, wave)
+            await runner.finish(slot, folder, runner._cut(row) if wave is not None else None)
+        raise
+    except BaseException:
+        await runner.finish(slot, folder, None)
+        raise
+    await runner.finish(slot, folder, row)
+
+
+def _row(row: dict[str, Any], wave) -> list[str]:
+    """The wave's usage, cost and status in the trial's row; the answers to grade (the
+    chair's, or every complete member's)."""
+    from orchestrator.bakeoff.run import ANSWER_KEEP
+    from orchestrator.capped import cap
+
+    records = [*wave.records, *([wave.chair.record] if wave.chair else [])]
+    known = [r.cost_usd for r in records]
+    cost = None if any(x is None for x in known) else sum(known)
+    chair = wave.chair.record if wave.chair else None
+    if wave.spec.chair is not None:
+        answers = [chair.answer or ""] if chair is not None and chair.status == COMPLETE \
+            else []
+        status = chair.status if chair is not None else ABORTED
+        reason = chair.reason if chair is not None else "the chair never ran"
+    else:
+        answers = [r.answer or "" for r in wave.records if r.status == COMPLETE]
+        status = COMPLETE if answers else wave.status
+        reason = None if answers else "no member completed"
+    shown = answers[0] if len(answers) == 1 else "\n\n".join(
+        f"--- member {i}\n{a}" for i, a in enumerate(answers, start=1))
+    row.update(command=wave.wave_id, status=status, reason=reason,
+               answer=cap(shown, ANSWER_KEEP), answer_chars=len(shown),
+               leg_id=(chair.leg_id if chair is not None else None),
+               input_tokens=sum(r.usage.input_tokens for r in records),
+               output_tokens=sum(r.usage.output_tokens for r in records),
+               cached_tokens=sum(r.usage.cached_tokens for r in records),
+               steps=sum(r.steps for r in records),
+               secs=round(max((r.duration_s or 0.0) for r in records) if records else 0.0, 3),
+               cost_usd=cost, cost_source="ensemble" if cost is not None else "unknown",
+               wave_id=wave.wave_id)
+    row["tokens"] = row["input_tokens"] + row["output_tokens"]
+    refused = [r for r in wave.budget_refusals]
+    if refused and row["excluded"] is None and not answers:
+        row["excluded"] = f"not launched: {refused[0]['reason']}"
+    return answers
+
+
+async def _grade(runner: Runner, slot: Slot, folder, row: dict[str, Any],
+                 answers: list[str]) -> None:
+    """The chair's answer graded; without a chair, each member's until one passes."""
+    if not answers:
+        row["passed"] = False
+        return
+    for answer in answers:
+        await runner.grade(slot, folder, row, answer)
+        if row["passed"] or row["excluded"] is not None:
+            return
