@@ -52,7 +52,9 @@ def _dmoney(x: float | None) -> str:
 def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for each table the report prints."""
     k = stats["k"]
-    main = [[r["contestant"], f"{_pct(r['pass']['value'])} {_ci(r['pass']['ci'])}",
+    main = [[r["contestant"], f"{_pct(r['pass']['value'])}"
+             + (f" ({r['passed']}/{r['trials']})" if "passed" in r and r["trials"] else "")
+             + f" {_ci(r['pass']['ci'])}",
              _pass_k(r), _num(r["tok_per_solved"]["value"]),
              _pct(r["cache_share"]["value"]), _num(r["steps"]["value"], 1),
              _num(r["secs"]["value"], 1), "*" if r["pareto"] else ""]

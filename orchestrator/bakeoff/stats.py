@@ -291,6 +291,7 @@ def analyse(trials: Iterable[dict[str, Any]], contestants: Sequence[str],
     rows = []
     for j, name in enumerate(names):
         rows.append({"contestant": name, "trials": int(counted[:, j].sum()),
+                     "passed": int(table.sums["passed"][:, j].sum()),
                      "tasks": int((counted[:, j] > 0).sum()),
                      "pass_k": pass_k(table.per_task[name], k),
                      "pass_k_tasks": pass_k_tasks(table.per_task[name], k),
