@@ -16,7 +16,8 @@ from orchestrator.errors import OrchError
 from orchestrator.store import read_json
 
 LEG_DIR = re.compile(r"^(?P<wave>.+)-(?P<n>\d+)$")
-BENCH_OF = re.compile(r"^(?P<bench>bench-\d{8}-\d{6}-[0-9a-f]+)-")  # a bench's waves and legs
+# a bench's waves, legs and councils (council-<bench id>-t0001)
+BENCH_OF = re.compile(r"^(?:council-)?(?P<bench>bench-\d{8}-\d{6}-[0-9a-f]+)-")
 LINK = ".where"  # ORCH_HOME/bench/<id>.where: the results path of a bench run with --out
 FINAL = ("complete", "partial", "error", "aborted", "interrupted")
 
@@ -83,6 +84,8 @@ def entries(runs_dir: Path, bench_dir: Path | None = None) -> Iterator[RunEntry]
                        doc.get("created_at") or _leg_start(legs), doc.get("tag"),
                        doc.get("exit_code"), dirs)
     for path in sorted(runs_dir.glob("*-*/run.json")) if runs_dir.is_dir() else []:
+        if BENCH_OF.match(path.parent.name):  # a bench's council trial: folded under it
+            continue
         kind = path.parent.name.split("-", 1)[0]
         run_id = path.parent.name.split("-", 1)[1]
         try:
@@ -102,7 +105,9 @@ def _bench_folders(runs_dir: Path) -> dict[str, list[Path]]:
     """bench id -> its trial waves' folders (each wave's own and its legs') in the runs
     folder."""
     out: dict[str, list[Path]] = {}
-    for entry in sorted(runs_dir.glob("bench-*")) if runs_dir.is_dir() else []:
+    found = [*runs_dir.glob("bench-*"), *runs_dir.glob("council-bench-*")] \
+        if runs_dir.is_dir() else []
+    for entry in sorted(found):
         if entry.is_dir() and (m := BENCH_OF.match(entry.name)):
             out.setdefault(m["bench"], []).append(entry)
     return out
@@ -112,12 +117,13 @@ def _bench_waves(folders: list[Path]) -> list[dict[str, Any]]:
     """A bench's trial waves as `orch runs` folds them under it: id, status, legs."""
     waves = []
     for folder in folders:
-        if not (folder / "wave.json").is_file():
+        name = "wave.json" if (folder / "wave.json").is_file() else "run.json"
+        if not (folder / name).is_file():
             continue
         try:
-            doc = read_json(folder / "wave.json")
+            doc = read_json(folder / name)
             waves.append({"id": folder.name, "status": doc.get("status", "?"),
-                          "legs": len(doc.get("legs") or [])})
+                          "legs": len(doc.get("legs") or doc.get("seats") or [])})
         except (OSError, ValueError):
             waves.append({"id": folder.name, "status": "unreadable", "legs": 0})
     return waves

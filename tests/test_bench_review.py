@@ -81,3 +81,58 @@ def test_a_reviewer_that_finds_8_of_12_is_reported_8_of_12_with_its_interval(
     cell = f"67% (8/12) [{100 * low:.0f}%, {100 * high:.0f}%]"
     assert cell in result.stdout
     assert cell in (out.with_suffix("") / "report.md").read_text()
+
+
+def test_a_council_whose_findings_hit_8_of_12_is_reported_8_of_12(orch, scripted_server,
+                                                                   orch_home, tmp_path):
+    """A council contestant: each trial a whole council (reviews, judging, chair) on the
+    shared server; its findings, most agreed first, are what the check reads."""
+    from test_council_run import judgement, kind_of
+
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
+    found = sorted(BUGS)[:8]
+    seats = ("alpha", "bravo", "charlie")
+    prose = {s: f"Review by seat {s}, read closely." for s in seats}
+    ranking = {s: [o for o in seats if o != s] for s in seats}
+
+    def seat(name):
+        def reply(body, n):
+            kind = kind_of(body)
+            if kind == "judge":
+                return Reply(text=judgement(body["messages"][-1]["content"], name,
+                                            votes_by={s: {"bug": "agree"} for s in seats},
+                                            prose_by=prose, ranking_by=ranking))
+            prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+            path = re.search(r"\+\+\+ b/(\S+)", prompt).group(1)
+            task_id = next(t for t, (p, _, _) in BUGS.items() if p == path)
+            line = BUGS[task_id][1] + (0 if task_id in found else 9)
+            findings = [{"id": "1", "severity": "major", "location": f"{path}:{line}",
+                         "claim": "a bug introduced by this change",
+                         "rationale": "read the diff"}]
+            return Reply(text=f"{prose[name]}\n\n```json\n{json.dumps(findings)}\n```\n",
+                         usage={"prompt_tokens": 300, "completion_tokens": 40})
+        return reply
+
+    for name in seats:
+        scripted_server.script(name, seat(name))
+    scripted_server.script("delta", Reply(text="Fix the flagged line.\n\nVERDICT: fix-first"))
+    config = tmp_path / "bench.toml"
+    config.write_text('[bench]\nbuiltin = "review"\ntrials = 1\n[[contestants]]\n'
+                      'name = "council"\nkind = "council"\nmodels = ["scripted/alpha", '
+                      '"scripted/bravo", "scripted/charlie"]\nchair = "scripted/delta"\n'
+                      'tools = "none"\n')
+    out = tmp_path / "r.json"
+    result = invoke(["bench", "--config", str(config), "--yes", "--out", str(out), "-q",
+                     *unsafe_unless_confined()])
+    assert result.exit_code == 0, result.output[-3000:]
+    doc = json.loads(out.read_text())
+    assert {r["task"] for r in doc["trials"] if r["passed"]} == set(found)
+    assert all(r["cost_usd"] and r["status"] == "complete" for r in doc["trials"])
+    assert scripted_server.count("delta") == 12  # one council (one chair) per trial
+    row = doc["stats"]["rows"][0]
+    low, high = row["pass"]["ci"]
+    cell = f"67% (8/12) [{100 * low:.0f}%, {100 * high:.0f}%]"
+    assert cell in result.stdout and cell in (out.with_suffix("") / "report.md").read_text()
+    # the councils are the bench's: folded under it in `orch runs`
+    [entry] = json.loads(invoke(["runs", "--json"]).stdout)["runs"]
+    assert entry["kind"] == "bench" and len(entry["waves"]) == 12

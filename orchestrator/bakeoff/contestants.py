@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Running"]  # an interrupt stops command trials and checks alike
 
-KINDS = ("model", "command", "fanout")
+KINDS = ("model", "command", "fanout", "council")
 PARSERS = ("none", "claude-json", "codex-jsonl", "orch-json")
 TOOLS = ("read", "none")
 PARSE_TIMEOUT_S = 30.0  # a parser reading at most 8 MiB of output
@@ -72,7 +72,8 @@ def parse_contestant(data: Any, where: str) -> Contestant:
     if not isinstance(name, str) or not _NAME.match(name):
         raise OrchError(f"{where}: every contestant needs a `name` (letters, digits, ._@/:+-)")
     if kind not in KINDS:
-        raise OrchError(f"{where} ({name}): `kind` is `model`, `command` or `fanout`")
+        raise OrchError(f"{where} ({name}): `kind` is `model`, `command`, `fanout` or "
+                        "`council`")
     allowed = _KEYS[kind]
     if unknown := set(data) - allowed:
         raise OrchError(f"{where} ({name}): unknown key(s) {', '.join(sorted(unknown))} for a "
@@ -91,7 +92,9 @@ def parse_contestant(data: Any, where: str) -> Contestant:
                 raise ValueError("`tools` is read or none")
             c.max_steps = _int(data.get("max_steps", 20), "max_steps", 1, 200)
             c.disable_plugins = _strings(data.get("disable_plugins", []), "disable_plugins")
-        elif kind == "fanout":
+        elif kind in ("fanout", "council"):
+            if kind == "council" and not data.get("chair"):
+                raise ValueError("a council needs a `chair` (a model), e.g. openai/gpt-4o")
             c.models = _strings(data.get("models"), "models") if "models" in data else []
             if len(c.models) < 2 or not all(m.strip() for m in c.models):
                 raise ValueError("`models` lists two or more models, e.g. "
@@ -141,14 +144,15 @@ def parse_contestant(data: Any, where: str) -> Contestant:
     return c
 
 
-_KEYS = {"model": _MODEL_KEYS, "command": _COMMAND_KEYS, "fanout": _FANOUT_KEYS}
+_KEYS = {"model": _MODEL_KEYS, "command": _COMMAND_KEYS, "fanout": _FANOUT_KEYS,
+         "council": _FANOUT_KEYS}
 
 
 def label(c: Contestant) -> str:
     """How the report names an ensemble: ``fanout(a,b,c)+chair``."""
-    if c.kind != "fanout":
+    if c.kind not in ("fanout", "council"):
         return c.name
-    return f"fanout({','.join(c.models)})" + ("+chair" if c.chair else "")
+    return f"{c.kind}({','.join(c.models)})" + ("+chair" if c.chair else "")
 
 
 def _int(value: Any, key: str, low: int, high: int) -> int:

@@ -8,6 +8,7 @@ shared server, under its one cost ceiling; its cost is the wave's (members and c
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -126,3 +127,80 @@ async def _grade(runner: Runner, slot: Slot, folder, row: dict[str, Any],
         await runner.grade(slot, folder, row, answer)
         if row["passed"] or row["excluded"] is not None:
             return
+
+
+async def council_trial(runner: Runner, slot: Slot) -> None:
+    """One council trial: a fresh folder, one ``orch council`` run over it (reviews,
+    judging, tally, chair) on the bench's shared server. The graded answer is the council's
+    findings, most agreed first (``LOCATION: [tier] claim``, one a line), then the chair's
+    synthesis: a check that reads locations (the ``review`` suite) sees what the council
+    stands behind first."""
+    from orchestrator.council.preflight import Plan as CouncilPlan
+    from orchestrator.council.run import CouncilRun
+
+    c = slot.contestant
+    ensemble: Ensemble = runner.resolved[c.name]
+    row, folder, council = runner.base_row(slot), None, None
+    try:
+        async with runner.model_limit:
+            folder = await runner.folder(slot.task, row)
+            if folder is not None:
+                options: dict[str, Any] = {"plugins": True, "tools": c.tools,
+                                           "workspace": str(folder)}
+                if runner.plan.max_cost is not None:  # what the bench has left, at its start
+                    spent = sum(r["cost_usd"] or 0.0 for r in runner.rows.values())
+                    options["max_cost"] = round(max(0.0, runner.plan.max_cost - spent), 10)
+                plan = CouncilPlan(seats=list(ensemble.members), chair=ensemble.chair,
+                                   briefing=runner.plan.render(slot.task))
+                council = CouncilRun(plan, pm=runner.pms[c.name], config=runner.config,
+                                     runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
+                                     max_steps=c.max_steps, project_dir=os.getcwd(),
+                                     workspace=folder, options=options,
+                                     run_id=f"{runner.bench_id}-{runner.wave_prefix}"
+                                            f"t{slot.n:04d}")
+                council.server = runner.server
+                runner.waves.append(council)  # an interrupt stops it as it stops a wave
+                started = time.monotonic()
+                doc = await council.run()
+                doc["bench_secs"] = time.monotonic() - started
+        if council is not None:
+            answer = _council_row(row, council, doc)
+            if answer is not None:
+                await runner.grade(slot, folder, row, answer)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await runner.finish(slot, folder, runner._cut(row) if council is not None
+                                else None)
+        raise
+    except BaseException:
+        await runner.finish(slot, folder, None)
+        raise
+    await runner.finish(slot, folder, row)
+
+
+def _council_row(row: dict[str, Any], council, doc: dict[str, Any]) -> str | None:
+    """The council's usage, cost and status in the row; the answer to grade (None: the
+    council ended without one)."""
+    from orchestrator.bakeoff.run import ANSWER_KEEP
+    from orchestrator.capped import cap
+
+    records = council.records
+    groups = (council.tally or {}).get("groups") or []
+    findings = "\n".join(f"{g.get('location') or '?'}: [{g.get('tier')}] {g.get('claim', '')}"
+                         for g in groups)
+    synthesis = council.chair.synthesis or ""
+    answer = (findings + ("\n\n" + synthesis if synthesis else "")).strip()
+    ok = doc.get("status") in ("complete", "degraded")
+    row.update(command=f"council-{council.run_id}", status=COMPLETE if ok else "error",
+               reason=None if ok else (doc.get("error") or doc.get("status")),
+               answer=cap(answer, ANSWER_KEEP), answer_chars=len(answer),
+               input_tokens=sum(r.usage.input_tokens for r in records),
+               output_tokens=sum(r.usage.output_tokens for r in records),
+               cached_tokens=sum(r.usage.cached_tokens for r in records),
+               steps=sum(r.steps for r in records),
+               secs=round(float(doc.get("bench_secs") or 0.0), 3),
+               cost_usd=doc.get("cost_usd"),
+               cost_source="council" if doc.get("cost_usd") is not None else "unknown",
+               wave_id=f"council-{council.run_id}")
+    row["tokens"] = row["input_tokens"] + row["output_tokens"]
+    return answer if ok or answer else None

@@ -136,9 +136,9 @@ def ensemble_lines(doc: dict[str, Any]) -> list[str]:
     out = []
     for e in doc["stats"].get("ensembles") or []:
         c = kinds.get(e["contestant"], {})
-        label = f"fanout({','.join(c.get('models') or [])})" + (
+        label = f"{c['kind']}({','.join(c.get('models') or [])})" + (
             "+chair" if c.get("chair") else " (any member: no chair)") \
-            if c.get("kind") == "fanout" else e["contestant"]
+            if c.get("kind") in ("fanout", "council") else e["contestant"]
         ratio = "—" if e["cost_ratio"] is None else f"×{e['cost_ratio']:.2f}"
         out.append(f"{label} vs best member ({e['best_member']}): Δ {_dpct(e['delta'])} "
                    f"{_ci(e['delta_ci'], _dpct)} points on {e['tasks']} tasks, W/L/T "
@@ -158,6 +158,8 @@ def settings_lines(doc: dict[str, Any]) -> list[str]:
         what = c.get("model") if c["kind"] == "model" else c.get("command") \
             if c["kind"] == "command" else f"({', '.join(c.get('models') or [])})" \
             + (f" + chair {c['chair']}" if c.get("chair") else " (no chair: any member)")
+        if c["kind"] == "council":
+            what = f"seats ({', '.join(c.get('models') or [])}), chair {c.get('chair')}"
         model_id = (doc.get("model_ids") or {}).get(c["name"])
         lines.append(f"  {c['name']}: {c['kind']} {what}"
                      + (f" ({model_id})" if model_id and model_id != what else "")

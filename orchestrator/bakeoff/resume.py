@@ -28,7 +28,7 @@ def plan_of(doc: dict[str, Any], where: Path) -> Plan:
                    if isinstance(c, dict)}
     contestants: list[Contestant] = []
     for entry in s["contestants"]:
-        raw = entry if entry.get("kind") in ("model", "fanout") else from_config.get(entry["name"])
+        raw = entry if entry.get("kind") in ("model", "fanout", "council") else from_config.get(entry["name"])
         if raw is None:
             raise OrchError(f"{where}: contestant {entry['name']} is not in its saved "
                             "config; it cannot be resumed")

@@ -164,8 +164,8 @@ class Runner:
                     tg.start_soon(self.waves[-1].run)
             tg.start_soon(self._command_trials, [s for s in slots
                                                  if s.contestant.kind == "command"])
-            tg.start_soon(self._ensemble_trials, [s for s in slots
-                                                  if s.contestant.kind == "fanout"])
+            tg.start_soon(self._ensemble_trials, [s for s in slots if s.contestant.kind
+                                                  in ("fanout", "council")])
 
     async def _command_trials(self, slots: list[Slot]) -> None:
         with self._scope():
@@ -179,7 +179,8 @@ class Runner:
         with self._scope():
             async with anyio.create_task_group() as tg:
                 for slot in slots:
-                    tg.start_soon(ensemble.trial, self, slot)
+                    tg.start_soon(ensemble.trial if slot.contestant.kind == "fanout"
+                                  else ensemble.council_trial, self, slot)
 
     def _scope(self) -> anyio.CancelScope:
         """A cancel scope an interrupt cancels (one made after the interrupt starts

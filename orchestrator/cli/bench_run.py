@@ -38,7 +38,7 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
         # a ceiling from --max-cost or the bench file holds for every contestant, or none runs
         require_guards({"max_cost": plan.max_cost}, pms[c.name], cfg,
                        source=lambda _key, name=c.name: _ceiling_source(plan, name))
-        if c.kind == "fanout":
+        if c.kind in ("fanout", "council"):
             from orchestrator.bakeoff.ensemble import Ensemble
 
             found = resolve_all([*c.models, *([c.chair] if c.chair else [])], cfg,
@@ -107,9 +107,10 @@ def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
             lines.append(f"  {c.name}: model {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}"
                          + (f", tier {c.tier}" if c.tier else "") + ")")
-        elif c.kind == "fanout":
-            lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
-                         f"max_steps {c.max_steps}; one wave per trial)")
+        elif c.kind in ("fanout", "council"):
+            lines.append(f"  {c.name}: {c.kind} {resolved[c.name].name} (tools {c.tools}, "
+                         f"max_steps {c.max_steps}; one {'wave' if c.kind == 'fanout' else c.kind} "
+                         "per trial)")
         else:
             argv = cmd.command_line(c, plan.render(first), "<trial folder>", first.check)
             lines.append(f"  {c.name}: " + " ".join(_short(a) for a in argv)
@@ -356,7 +357,7 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     s = doc["settings"]
     singles = {c["model"]: c["name"] for c in s["contestants"] if c["kind"] == "model"}
     ensembles = {c["name"]: [singles[m] for m in c.get("models") or [] if m in singles]
-                 for c in s["contestants"] if c["kind"] == "fanout"}
+                 for c in s["contestants"] if c["kind"] in ("fanout", "council")}
     return run_stats(doc["trials"], [c["name"] for c in s["contestants"]], s["tasks"],
                      ensembles=ensembles)
 
