@@ -118,3 +118,24 @@ def test_a_fanout_needs_two_models_and_known_keys(orch, tmp_path):
                       'kind = "fanout"\nmodels = ["scripted/a", "scripted/b"]\nchiar = "x"\n')
     result = invoke(["bench", "--config", str(config), "--yes"])
     assert result.exit_code == 1 and "unknown key(s) chiar" in result.output
+
+
+def test_the_estimate_counts_every_request_of_an_ensemble(orch, scripted_server, tmp_path):
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+    config = tmp_path / "bench.toml"
+    config.write_text('[bench]\nbuiltin = "format"\n'
+                      '[[contestants]]\nname = "a"\nmodel = "scripted/a"\n'
+                      '[[contestants]]\nname = "fan"\nkind = "fanout"\n'
+                      'models = ["scripted/a", "scripted/b"]\nchair = "scripted/c"\n'
+                      '[[contestants]]\nname = "panel"\nkind = "council"\n'
+                      'models = ["scripted/a", "scripted/b"]\nchair = "scripted/c"\n')
+    result = invoke(["bench", "--config", str(config), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "fan: fanout(scripted/a,scripted/b)+chair scripted/c" in out
+    assert "panel: council(scripted/a,scripted/b)+chair scripted/c" in out
+    cost = {m[1]: float(m[2])
+            for m in re.finditer(r"^  (\w+): ~.* tokens, \$([\d.]+)", out, re.M)}
+    assert cost["fan"] == pytest.approx(3 * cost["a"], rel=0.01)  # two members and a chair
+    assert cost["panel"] == pytest.approx(5 * cost["a"], rel=0.01)  # seats review and judge
+    assert scripted_server.count() == 0

@@ -26,15 +26,23 @@ class Ensemble:
 
     members: list[Any]
     chair: Any | None = None
+    kind: str = "fanout"
 
     @property
     def name(self) -> str:
-        return f"fanout({','.join(m.name for m in self.members)})" + (
+        return f"{self.kind}({','.join(m.name for m in self.members)})" + (
             f"+chair {self.chair.name}" if self.chair else "")
 
     @property
     def models(self) -> list[Any]:
         return [*self.members, *([self.chair] if self.chair else [])]
+
+    @property
+    def requests(self) -> list[Any]:
+        """The model of each request a trial makes at least, for the estimate: a council's
+        seats review and then judge."""
+        seats = self.members * (2 if self.kind == "council" else 1)
+        return [*seats, *([self.chair] if self.chair else [])]
 
 
 async def trial(runner: Runner, slot: Slot) -> None:

@@ -241,7 +241,7 @@ def estimate(plan: Plan, resolved: dict[str, Any]) -> dict[str, Any]:
                 EST_TOOL_ROUNDS * estimate_text(files, exact=False)
         tokens_in *= plan.trials
         tokens_out = EST_OUTPUT_TOKENS * len(plan.tasks) * plan.trials
-        models = list(getattr(model, "models", [model]))  # an ensemble: each member, chair
+        models = list(getattr(model, "requests", [model]))  # an ensemble: each request
         tokens_in, tokens_out = tokens_in * len(models), tokens_out * len(models)
         found = [prices(m) for m in models]
         cost = None if any(p is None for p in found) else sum(

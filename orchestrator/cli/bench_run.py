@@ -44,7 +44,7 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
             found = resolve_all([*c.models, *([c.chair] if c.chair else [])], cfg,
                                 pms[c.name])
             resolved[c.name] = Ensemble(members=found[:len(c.models)],
-                                        chair=found[-1] if c.chair else None)
+                                        chair=found[-1] if c.chair else None, kind=c.kind)
         else:
             resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
     return resolved, pms
@@ -108,7 +108,7 @@ def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
                          f"max_steps {c.max_steps}"
                          + (f", tier {c.tier}" if c.tier else "") + ")")
         elif c.kind in ("fanout", "council"):
-            lines.append(f"  {c.name}: {c.kind} {resolved[c.name].name} (tools {c.tools}, "
+            lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}; one {'wave' if c.kind == 'fanout' else c.kind} "
                          "per trial)")
         else:
