@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from orchestrator.engine.record import ABORTED, COMPLETE
 
-if TYPE_CHECKING:
-    from orchestrator.bakeoff.run import Runner, Slot
+Runner = Slot = Any  # orchestrator.bakeoff.run's, which calls these (no import: no cycle)
 
 
 @dataclass
@@ -73,12 +72,12 @@ async def trial(runner: Runner, slot: Slot) -> None:
                 runner.waves.append(wave)
                 await wave.run()
         if wave is not None:
-            answers = _row(row, wave)
+            answers = _row(row, wave, runner.keep_answer)
             await _grade(runner, slot, folder, row, answers)
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             if wave is not None:
-                _row(row, wave)
+                _row(row, wave, runner.keep_answer)
             await runner.finish(slot, folder, runner._cut(row) if wave is not None else None)
         raise
     except BaseException:
@@ -87,12 +86,9 @@ async def trial(runner: Runner, slot: Slot) -> None:
     await runner.finish(slot, folder, row)
 
 
-def _row(row: dict[str, Any], wave) -> list[str]:
+def _row(row: dict[str, Any], wave, keep) -> list[str]:
     """The wave's usage, cost and status in the trial's row; the answers to grade (the
-    chair's, or every complete member's)."""
-    from orchestrator.bakeoff.run import ANSWER_KEEP
-    from orchestrator.capped import cap
-
+    chair's, or every complete member's). ``keep``: what of an answer the row keeps."""
     records = [*wave.records, *([wave.chair.record] if wave.chair else [])]
     known = [r.cost_usd for r in records]
     cost = None if any(x is None for x in known) else sum(known)
@@ -109,7 +105,7 @@ def _row(row: dict[str, Any], wave) -> list[str]:
     shown = answers[0] if len(answers) == 1 else "\n\n".join(
         f"--- member {i}\n{a}" for i, a in enumerate(answers, start=1))
     row.update(command=wave.wave_id, status=status, reason=reason,
-               answer=cap(shown, ANSWER_KEEP), answer_chars=len(shown),
+               answer=keep(shown), answer_chars=len(shown),
                leg_id=(chair.leg_id if chair is not None else None),
                input_tokens=sum(r.usage.input_tokens for r in records),
                output_tokens=sum(r.usage.output_tokens for r in records),
@@ -172,7 +168,7 @@ async def council_trial(runner: Runner, slot: Slot) -> None:
                 doc = await council.run()
                 doc["bench_secs"] = time.monotonic() - started
         if council is not None:
-            answer = _council_row(row, council, doc)
+            answer = _council_row(row, council, doc, runner.keep_answer)
             if answer is not None:
                 await runner.grade(slot, folder, row, answer)
     except anyio.get_cancelled_exc_class():
@@ -186,12 +182,9 @@ async def council_trial(runner: Runner, slot: Slot) -> None:
     await runner.finish(slot, folder, row)
 
 
-def _council_row(row: dict[str, Any], council, doc: dict[str, Any]) -> str | None:
+def _council_row(row: dict[str, Any], council, doc: dict[str, Any], keep) -> str | None:
     """The council's usage, cost and status in the row; the answer to grade (None: the
     council ended without one)."""
-    from orchestrator.bakeoff.run import ANSWER_KEEP
-    from orchestrator.capped import cap
-
     records = council.records
     groups = (council.tally or {}).get("groups") or []
     findings = "\n".join(f"{g.get('location') or '?'}: [{g.get('tier')}] {g.get('claim', '')}"
@@ -201,7 +194,7 @@ def _council_row(row: dict[str, Any], council, doc: dict[str, Any]) -> str | Non
     ok = doc.get("status") in ("complete", "degraded")
     row.update(command=f"council-{council.run_id}", status=COMPLETE if ok else "error",
                reason=None if ok else (doc.get("error") or doc.get("status")),
-               answer=cap(answer, ANSWER_KEEP), answer_chars=len(answer),
+               answer=keep(answer), answer_chars=len(answer),
                input_tokens=sum(r.usage.input_tokens for r in records),
                output_tokens=sum(r.usage.output_tokens for r in records),
                cached_tokens=sum(r.usage.cached_tokens for r in records),

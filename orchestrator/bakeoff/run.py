@@ -114,6 +114,11 @@ class Runner:
                         out.append(Slot(n, task, c, trial))
         return out
 
+    @staticmethod
+    def keep_answer(text: str) -> str:
+        """What a row keeps of an answer (the start)."""
+        return cap(text, ANSWER_KEEP)
+
     def stop(self, reason: str) -> None:
         """Stop as an interrupt does, for a reason of the bench's own (--maxfail)."""
         if self.signum is None:
