@@ -190,3 +190,58 @@ def test_resume_and_show_refuse_what_is_not_a_results_file(tmp_path, broken):
         result = invoke(["bench", *args])
         assert result.exit_code == 1 and "cannot be read as bench results" in result.output
         assert "Traceback" not in result.output
+
+
+def test_sigint_mid_fanout_trial_then_resume(orch, scripted_server, orch_home, tmp_path):
+    """An ensemble trial cut short by Ctrl-C (its chair on the wire) is kept, excluded and
+    run again by `resume`; its wave's wave.json is final."""
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+    for member in ("a", "b"):
+        scripted_server.script(member, right)
+    scripted_server.script("chair", hang_on_t3)
+    cases_config = write_bench(tmp_path, contestants=())
+    config = tmp_path / "fan.toml"
+    config.write_text(cases_config.read_text() + textwrap.dedent("""\
+        [[contestants]]
+        name = "fan"
+        kind = "fanout"
+        models = ["scripted/a", "scripted/b"]
+        chair = "scripted/chair"
+        tools = "none"
+        """))
+    out = tmp_path / "fan.json"
+    env = dict(os.environ, ORCH_HOME=str(orch_home))
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err_file:
+        proc = subprocess.Popen([*ORCH, "bench", "--config", str(config), "--yes", "--out",
+                                 str(out), *unsafe_unless_confined()], env=env, cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=err_file, text=True)
+        try:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and not (
+                    per_task(scripted_server, "chair").get("t3")
+                    and err_path.read_text().count("PASS ") == 2):
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, err_path.read_text()
+    doc = json.loads(out.read_text())
+    rows = {r["task"]: r for r in doc["trials"]}
+    assert rows["t1"]["passed"] and rows["t2"]["passed"]
+    assert rows["t3"]["excluded"] == "interrupted: SIGINT arrived before it was graded"
+    assert "t4" not in rows
+    wave = json.loads((orch_home / "runs" / f"{doc['bench_id']}-t0003" / "wave.json")
+                      .read_text())
+    assert wave["status"] != "running" and all(
+        leg["status"] not in ("running", "pending") for leg in [*wave["legs"], wave["chair"]])
+
+    scripted_server.script("chair", right)
+    result = invoke(["bench", "resume", str(out), "--yes", *unsafe_unless_confined()])
+    assert result.exit_code == 0, result.output
+    assert per_task(scripted_server, "chair") == {"t1": 1, "t2": 1, "t3": 2, "t4": 1}
+    assert per_task(scripted_server, "a") == {"t1": 1, "t2": 1, "t3": 2, "t4": 1}
+    doc = json.loads(out.read_text())
+    assert all(r["passed"] for r in doc["trials"]) and len(doc["trials"]) == 4

@@ -53,8 +53,10 @@ async def trial(runner: Runner, slot: Slot) -> None:
     row, folder, wave = runner.base_row(slot), None, None
     try:
         async with runner.model_limit:
+            if runner.signum is not None:  # interrupted while it waited: never started
+                return
             folder = await runner.folder(slot.task, row)
-            if folder is not None:
+            if folder is not None and runner.signum is None:
                 options: dict[str, Any] = {"plugins": True, "tools": c.tools,
                                            "bench_tier": c.tier, "workspace": str(folder)}
                 if runner.plan.max_cost is not None:
@@ -73,7 +75,13 @@ async def trial(runner: Runner, slot: Slot) -> None:
                 await wave.run()
         if wave is not None:
             answers = _row(row, wave, runner.keep_answer)
+            if runner.signum is not None:  # the interrupt stopped the wave: cut short
+                await runner.finish(slot, folder, runner._cut(row))
+                return
             await _grade(runner, slot, folder, row, answers)
+        elif folder is not None and row["excluded"] is None:  # interrupted before its wave
+            await runner.finish(slot, folder, None)
+            return
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             if wave is not None:
@@ -147,8 +155,10 @@ async def council_trial(runner: Runner, slot: Slot) -> None:
     row, folder, council = runner.base_row(slot), None, None
     try:
         async with runner.model_limit:
+            if runner.signum is not None:  # interrupted while it waited: never started
+                return
             folder = await runner.folder(slot.task, row)
-            if folder is not None:
+            if folder is not None and runner.signum is None:
                 options: dict[str, Any] = {"plugins": True, "tools": c.tools,
                                            "workspace": str(folder)}
                 if runner.plan.max_cost is not None:  # what the bench has left, at its start
@@ -169,8 +179,14 @@ async def council_trial(runner: Runner, slot: Slot) -> None:
                 doc["bench_secs"] = time.monotonic() - started
         if council is not None:
             answer = _council_row(row, council, doc, runner.keep_answer)
+            if runner.signum is not None:  # the interrupt stopped the council: cut short
+                await runner.finish(slot, folder, runner._cut(row))
+                return
             if answer is not None:
                 await runner.grade(slot, folder, row, answer)
+        elif folder is not None and row["excluded"] is None:  # interrupted before it began
+            await runner.finish(slot, folder, None)
+            return
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await runner.finish(slot, folder, runner._cut(row) if council is not None

@@ -181,11 +181,12 @@ class Runner:
     async def _ensemble_trials(self, slots: list[Slot]) -> None:
         from orchestrator.bakeoff import ensemble
 
-        with self._scope():
-            async with anyio.create_task_group() as tg:
-                for slot in slots:
-                    tg.start_soon(ensemble.trial if slot.contestant.kind == "fanout"
-                                  else ensemble.council_trial, self, slot)
+        # no cancel scope of the runner's: an interrupt stops each wave or council (it
+        # finishes its own files), and a trial not yet begun sees ``signum`` and never starts
+        async with anyio.create_task_group() as tg:
+            for slot in slots:
+                tg.start_soon(ensemble.trial if slot.contestant.kind == "fanout"
+                              else ensemble.council_trial, self, slot)
 
     def _scope(self) -> anyio.CancelScope:
         """A cancel scope an interrupt cancels (one made after the interrupt starts
