@@ -47,6 +47,13 @@ kind = "model"
 model = "anthropic/claude-haiku-4-5"
 # tier = "minimal"  tools = "read"  max_steps = 20  disable_plugins = []  note = ""
 
+# Does fanning out beat the best single model? (kind = "council" runs a council per trial)
+# [[contestants]]
+# name = "both"
+# kind = "fanout"
+# models = ["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"]
+# chair = "openai/gpt-4o"    # optional; without it a trial passes when any member passes
+
 # An agent CLI, run in the trial folder:
 # [[contestants]]
 # name = "claude-code"
@@ -210,7 +217,7 @@ def task_folder(config_path: Path | None, builtin: str | None, cases: Path | Non
         return f"builtin:{builtin}", suite_dir(str(builtin))
     if cases:
         return str(cases), Path(cases).expanduser()
-    raise OrchError("no tasks: pass --builtin NAME (reading, format, adversarial) or "
+    raise OrchError("no tasks: pass --builtin NAME (reading, format, adversarial, review) or "
                     "--cases DIR, or set them in bench.toml")
 
 

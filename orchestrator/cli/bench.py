@@ -19,7 +19,7 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.option("--init", "init", is_flag=True, help="Write a starter bench.toml (never overwrites).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), metavar="FILE",
               help="The bench file (contestants, tasks, settings).")
-@click.option("--builtin", metavar="NAME", help="A built-in suite: reading, format, adversarial.")
+@click.option("--builtin", metavar="NAME", help="A built-in suite: reading, format, adversarial, review.")
 @click.option("--cases", type=click.Path(path_type=Path), metavar="DIR",
               help="A folder of TOML/JSON task files.")
 @click.option("--only", metavar="a,b", help="Only these task ids.")
@@ -57,7 +57,8 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
 
     Each trial runs in a fresh folder and is graded by a hidden check. The first contestant
     is the baseline; the report says better / worse / inconclusive with Holm-adjusted
-    sign tests and bootstrap intervals. Exit 0, or 2 when trials were excluded.
+    sign tests and paired intervals. Exit 0, or 2 when trials were excluded (1 when
+    --maxfail stopped it).
 
     \b
     Examples:
@@ -65,6 +66,8 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
       orch bench --builtin reading --models openai/gpt-4o-mini,myvllm/qwen3-8b --yes
       orch bench --selftest --cases my-tasks
       orch bench report ~/.config/orch/bench/bench-20261130-101500-ab12.json
+      orch bench show RESULTS.json TASK CONTESTANT   # one trial in full
+      orch bench resume RESULTS.json --retry-failed  # after Ctrl-C or --maxfail
     """
     if ctx.invoked_subcommand is not None:
         return
