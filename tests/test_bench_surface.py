@@ -128,3 +128,19 @@ def test_junit_xml_has_the_shape_of_pytests_own(orch, scripted_server, tmp_path)
     assert len(failures) == 2 and all("JSON" in f.text or "json" in f.text for f in failures)
     assert {c.get("name") for c in root.findall("testsuite/testcase")} == \
         {f"{DATE}[1]", f"{DATE}[2]"}
+
+
+def test_an_unwritable_junit_file_is_one_line_and_the_results_are_kept(orch, scripted_server,
+                                                                       tmp_path):
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
+    scripted_server.script("a", Reply(text=RIGHT))
+    (tmp_path / "afile").write_text("a file, not a folder")
+    out = tmp_path / "r.json"
+    for target, why in ((tmp_path / "afile" / "j.xml", "cannot be written"),
+                        (tmp_path, "is a directory")):
+        result = bench("--builtin", "format", "--only", DATE, "--models", "scripted/a",
+                       "--trials", "1", "--yes", "--out", str(out), "--junit-xml",
+                       str(target))
+        assert result.exit_code == 1, result.output
+        assert why in result.output and "Traceback" not in result.output
+    assert out.exists()  # the first run's results were saved before the XML failed

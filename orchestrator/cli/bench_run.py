@@ -375,7 +375,12 @@ def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = Fals
     if junit is not None:
         from orchestrator.bakeoff import junit as junit_mod
 
-        junit_mod.write(doc, junit)
+        try:
+            junit_mod.write(doc, junit)
+        except OSError as exc:  # the results are saved: say so, and why the XML is not
+            raise OrchError(f"--junit-xml {junit} cannot be written ({exc.strerror or exc}); "
+                            f"the results are in {path}: `orch bench report` it, or pick "
+                            "a writable file") from None
     if as_json:
         from orchestrator.cli.common import print_json
 
