@@ -18,6 +18,7 @@ from orchestrator.store import read_json
 LEG_DIR = re.compile(r"^(?P<wave>.+)-(?P<n>\d+)$")
 # a bench's waves, legs and councils (council-<bench id>-t0001)
 BENCH_OF = re.compile(r"^(?:council-)?(?P<bench>bench-\d{8}-\d{6}-[0-9a-f]+)-")
+REPORT_FILES = {"report.md", "report.html"}  # all a bench writes in its report folder
 LINK = ".where"  # ORCH_HOME/bench/<id>.where: the results path of a bench run with --out
 FINAL = ("complete", "partial", "error", "aborted", "interrupted")
 
@@ -160,19 +161,24 @@ def _benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
         try:
             doc = read_json(path)
             trials = list(doc.get("trials") or [])
-        except (OSError, ValueError, TypeError):
-            if link is not None and not path.exists():  # a --out file removed by hand
-                bench_id = link.name.removesuffix(LINK)
-                mine = folders.pop(bench_id, [])
-                yield RunEntry(bench_id, "bench", "unreadable", 0, None, None, None, None,
-                               [link, *mine], _bench_waves(mine))
-                continue
+        except (OSError, ValueError, TypeError, AttributeError):
+            doc = None
+        if link is not None and (not isinstance(doc, dict)
+                                 or doc.get("bench_id") != link.name.removesuffix(LINK)):
+            # a --out file gone, or no longer this bench's: only orch's own files are its
+            bench_id = link.name.removesuffix(LINK)
+            mine = folders.pop(bench_id, [])
+            yield RunEntry(bench_id, "bench", "unreadable", 0, None, None, None, None,
+                           [link, *mine], _bench_waves(mine))
+            continue
+        if doc is None:
             yield RunEntry(path.stem, "bench", "unreadable", 0, None, None, None, None,
                            [path, *extra])
             continue
         bench_id = doc.get("bench_id", path.stem)
         mine = folders.pop(bench_id, [])
-        report = path.with_suffix("")
+        report = path.with_suffix("")  # the report folder, when it holds only the report
+        ours = report.is_dir() and {p.name for p in report.iterdir()} <= REPORT_FILES
         costs = [t.get("cost_usd") for t in trials if isinstance(t, dict)]
         known = [c for c in costs if isinstance(c, int | float)]
         stopped = doc.get("interrupted")
@@ -183,7 +189,7 @@ def _benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
         yield RunEntry(bench_id, "bench", status, len(trials),
                        round(sum(known), 8) if known or not costs else None,
                        doc.get("started"), None, code,
-                       [path, *([report] if report.is_dir() else []), *extra, *mine],
+                       [path, *([report] if ours else []), *extra, *mine],
                        _bench_waves(mine))
     for bench_id, mine in folders.items():  # waves without results: running, or killed
         waves = _bench_waves(mine)

@@ -85,3 +85,19 @@ def test_a_bench_without_results_is_listed_from_its_waves_and_collected(
     assert "removed bench " in gc.stdout and "2 trial wave(s)" in gc.stdout
     assert " 0.0 MB freed" not in gc.stdout and " kB freed" in gc.stdout
     assert list((orch_home / "runs").iterdir()) == []
+
+
+def test_gc_never_removes_what_is_not_the_benchs(orch, scripted_server, orch_home, tmp_path):
+    """A --out path later reused for another file, and a folder of the user's that happens
+    to share the report folder's name: gc keeps both."""
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
+    first = run_bench("--out", str(tmp_path / "a.json"))
+    (tmp_path / "a.json").write_text('{"mine": true}')  # the user's file now
+    run_bench("--out", str(tmp_path / "b.json"))
+    (tmp_path / "b" / "notes.txt").write_text("the user's")  # beside the report files
+    gc = invoke(["runs", "gc", "--older-than", "2099-01-01", "--json"])
+    assert gc.exit_code == 0, gc.output
+    assert first["bench_id"] in json.loads(gc.stdout)["removed"]
+    assert (tmp_path / "a.json").read_text() == '{"mine": true}'
+    assert (tmp_path / "b" / "notes.txt").exists() and not (tmp_path / "b.json").exists()
+    assert list((orch_home / "runs").iterdir()) == []
