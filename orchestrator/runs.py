@@ -16,6 +16,10 @@ from orchestrator.errors import OrchError
 from orchestrator.store import read_json
 
 LEG_DIR = re.compile(r"^(?P<wave>.+)-(?P<n>\d+)$")
+# a bench's waves, legs and councils (council-<bench id>-t0001)
+BENCH_OF = re.compile(r"^(?:council-)?(?P<bench>bench-\d{8}-\d{6}-[0-9a-f]+)-")
+REPORT_FILES = {"report.md", "report.html"}  # all a bench writes in its report folder
+LINK = ".where"  # ORCH_HOME/bench/<id>.where: the results path of a bench run with --out
 FINAL = ("complete", "partial", "error", "aborted", "interrupted")
 
 
@@ -32,6 +36,7 @@ class RunEntry:
     tag: str | None
     exit_code: int | None
     dirs: list[Path]
+    waves: list[dict[str, Any]] | None = None  # a bench's trial waves, folded under it
 
     @property
     def created(self) -> datetime | None:
@@ -47,7 +52,8 @@ class RunEntry:
         return {"id": self.id, "kind": self.kind, "status": self.status, "legs": self.legs,
                 "cost_usd": self.cost_usd, "created_at": self.created.isoformat(),
                 "tag": self.tag, "exit_code": self.exit_code,
-                "dirs": [str(d) for d in self.dirs]}
+                "dirs": [str(d) for d in self.dirs],
+                **({"waves": self.waves} if self.waves is not None else {})}
 
 
 def _wave_ids(runs_dir: Path) -> dict[str, list[Path]]:
@@ -79,6 +85,8 @@ def entries(runs_dir: Path, bench_dir: Path | None = None) -> Iterator[RunEntry]
                        doc.get("created_at") or _leg_start(legs), doc.get("tag"),
                        doc.get("exit_code"), dirs)
     for path in sorted(runs_dir.glob("*-*/run.json")) if runs_dir.is_dir() else []:
+        if BENCH_OF.match(path.parent.name):  # a bench's council trial: folded under it
+            continue
         kind = path.parent.name.split("-", 1)[0]
         run_id = path.parent.name.split("-", 1)[1]
         try:
@@ -91,26 +99,105 @@ def entries(runs_dir: Path, bench_dir: Path | None = None) -> Iterator[RunEntry]
                        len(doc.get("seats") or doc.get("legs") or []), doc.get("cost_usd"),
                        doc.get("created_at"), doc.get("tag"), doc.get("exit_code"),
                        [path.parent])
-    yield from _benches(bench_dir)
+    yield from _benches(bench_dir, runs_dir)
 
 
-def _benches(bench_dir: Path | None) -> Iterator[RunEntry]:
-    """``orch bench`` results: one JSON file each, written when the bench finished (its
-    model trials are also waves in the runs folder, kind ``bench``)."""
-    for path in sorted(bench_dir.glob("bench-*.json")) if bench_dir and bench_dir.is_dir() else []:
+def _bench_folders(runs_dir: Path) -> dict[str, list[Path]]:
+    """bench id -> its trial waves' folders (each wave's own and its legs') in the runs
+    folder."""
+    out: dict[str, list[Path]] = {}
+    found = [*runs_dir.glob("bench-*"), *runs_dir.glob("council-bench-*")] \
+        if runs_dir.is_dir() else []
+    for entry in sorted(found):
+        if entry.is_dir() and (m := BENCH_OF.match(entry.name)):
+            out.setdefault(m["bench"], []).append(entry)
+    return out
+
+
+def _bench_waves(folders: list[Path]) -> list[dict[str, Any]]:
+    """A bench's trial waves as `orch runs` folds them under it: id, status, legs."""
+    waves = []
+    for folder in folders:
+        name = "wave.json" if (folder / "wave.json").is_file() else "run.json"
+        if not (folder / name).is_file():
+            continue
+        try:
+            doc = read_json(folder / name)
+            waves.append({"id": folder.name, "status": doc.get("status", "?"),
+                          "legs": len(doc.get("legs") or doc.get("seats") or [])})
+        except (OSError, ValueError):
+            waves.append({"id": folder.name, "status": "unreadable", "legs": 0})
+    return waves
+
+
+def _bench_results(bench_dir: Path | None) -> list[tuple[Path, Path | None]]:
+    """(results file, its link in ``bench_dir`` or None): the files saved there, and those
+    a ``--out`` bench left a link to."""
+    if not bench_dir or not bench_dir.is_dir():
+        return []
+    found: list[tuple[Path, Path | None]] = [
+        (path, None) for path in sorted(bench_dir.glob("bench-*.json"))]
+    seen = {path.resolve() for path, _ in found}
+    for link in sorted(bench_dir.glob(f"bench-*{LINK}")):
+        try:
+            target = Path(link.read_text(encoding="utf-8").strip())
+        except (OSError, UnicodeDecodeError):
+            continue
+        if target.resolve() in seen:  # --out into the bench folder itself: listed once
+            found = [(p, link if p.resolve() == target.resolve() else k) for p, k in found]
+            continue
+        found.append((target, link))
+    return found
+
+
+def _benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
+    """``orch bench`` results: one JSON file each (in ``bench_dir``, or where ``--out``
+    put it), with the report folder beside it and the trial waves in the runs folder, all
+    one run. A bench whose results were never written (it is running, or it was killed)
+    is listed from its waves."""
+    folders = _bench_folders(runs_dir)
+    for path, link in _bench_results(bench_dir):
+        extra = [link] if link is not None else []
         try:
             doc = _object(read_json(path))
             trials = list(doc.get("trials") or [])
-        except (OSError, ValueError, TypeError):
-            yield RunEntry(path.stem, "bench", "unreadable", 0, None, None, None, None, [path])
+        except (OSError, ValueError, TypeError, AttributeError):
+            doc = None
+        if link is not None and (not isinstance(doc, dict)
+                                 or doc.get("bench_id") != link.name.removesuffix(LINK)):
+            # a --out file gone, or no longer this bench's: only orch's own files are its
+            bench_id = link.name.removesuffix(LINK)
+            mine = folders.pop(bench_id, [])
+            yield RunEntry(bench_id, "bench", "unreadable", 0, None, None, None, None,
+                           [link, *mine], _bench_waves(mine))
             continue
+        if doc is None:
+            yield RunEntry(path.stem, "bench", "unreadable", 0, None, None, None, None,
+                           [path, *extra])
+            continue
+        bench_id = doc.get("bench_id", path.stem)
+        mine = folders.pop(bench_id, [])
+        report = path.with_suffix("")  # the report folder, when it holds only the report
+        ours = report.is_dir() and {p.name for p in report.iterdir()} <= REPORT_FILES
         costs = [t.get("cost_usd") for t in trials if isinstance(t, dict)]
         known = [c for c in costs if isinstance(c, int | float)]
+        stopped = doc.get("interrupted")
         excluded = bool(doc.get("exclusions"))  # as `orch bench` exits: 2 with exclusions
-        yield RunEntry(doc.get("bench_id", path.stem), "bench",
-                       "partial" if excluded else "complete", len(trials),
+        status = "interrupted" if stopped else "partial" if excluded else "complete"
+        code = (1 if not stopped["signal"] else 128 + stopped["signal"]) if stopped \
+            else 2 if excluded else 0
+        yield RunEntry(bench_id, "bench", status, len(trials),
                        round(sum(known), 8) if known or not costs else None,
-                       doc.get("started"), None, 2 if excluded else 0, [path])
+                       doc.get("started"), None, code,
+                       [path, *([report] if ours else []), *extra, *mine],
+                       _bench_waves(mine))
+    for bench_id, mine in folders.items():  # waves without results: running, or killed
+        waves = _bench_waves(mine)
+        running = any(w["status"] == "running" for w in waves)
+        made = datetime.fromtimestamp(min(p.stat().st_mtime for p in mine), UTC)
+        yield RunEntry(bench_id, "bench", "running" if running else "interrupted",
+                       sum(w["legs"] for w in waves), None, made.isoformat(), None,
+                       None if running else 1, mine, waves)
 
 
 def _object(doc: Any) -> dict[str, Any]:
@@ -176,6 +263,11 @@ def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
         from orchestrator.engine.rebuild import load_wave
 
         return load_wave(runs_dir, entry.id)
+    if entry.kind == "bench" and not entry.dirs[0].is_file():  # its waves, no results
+        return {"bench_id": entry.id, "status": entry.status, "exit_code": entry.exit_code,
+                "waves": entry.waves or [], "trials": None,
+                "error": "no results file: the bench is running, or was killed before "
+                         "it wrote one"}
     path = entry.dirs[0] if entry.dirs[0].is_file() else entry.dirs[0] / "run.json"
     try:
         return settled(read_json(path))
@@ -216,7 +308,9 @@ def remove(entry: RunEntry) -> int:
     """Delete a run's folders; the bytes freed."""
     freed = 0
     for folder in entry.dirs:
-        if folder.is_file():  # a bench's result file
+        if not folder.exists():
+            continue
+        if folder.is_file():  # a bench's result file (or its link)
             freed += folder.stat().st_size
             folder.unlink()
             continue

@@ -134,7 +134,8 @@ def test_sigint_mid_bench_writes_the_partial_results_and_exits_130(
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert last == (f"orch: interrupted (SIGINT) after 4 of 8 trials; partial results: "
-                    f"{out} (report: {out.with_suffix('')}/report.md)")
+                    f"{out} (report: {out.with_suffix('')}/report.md; "
+                    f"`orch bench resume {out}` runs the rest)")
     doc = json.loads(out.read_text())
     assert doc["interrupted"] == {"signal": 2, "signal_name": "SIGINT", "planned": 8,
                                   "complete": [1, 2, 3, 4], "cut_short": [5, 6],

@@ -21,13 +21,15 @@ if TYPE_CHECKING:
 
 __all__ = ["Running"]  # an interrupt stops command trials and checks alike
 
-KINDS = ("model", "command")
+KINDS = ("model", "command", "fanout", "council")
 PARSERS = ("none", "claude-json", "codex-jsonl", "orch-json")
 TOOLS = ("read", "none")
 PARSE_TIMEOUT_S = 30.0  # a parser reading at most 8 MiB of output
 PLACEHOLDERS = ("{task}", "{cwd}", "{model}", "{verify}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+-]{0,79}$")
 _MODEL_KEYS = {"name", "kind", "model", "tier", "tools", "max_steps", "disable_plugins", "note"}
+_FANOUT_KEYS = {"name", "kind", "models", "chair", "tier", "tools", "max_steps",
+                "disable_plugins", "note"}
 _COMMAND_KEYS = {"name", "kind", "command", "args", "stdin", "env", "timeout_s", "parse",
                  "note", "model", "jobs", "network", "pass_env", "writable", "memory_mb"}
 
@@ -53,9 +55,11 @@ class Contestant:
     pass_env: list[str] = field(default_factory=list)  # names whose values orch passes on
     writable: list[str] = field(default_factory=list)  # folders besides its trial folder
     memory_mb: int | None = None  # RLIMIT_DATA; none by default (agent runtimes vary)
+    models: list[str] = field(default_factory=list)  # a fanout's members
+    chair: str | None = None  # a fanout's chair: its answer is the trial's
 
     def to_dict(self) -> dict[str, Any]:
-        keys = _MODEL_KEYS if self.kind == "model" else _COMMAND_KEYS
+        keys = _KEYS[self.kind]
         # env values may be keys: only their names are kept
         return {k: (sorted(v) if k == "env" else v) for k, v in self.__dict__.items()
                 if k in keys}
@@ -68,8 +72,9 @@ def parse_contestant(data: Any, where: str) -> Contestant:
     if not isinstance(name, str) or not _NAME.match(name):
         raise OrchError(f"{where}: every contestant needs a `name` (letters, digits, ._@/:+-)")
     if kind not in KINDS:
-        raise OrchError(f"{where} ({name}): `kind` is `model` or `command`")
-    allowed = _MODEL_KEYS if kind == "model" else _COMMAND_KEYS
+        raise OrchError(f"{where} ({name}): `kind` is `model`, `command`, `fanout` or "
+                        "`council`")
+    allowed = _KEYS[kind]
     if unknown := set(data) - allowed:
         raise OrchError(f"{where} ({name}): unknown key(s) {', '.join(sorted(unknown))} for a "
                         f"{kind} contestant; allowed: {', '.join(sorted(allowed))}")
@@ -79,6 +84,26 @@ def parse_contestant(data: Any, where: str) -> Contestant:
             if not isinstance(data.get("model"), str) or not data["model"].strip():
                 raise ValueError("`model` is required, e.g. openai/gpt-4o-mini")
             c.model = data["model"].strip()
+            c.tier = data.get("tier")
+            if c.tier not in (None, "minimal", "default"):
+                raise ValueError("`tier` is minimal or default")
+            c.tools = data.get("tools", "read")
+            if c.tools not in TOOLS:
+                raise ValueError("`tools` is read or none")
+            c.max_steps = _int(data.get("max_steps", 20), "max_steps", 1, 200)
+            c.disable_plugins = _strings(data.get("disable_plugins", []), "disable_plugins")
+        elif kind in ("fanout", "council"):
+            if kind == "council" and not data.get("chair"):
+                raise ValueError("a council needs a `chair` (a model), e.g. openai/gpt-4o")
+            c.models = _strings(data.get("models"), "models") if "models" in data else []
+            if len(c.models) < 2 or not all(m.strip() for m in c.models):
+                raise ValueError("`models` lists two or more models, e.g. "
+                                 '["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"]')
+            c.models = [m.strip() for m in c.models]
+            chair = data.get("chair")
+            if chair is not None and (not isinstance(chair, str) or not chair.strip()):
+                raise ValueError("`chair` is a model, e.g. openai/gpt-4o")
+            c.chair = chair.strip() if chair else None
             c.tier = data.get("tier")
             if c.tier not in (None, "minimal", "default"):
                 raise ValueError("`tier` is minimal or default")
@@ -117,6 +142,17 @@ def parse_contestant(data: Any, where: str) -> Contestant:
     except (TypeError, ValueError) as exc:
         raise OrchError(f"{where} ({name}): {exc}") from None
     return c
+
+
+_KEYS = {"model": _MODEL_KEYS, "command": _COMMAND_KEYS, "fanout": _FANOUT_KEYS,
+         "council": _FANOUT_KEYS}
+
+
+def label(c: Contestant) -> str:
+    """How the report names an ensemble: ``fanout(a,b,c)+chair``."""
+    if c.kind not in ("fanout", "council"):
+        return c.name
+    return f"{c.kind}({','.join(c.models)})" + ("+chair" if c.chair else "")
 
 
 def _int(value: Any, key: str, low: int, high: int) -> int:

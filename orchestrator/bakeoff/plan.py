@@ -21,6 +21,8 @@ DEFAULT_PROMPT = "{task}"
 DEFAULT_TRIALS, DEFAULT_JOBS, DEFAULT_TIMEOUT_S = 3, 8, 600.0
 EST_OUTPUT_TOKENS = 1024  # per trial, for the estimate only
 EST_TOOL_ROUNDS = 2  # a reading model sends the files back about this many times
+BENCH_KEYS = ("builtin", "cases", "trials", "jobs", "timeout_s", "prompt", "max_cost",
+              "check_timeout_s", "check_memory_mb", "readable")
 
 STARTER = '''# orch bench --config bench.toml  (docs/bench.md)
 [bench]
@@ -44,6 +46,13 @@ name = "challenger"
 kind = "model"
 model = "anthropic/claude-haiku-4-5"
 # tier = "minimal"  tools = "read"  max_steps = 20  disable_plugins = []  note = ""
+
+# Does fanning out beat the best single model? (kind = "council" runs a council per trial)
+# [[contestants]]
+# name = "both"
+# kind = "fanout"
+# models = ["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"]
+# chair = "openai/gpt-4o"    # optional; without it a trial passes when any member passes
 
 # An agent CLI, run in the trial folder:
 # [[contestants]]
@@ -130,6 +139,7 @@ def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
     bench = data.get("bench", {})
     if not isinstance(bench, dict):
         raise OrchError("config: [bench] must be a table")
+    check_keys(bench)
     source, folder = task_folder(config_path, builtin, cases, data)
     tasks = load_tasks(folder)
     if only:
@@ -165,8 +175,22 @@ def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
     return plan
 
 
+def check_keys(bench: dict[str, Any]) -> None:
+    """A key ``[bench]`` does not know is refused, as a contestant's is: a typo
+    (``trails = 5``) would otherwise run with the default, silently."""
+    import difflib
+
+    for key in bench:
+        if key not in BENCH_KEYS:
+            near = difflib.get_close_matches(str(key), BENCH_KEYS, n=1)
+            hint = f"did you mean {near[0]}?" if near else \
+                f"known: {', '.join(BENCH_KEYS)}"
+            raise OrchError(f"config: unknown key {key!r} in [bench]; {hint}")
+
+
 def check_settings(bench: dict[str, Any]) -> dict[str, Any]:
     """``[bench]``'s limits and sandbox settings for checks (a run and --selftest alike)."""
+    check_keys(bench)
     readable = bench.get("readable", [])
     if not isinstance(readable, list) or not all(isinstance(v, str) and v for v in readable):
         raise OrchError("bench.readable must be a list of folder paths")
@@ -193,7 +217,7 @@ def task_folder(config_path: Path | None, builtin: str | None, cases: Path | Non
         return f"builtin:{builtin}", suite_dir(str(builtin))
     if cases:
         return str(cases), Path(cases).expanduser()
-    raise OrchError("no tasks: pass --builtin NAME (reading, format, adversarial) or "
+    raise OrchError("no tasks: pass --builtin NAME (reading, format, adversarial, review) or "
                     "--cases DIR, or set them in bench.toml")
 
 
@@ -224,8 +248,11 @@ def estimate(plan: Plan, resolved: dict[str, Any]) -> dict[str, Any]:
                 EST_TOOL_ROUNDS * estimate_text(files, exact=False)
         tokens_in *= plan.trials
         tokens_out = EST_OUTPUT_TOKENS * len(plan.tasks) * plan.trials
-        price = prices(model)
-        cost = None if price is None else tokens_in * price[0] + tokens_out * price[1]
+        models = list(getattr(model, "requests", [model]))  # an ensemble: each request
+        tokens_in, tokens_out = tokens_in * len(models), tokens_out * len(models)
+        found = [prices(m) for m in models]
+        cost = None if any(p is None for p in found) else sum(
+            tokens_in / len(models) * p[0] + tokens_out / len(models) * p[1] for p in found)
         if cost is None:
             unknown.append(f"{c.name} ({model.name}: no known price)")
         else:

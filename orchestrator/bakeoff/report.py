@@ -52,8 +52,10 @@ def _dmoney(x: float | None) -> str:
 def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for each table the report prints."""
     k = stats["k"]
-    main = [[r["contestant"], f"{_pct(r['pass']['value'])} {_ci(r['pass']['ci'])}",
-             _pct(r["pass_k"]), _num(r["tok_per_solved"]["value"]),
+    main = [[r["contestant"], f"{_pct(r['pass']['value'])}"
+             + (f" ({r['passed']}/{r['trials']})" if "passed" in r and r["trials"] else "")
+             + f" {_ci(r['pass']['ci'])}",
+             _pass_k(r), _num(r["tok_per_solved"]["value"]),
              _pct(r["cache_share"]["value"]), _num(r["steps"]["value"], 1),
              _num(r["secs"]["value"], 1), "*" if r["pareto"] else ""]
             for r in stats["rows"]]
@@ -61,10 +63,11 @@ def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
                             "steps", "secs", "pareto"], main)]
     if stats["comparisons"]:
         vs = [[c["contestant"], f"{_dpct(c['delta'])} {_ci(c['delta_ci'], _dpct)}",
-               f"{c['wins']}/{c['losses']}/{c['ties']}", f"{c['p']:.3g} ({c['p_holm']:.3g})",
+               f"{c['wins']}/{c['losses']}/{c['ties']}", str(c.get("tasks", "—")),
+               f"{c['p']:.3g} ({c['p_holm']:.3g})",
                _dnum(c["delta_tok_per_solved"]), c["verdict"]] for c in stats["comparisons"]]
         out.append((f"vs {stats['baseline']}", ["variant", "Δ pass [95% CI]", "W/L/T",
-                                                 "p (Holm)", "Δ tok/solved", "verdict"], vs))
+                                                 "paired tasks", "p (Holm)", "Δ tok/solved", "verdict"], vs))
     metrics = []
     for r in stats["rows"]:
         metrics.append([r["contestant"], *_with_delta(r["cost_per_trial"], _money, _dmoney),
@@ -74,6 +77,15 @@ def tables(stats: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
                                    "cost-usd/solved [95% CI]", "Δ", "secs [95% CI]", "Δ"],
                 metrics))
     return out
+
+
+def _pass_k(row: dict[str, Any]) -> str:
+    """pass^k, saying over how many tasks when some had fewer than k trials."""
+    if row["pass_k"] is None:
+        return "—"
+    n = row.get("pass_k_tasks")
+    return _pct(row["pass_k"]) if n is None or n == row.get("tasks") else \
+        f"{_pct(row['pass_k'])} ({n} tasks)"
 
 
 def _with_delta(entry: dict[str, Any], fmt, dfmt) -> list[str]:
@@ -89,14 +101,22 @@ def notes(doc: dict[str, Any]) -> list[str]:
     out = []
     stop = doc.get("interrupted")
     if stop:
-        out.append(f"Interrupted ({stop['signal_name']}): partial results, "
+        out.append(f"{'Interrupted' if stop['signal'] else 'Stopped'} "
+                   f"({stop['signal_name']}): partial results, "
                    f"{len(stop['complete'])} of {stop['planned']} trials graded; "
                    f"{len(stop['cut_short'])} cut short (excluded), "
                    f"{stop['not_started']} never started.")
+    out += ensemble_lines(doc)
+    graded = stats.get("graded_tasks", stats["tasks"])
     if stats["min_detectable"] is not None:
-        out.append(f"With {stats['tasks']} tasks, only pass-rate differences above "
+        tasks = f"{graded} tasks" if graded == stats["tasks"] else \
+            f"{graded} of {stats['tasks']} tasks graded for every contestant"
+        out.append(f"With {tasks}, only pass-rate differences above "
                    f"~{100 * stats['min_detectable']:.0f} points can be detected reliably "
                    "(80% power, 5% error).")
+    from orchestrator.bakeoff.resume import notes as resume_notes
+
+    out += resume_notes(doc)
     out += [f"Warning: {w}" for w in stats["warnings"]]
     excluded = doc.get("exclusions") or []
     if excluded:  # one line per task and reason, naming the contestants
@@ -110,6 +130,22 @@ def notes(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+def ensemble_lines(doc: dict[str, Any]) -> list[str]:
+    """"fanout(a,b,c)+chair vs best member (b): Δ …, interval, W/L/T, p, cost ratio"."""
+    kinds = {c["name"]: c for c in (doc.get("settings") or {}).get("contestants") or []}
+    out = []
+    for e in doc["stats"].get("ensembles") or []:
+        c = kinds.get(e["contestant"], {})
+        label = f"{c['kind']}({','.join(c.get('models') or [])})" + (
+            "+chair" if c.get("chair") else " (any member: no chair)") \
+            if c.get("kind") in ("fanout", "council") else e["contestant"]
+        ratio = "—" if e["cost_ratio"] is None else f"×{e['cost_ratio']:.2f}"
+        out.append(f"{label} vs best member ({e['best_member']}): Δ {_dpct(e['delta'])} "
+                   f"{_ci(e['delta_ci'], _dpct)} points on {e['tasks']} tasks, W/L/T "
+                   f"{e['wins']}/{e['losses']}/{e['ties']}, p {e['p']:.3g}, cost ratio {ratio}")
+    return out
+
+
 def settings_lines(doc: dict[str, Any]) -> list[str]:
     s = doc["settings"]
     lines = [f"bench {doc['bench_id']} · {s['source']} · {len(s['tasks'])} tasks × "
@@ -119,7 +155,11 @@ def settings_lines(doc: dict[str, Any]) -> list[str]:
                 if s.get("confinement") else ""), "versions: " + ", ".join(
                  f"{k} {v}" for k, v in (doc.get("versions") or {}).items())]
     for c in s["contestants"]:
-        what = c.get("model") if c["kind"] == "model" else c.get("command")
+        what = c.get("model") if c["kind"] == "model" else c.get("command") \
+            if c["kind"] == "command" else f"({', '.join(c.get('models') or [])})" \
+            + (f" + chair {c['chair']}" if c.get("chair") else " (no chair: any member)")
+        if c["kind"] == "council":
+            what = f"seats ({', '.join(c.get('models') or [])}), chair {c.get('chair')}"
         model_id = (doc.get("model_ids") or {}).get(c["name"])
         lines.append(f"  {c['name']}: {c['kind']} {what}"
                      + (f" ({model_id})" if model_id and model_id != what else "")
@@ -131,15 +171,43 @@ def _line(cells: list[str], widths: list[int]) -> str:
     return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
 
+FAILURES_SHOWN = 20  # rows of the failure summary; the rest are counted
+CHECK_LINES = 3  # last lines of a check's output in the failure summary
+
+
+def failures(doc: dict[str, Any]) -> tuple[list[str], list[list[str]], int]:
+    """(header, rows, not shown) of the failed trials: task, contestant, trial and the
+    last lines of what the check said (or why the trial ended), as pytest's short
+    summary does. `orch bench show RESULTS TASK CONTESTANT` prints the whole trial."""
+    failed = [r for r in doc["trials"] if not r.get("excluded") and not r.get("passed")]
+    rows = []
+    for r in failed[:FAILURES_SHOWN]:
+        said = (r.get("check_output") or "").strip() or (r.get("reason") or "").strip()
+        tail = " ⏎ ".join(said.splitlines()[-CHECK_LINES:]) or "—"
+        rows.append([r["task"], r["contestant"], f"#{r['trial']}",
+                     tail if len(tail) <= 160 else "…" + tail[-159:]])
+    return ["task", "contestant", "trial", "check (last lines)"], rows, \
+        max(0, len(failed) - FAILURES_SHOWN)
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    return [f"{title}:", _line(header, widths), _line(["-" * w for w in widths], widths),
+            *(_line(r, widths) for r in rows), ""]
+
+
 def terminal(doc: dict[str, Any]) -> str:
-    """Plain aligned tables for stdout."""
+    """Plain aligned tables for stdout, then the failed trials."""
     parts = []
     for title, header, rows in tables(doc["stats"]):
-        widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
-        parts += [f"{title}:", _line(header, widths), _line(["-" * w for w in widths], widths),
-                  *(_line(r, widths) for r in rows), ""]
+        parts += _table(title, header, rows)
     parts += notes(doc) + [""] + settings_lines(doc)
-    return "\n".join(parts)
+    header, rows, more = failures(doc)
+    if rows:
+        parts += ["", *_table(f"failed trials ({len(rows) + more})", header, rows)]
+        if more:
+            parts.append(f"… and {more} more (orch bench show RESULTS lists every trial)")
+    return "\n".join(parts).rstrip("\n")
 
 
 def markdown(doc: dict[str, Any]) -> str:

@@ -99,16 +99,31 @@ class Runner:
     on_trial: Callable[[dict[str, Any]], None] = lambda row: None
     results: list[dict[str, Any]] = field(default_factory=list)
     guard: Guard = field(default_factory=lambda: Guard(bwrap=None))  # set by the CLI
+    stop_reason: str | None = None  # why it stopped early when no signal did (--maxfail)
+    wave_prefix: str = ""  # "" for a first run; "r1-", ... for a resume's waves
+    wanted: set[int] | None = None  # the slots to run (a resume); None: all
 
     def slots(self) -> list[Slot]:
-        """task → contestant → trial."""
+        """task → contestant → trial (the numbering is the plan's, a resume runs a subset)."""
         out, n = [], 0
         for task in self.plan.tasks:
             for c in self.plan.contestants:
                 for trial in range(1, self.plan.trials + 1):
                     n += 1
-                    out.append(Slot(n, task, c, trial))
+                    if self.wanted is None or n in self.wanted:
+                        out.append(Slot(n, task, c, trial))
         return out
+
+    @staticmethod
+    def keep_answer(text: str) -> str:
+        """What a row keeps of an answer (the start)."""
+        return cap(text, ANSWER_KEEP)
+
+    def stop(self, reason: str) -> None:
+        """Stop as an interrupt does, for a reason of the bench's own (--maxfail)."""
+        if self.signum is None:
+            self.stop_reason = reason
+            self.interrupt(0)
 
     async def run(self, *, handle_signals: bool = False) -> list[dict[str, Any]]:
         from orchestrator.server import Server
@@ -154,12 +169,24 @@ class Runner:
                     tg.start_soon(self.waves[-1].run)
             tg.start_soon(self._command_trials, [s for s in slots
                                                  if s.contestant.kind == "command"])
+            tg.start_soon(self._ensemble_trials, [s for s in slots if s.contestant.kind
+                                                  in ("fanout", "council")])
 
     async def _command_trials(self, slots: list[Slot]) -> None:
         with self._scope():
             async with anyio.create_task_group() as tg:
                 for slot in slots:
                     tg.start_soon(self.command_trial, slot)
+
+    async def _ensemble_trials(self, slots: list[Slot]) -> None:
+        from orchestrator.bakeoff import ensemble
+
+        # no cancel scope of the runner's: an interrupt stops each wave or council (it
+        # finishes its own files), and a trial not yet begun sees ``signum`` and never starts
+        async with anyio.create_task_group() as tg:
+            for slot in slots:
+                tg.start_soon(ensemble.trial if slot.contestant.kind == "fanout"
+                              else ensemble.council_trial, self, slot)
 
     def _scope(self) -> anyio.CancelScope:
         """A cancel scope an interrupt cancels (one made after the interrupt starts
@@ -189,7 +216,7 @@ class Runner:
                         briefings=[self.plan.render(s.task) for s in slots],
                         runs_dir=self.runs_dir, timeout_s=self.plan.timeout_s,
                         max_steps=c.max_steps, kind="bench", run_id=self.bench_id,
-                        wave_id=f"{self.bench_id}-{j}", project_dir=os.getcwd(),
+                        wave_id=f"{self.bench_id}-{self.wave_prefix}{j}", project_dir=os.getcwd(),
                         options=options)
         wave = BenchWave(spec, pm=self.pms[c.name], config=self.config, ledger=self.ledger,
                          server=self.server)
@@ -259,8 +286,9 @@ class Runner:
         if row["excluded"] is not None:  # excluded already (set-up failed): that reason stands
             return row
         name = signal.Signals(self.signum).name if self.signum else "an interrupt"
+        why = self.stop_reason or f"{name} arrived"
         row.update(passed=False, check_output="",
-                   excluded=f"interrupted: {name} arrived before it was graded")
+                   excluded=f"interrupted: {why} before it was graded")
         if row["status"] in (None, "running"):
             row["status"] = ABORTED
         return row
@@ -395,7 +423,9 @@ class Runner:
                    stdout_bytes=done.stdout.size, stderr_bytes=done.stderr.size,
                    input_tokens=reported.input_tokens, output_tokens=reported.output_tokens,
                    cached_tokens=reported.cached_tokens,
-                   tokens=reported.input_tokens + reported.output_tokens,
+                   # a command that reports no usage has unknown tokens, not 0 of them
+                   tokens=reported.input_tokens + reported.output_tokens
+                   if reported.read else None,
                    steps=reported.steps, secs=round(done.secs, 3),
                    cost_usd=reported.cost_usd,
                    cost_source="reported" if reported.cost_usd is not None else "unknown",

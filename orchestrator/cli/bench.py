@@ -19,7 +19,7 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.option("--init", "init", is_flag=True, help="Write a starter bench.toml (never overwrites).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), metavar="FILE",
               help="The bench file (contestants, tasks, settings).")
-@click.option("--builtin", metavar="NAME", help="A built-in suite: reading, format, adversarial.")
+@click.option("--builtin", metavar="NAME", help="A built-in suite: reading, format, adversarial, review.")
 @click.option("--cases", type=click.Path(path_type=Path), metavar="DIR",
               help="A folder of TOML/JSON task files.")
 @click.option("--only", metavar="a,b", help="Only these task ids.")
@@ -43,15 +43,22 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.option("--unsafe-checks", is_flag=True,
               help="Run verify checks and command contestants without bubblewrap (a scrubbed "
                    "environment and resource limits only).")
+@click.option("--maxfail", type=click.IntRange(1), metavar="N",
+              help="Stop after N failed trials (graded so far are kept; exit 1).")
+@click.option("--quiet", "-q", is_flag=True, help="One progress line instead of one per trial.")
+@click.option("--junit-xml", "junit_xml", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write the trials as JUnit XML (for CI).")
 @no_daemon_option
 @click.pass_context
 def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, timeout_s,
-          selftest, dry_run, check, probe, yes, max_cost, out, as_json, unsafe_checks):
+          selftest, dry_run, check, probe, yes, max_cost, out, as_json, unsafe_checks,
+          maxfail, quiet, junit_xml):
     """Run tasks through several contestants and report pass rates with honest intervals.
 
     Each trial runs in a fresh folder and is graded by a hidden check. The first contestant
     is the baseline; the report says better / worse / inconclusive with Holm-adjusted
-    sign tests and bootstrap intervals. Exit 0, or 2 when trials were excluded.
+    sign tests and paired intervals. Exit 0, or 2 when trials were excluded (1 when
+    --maxfail stopped it).
 
     \b
     Examples:
@@ -59,6 +66,8 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
       orch bench --builtin reading --models openai/gpt-4o-mini,myvllm/qwen3-8b --yes
       orch bench --selftest --cases my-tasks
       orch bench report ~/.config/orch/bench/bench-20261130-101500-ab12.json
+      orch bench show RESULTS.json TASK CONTESTANT   # one trial in full
+      orch bench resume RESULTS.json --retry-failed  # after Ctrl-C or --maxfail
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -87,7 +96,7 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
         click.echo(dry_run_text(plan, resolved))
         sys.exit(0)
     execute(plan, resolved, pms, yes=yes, out=out, as_json=as_json, probe=probe,
-            unsafe=unsafe_checks)
+            unsafe=unsafe_checks, maxfail=maxfail, quiet=quiet, junit=junit_xml)
 
 
 @bench.command("report")
@@ -98,6 +107,47 @@ def report_cmd(file, as_json):
     from orchestrator.cli.bench_run import rerender
 
     rerender(file, as_json=as_json)
+
+
+@bench.command("resume")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--retry-failed", is_flag=True, help="Also run the failed trials again.")
+@click.option("--retry-excluded", is_flag=True, help="Also run the excluded trials again.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before spending.")
+@click.option("--max-cost", type=click.FloatRange(0), metavar="USD",
+              help="A cost ceiling for what this resume runs.")
+@click.option("--maxfail", type=click.IntRange(1), metavar="N",
+              help="Stop after N failed trials.")
+@click.option("--quiet", "-q", is_flag=True, help="One progress line.")
+@click.option("--junit-xml", "junit_xml", type=click.Path(path_type=Path), metavar="FILE",
+              help="Also write all the trials as JUnit XML.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON.")
+@click.option("--unsafe-checks", is_flag=True,
+              help="Run verify checks and command contestants without bubblewrap.")
+def resume_cmd(file, retry_failed, retry_excluded, yes, max_cost, maxfail, quiet, junit_xml,
+               as_json, unsafe_checks):
+    """Run the trials an interrupted bench did not run (or cut short), merged into its
+    results file; with --retry-failed / --retry-excluded, those trials again too (the
+    report says so)."""
+    from orchestrator.cli.bench_run import resume_bench
+
+    parent = click.get_current_context().parent  # `orch bench --unsafe-checks resume F`
+    unsafe_checks = unsafe_checks or bool(parent and parent.params.get("unsafe_checks"))
+    resume_bench(file, retry_failed=retry_failed, retry_excluded=retry_excluded, yes=yes,
+                 as_json=as_json, unsafe=unsafe_checks, maxfail=maxfail, quiet=quiet,
+                 junit=junit_xml, max_cost=max_cost)
+
+
+@bench.command("show")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("task", required=False)
+@click.argument("contestant", required=False)
+def show_cmd(file, task, contestant):
+    """Read a finished bench's trials: all of them; one TASK's; or, with CONTESTANT, each of
+    its trials in full (prompt, answer, steps, output, check output)."""
+    from orchestrator.cli.bench_run import show
+
+    show(file, task, contestant)
 
 
 def _init(path: Path) -> int:

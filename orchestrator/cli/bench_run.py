@@ -31,15 +31,28 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     resolved, pms = {}, {}
     base = cfg.section("plugins")
     for c in plan.contestants:
-        if c.kind != "model":
+        if c.kind == "command":
             continue
         section = {**base, "disabled": [*base.get("disabled", []), *c.disable_plugins]}
         pms[c.name] = load(section, warn=stderr_warn, extra=[("bench_tier", TierPin())])
         # a ceiling from --max-cost or the bench file holds for every contestant, or none runs
         require_guards({"max_cost": plan.max_cost}, pms[c.name], cfg,
                        source=lambda _key, name=c.name: _ceiling_source(plan, name))
-        resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
+        if c.kind in ("fanout", "council"):
+            from orchestrator.bakeoff.ensemble import Ensemble
+
+            found = resolve_all([*c.models, *([c.chair] if c.chair else [])], cfg,
+                                pms[c.name])
+            resolved[c.name] = Ensemble(members=found[:len(c.models)],
+                                        chair=found[-1] if c.chair else None, kind=c.kind)
+        else:
+            resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
     return resolved, pms
+
+
+def _models_of(resolved_one: Any) -> list[Any]:
+    """The resolved models behind a contestant (an ensemble has several)."""
+    return list(getattr(resolved_one, "models", [resolved_one]))
 
 
 def _ceiling_source(plan: Plan, contestant: str) -> str:
@@ -65,9 +78,10 @@ def check_contestants(plan: Plan, resolved: dict[str, Any], unsafe: bool = False
             f"{why}; {bwrap.INSTALL_HINT}, or pass {UNSAFE_FLAG}"
         click.echo(f"sandbox: {state} ({detail})")
     for c in plan.contestants:
-        if c.kind == "model":
+        if c.kind != "command":
             try:
-                check_key(resolved[c.name])
+                for model in _models_of(resolved[c.name]):
+                    check_key(model)
                 state, why = "found", resolved[c.name].name
             except OrchError as exc:
                 state, why = "missing", str(exc)
@@ -93,6 +107,10 @@ def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
             lines.append(f"  {c.name}: model {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}"
                          + (f", tier {c.tier}" if c.tier else "") + ")")
+        elif c.kind in ("fanout", "council"):
+            lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
+                         f"max_steps {c.max_steps}; one {'wave' if c.kind == 'fanout' else c.kind} "
+                         "per trial)")
         else:
             argv = cmd.command_line(c, plan.render(first), "<trial folder>", first.check)
             lines.append(f"  {c.name}: " + " ".join(_short(a) for a in argv)
@@ -133,19 +151,26 @@ def trial_line(row: dict[str, Any]) -> str:
     cost = "" if row["cost_usd"] is None else f" ${row['cost_usd']:.4f}"
     why = f" ({row['excluded'] or row['reason']})" if (row["excluded"] or row["reason"]) \
         else ""
+    tokens = "—" if row["tokens"] is None else f"{row['tokens']:,}"  # unknown: not 0
     return (f"{word} {row['task']} · {row['contestant']} #{row['trial']} · "
-            f"{row['secs']:.1f}s · {row['tokens']:,} tok{cost}{why}")
+            f"{row['secs']:.1f}s · {tokens} tok{cost}{why}")
 
 
 class BenchProgress:
     """One PASS/FAIL/EXCL line per trial on stderr; on a terminal, above a rich table of
-    each contestant's tally so far."""
+    each contestant's tally so far. ``quiet``: one line, rewritten in place on a terminal,
+    printed once at the end otherwise. ``maxfail``: after that many failed trials, the
+    runner is stopped."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, *, quiet: bool = False, maxfail: int | None = None,
+                 total: int | None = None) -> None:
         self.total = len(plan.tasks) * plan.trials
+        self.planned = total if total is not None else self.total * len(plan.contestants)
         self.tally = {c.name: {"PASS": 0, "FAIL": 0, "EXCL": 0} for c in plan.contestants}
+        self.quiet, self.maxfail, self.runner = quiet, maxfail, None
         self.live = None
-        if sys.stderr.isatty():
+        self.tty = sys.stderr.isatty()
+        if self.tty and not quiet:
             from rich.console import Console
             from rich.live import Live
 
@@ -154,10 +179,23 @@ class BenchProgress:
     def __call__(self, row: dict[str, Any]) -> None:
         line = trial_line(row)
         self.tally[row["contestant"]][line[:4]] += 1
-        if self.live is not None:
+        if self.quiet:
+            if self.tty:
+                click.echo("\r" + self.summary(), nl=False, err=True)
+        elif self.live is not None:
             self.live.console.print(line, markup=False, highlight=False)
         else:
             click.echo(line, err=True)
+        failed = sum(t["FAIL"] for t in self.tally.values())
+        if self.maxfail and failed >= self.maxfail and self.runner is not None:
+            self.runner.stop(f"--maxfail {self.maxfail} reached")
+
+    def summary(self) -> str:
+        """The one progress line of -q."""
+        done = sum(sum(t.values()) for t in self.tally.values())
+        count = {w: sum(t[w] for t in self.tally.values()) for w in ("PASS", "FAIL", "EXCL")}
+        return (f"{done}/{self.planned} trials · {count['PASS']} passed · {count['FAIL']} "
+                f"failed · {count['EXCL']} excluded")
 
     def __rich__(self):
         from rich.table import Table
@@ -176,6 +214,8 @@ class BenchProgress:
     def __exit__(self, *exc) -> None:
         if self.live is not None:
             self.live.stop()
+        if self.quiet:  # the line ends (a terminal) or is said once (a log)
+            click.echo("" if self.tty else self.summary(), err=True)
 
 
 def versions() -> dict[str, str]:
@@ -203,54 +243,110 @@ def choose_sandbox(needed: bool, unsafe: bool) -> str | None:
 
 
 def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: bool,
-            probe: bool = False, unsafe: bool = False) -> None:
+            probe: bool = False, unsafe: bool = False, maxfail: int | None = None,
+            quiet: bool = False, junit: Path | None = None,
+            previous: dict[str, Any] | None = None, again: dict[int, str] | None = None
+            ) -> None:
+    """Run the plan (or, with ``previous``, the slots ``again`` names, merged into those
+    results in ``out``), save, print."""
     import anyio
 
     from orchestrator import config as config_mod
     from orchestrator import runtime
+    from orchestrator.bakeoff import resume
     from orchestrator.bakeoff.run import Runner, exclusions, new_bench_id
     from orchestrator.cli.common import import_litellm_quietly
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.models import check_key
 
     for c in plan.contestants:
-        if c.kind == "model":
-            check_key(resolved[c.name])  # before any spend: one line, exit 1
+        if c.kind != "command":
+            for model in _models_of(resolved[c.name]):
+                check_key(model)  # before any spend: one line, exit 1
         elif not cmd.found(c):
             raise OrchError(f"contestant {c.name}: {c.command} is not on PATH; install it or "
                             "give its full path (orch bench --check lists every contestant)")
     guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
+    if junit is not None and junit.is_dir():
+        raise OrchError(f"--junit-xml {junit} is a directory; pass a file name")
     confirm(plan, resolved, yes)
-    bench_id = new_bench_id()
+    bench_id = previous["bench_id"] if previous else new_bench_id()
     path = out or config_mod.home() / "bench" / f"{bench_id}.json"
     if path.exists() and path.is_dir():
         raise OrchError(f"--out {path} is a directory; pass a file name")
+    if out is not None and previous is None:  # `orch runs` finds it through this link
+        from orchestrator.runs import LINK
+        from orchestrator.store import write_text_atomic
+
+        write_text_atomic(config_mod.home() / "bench" / f"{bench_id}{LINK}",
+                          str(path.expanduser().resolve()) + "\n")
     if resolved:
         import_litellm_quietly()
     ledger = LedgerSink().preflight()  # a stale ledger schema: one line, before spend
+    planned = resume.total(plan)
+    progress = BenchProgress(plan, quiet=quiet, maxfail=maxfail,
+                             total=len(again) if again is not None else None)
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
-                    on_trial=BenchProgress(plan), guard=guard)
+                    on_trial=progress, guard=guard)
+    if previous is not None:  # its own wave folders beside the first run's
+        runner.wanted = set(again or {})
+        runner.wave_prefix = f"r{len(previous.get('resumes') or []) + 1}-"
+    progress.runner = runner
     started = datetime.now(UTC).isoformat()
-    with runner.on_trial:
+    with progress:
         rows = anyio.run(partial(runner.run, handle_signals=True))
-    doc = {"bench_id": bench_id, "started": started,
-           "finished": datetime.now(UTC).isoformat(), "versions": versions(),
-           "model_ids": {n: m.name for n, m in resolved.items()},
-           "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
-           "ledger_errors": ledger.errors}
+    if previous is not None:
+        doc = resume.merge(previous, rows, again or {})
+        doc["ledger_errors"] = [*previous.get("ledger_errors", []), *ledger.errors]
+    else:
+        doc = {"bench_id": bench_id, "started": started,
+               "finished": datetime.now(UTC).isoformat(), "versions": versions(),
+               "model_ids": {n: m.name for n, m in resolved.items()},
+               "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
+               "ledger_errors": ledger.errors,
+               "prompts": {t.id: plan.render(t) for t in plan.tasks}}  # for `bench show`
     if runner.signum is not None:
-        doc["interrupted"] = interrupted(runner.signum, rows, len(runner.slots()))
-    finish(doc, path, as_json=as_json, probe=probe)
+        doc["interrupted"] = interrupted(runner.signum, doc["trials"], planned,
+                                         runner.stop_reason)
+    finish(doc, path, as_json=as_json, probe=probe, junit=junit)
 
 
-def interrupted(signum: int, rows: list[dict[str, Any]], planned: int) -> dict[str, Any]:
-    """What a signal left: the trials graded before it (complete), those it cut short
-    (listed, excluded), and how many never started."""
+def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: bool,
+                 as_json: bool, unsafe: bool, maxfail: int | None, quiet: bool,
+                 junit: Path | None, max_cost: float | None) -> None:
+    """``orch bench resume``: run what the results file lacks (and, asked, its failed or
+    excluded trials again), merged into the same file."""
+    from orchestrator.bakeoff import resume
+
+    doc = load_results(file)
+    plan = resume.plan_of(doc, file)
+    if max_cost is not None:
+        plan.max_cost = max_cost
+    again = resume.todo(doc, resume.total(plan), failed=retry_failed, excluded=retry_excluded)
+    if not again:
+        click.echo(f"nothing to run: every trial of {file} was graded"
+                   + ("" if retry_failed and retry_excluded else
+                      " (--retry-failed, --retry-excluded run those again)"), err=True)
+        sys.exit(0)
+    resolved, pms = resolve(plan)
+    counts: dict[str, int] = {}
+    for why in again.values():
+        counts[why] = counts.get(why, 0) + 1
+    click.echo(f"resuming {doc['bench_id']}: {len(again)} trial(s) to run ("
+               + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")", err=True)
+    execute(plan, resolved, pms, yes=yes, out=file, as_json=as_json, unsafe=unsafe,
+            maxfail=maxfail, quiet=quiet, junit=junit, previous=doc, again=again)
+
+
+def interrupted(signum: int, rows: list[dict[str, Any]], planned: int,
+                reason: str | None = None) -> dict[str, Any]:
+    """What a signal (or --maxfail, ``reason``) left: the trials graded before it
+    (complete), those it cut short (listed, excluded), and how many never started."""
     import signal
 
     cut = [r["n"] for r in rows if str(r.get("excluded") or "").startswith("interrupted")]
-    return {"signal": signum, "signal_name": signal.Signals(signum).name,
+    return {"signal": signum, "signal_name": reason or signal.Signals(signum).name,
             "planned": planned, "complete": [r["n"] for r in rows if r["n"] not in cut],
             "cut_short": cut, "not_started": planned - len(rows)}
 
@@ -259,10 +355,15 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     from orchestrator.bakeoff.stats import analyse as run_stats
 
     s = doc["settings"]
-    return run_stats(doc["trials"], [c["name"] for c in s["contestants"]], s["tasks"])
+    singles = {c["model"]: c["name"] for c in s["contestants"] if c["kind"] == "model"}
+    ensembles = {c["name"]: [singles[m] for m in c.get("models") or [] if m in singles]
+                 for c in s["contestants"] if c["kind"] in ("fanout", "council")}
+    return run_stats(doc["trials"], [c["name"] for c in s["contestants"]], s["tasks"],
+                     ensembles=ensembles)
 
 
-def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = False) -> None:
+def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = False,
+           junit: Path | None = None) -> None:
     from orchestrator.bakeoff import report
     from orchestrator.store import write_json_atomic
 
@@ -271,6 +372,15 @@ def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = Fals
     write_json_atomic(path, doc)
     folder = path.with_suffix("")
     md, page = report.write(doc, folder)
+    if junit is not None:
+        from orchestrator.bakeoff import junit as junit_mod
+
+        try:
+            junit_mod.write(doc, junit)
+        except OSError as exc:  # the results are saved: say so, and why the XML is not
+            raise OrchError(f"--junit-xml {junit} cannot be written ({exc.strerror or exc}); "
+                            f"the results are in {path}: `orch bench report` it, or pick "
+                            "a writable file") from None
     if as_json:
         from orchestrator.cli.common import print_json
 
@@ -282,10 +392,12 @@ def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = Fals
         click.echo(report.terminal(doc))
     stop = doc.get("interrupted")
     if stop:  # everything measured so far is on disk: say where, in one line
-        click.echo(f"orch: interrupted ({stop['signal_name']}) after "
+        click.echo(f"orch: {'stopped' if not stop['signal'] else 'interrupted'} "
+                   f"({stop['signal_name']}) after "
                    f"{len(stop['complete'])} of {stop['planned']} trials; partial results: "
-                   f"{path} (report: {md})", err=True)
-        sys.exit(128 + stop["signal"])
+                   f"{path} (report: {md}; `orch bench resume {path}` runs the rest)",
+                   err=True)
+        sys.exit(1 if not stop["signal"] else 128 + stop["signal"])
     click.echo(f"results: {path}\nreport: {md} · {page}", err=True)
     if probe:  # a probe is a check: every contestant must start and pass the tiny task
         sys.exit(0 if all(r["status"] == "complete" and r["passed"] for r in doc["trials"])
@@ -297,7 +409,7 @@ def probe_text(doc: dict[str, Any]) -> str:
     lines = []
     for row in doc["trials"]:
         started = row["status"] == "complete"
-        read = row["tokens"] > 0 or row["cost_usd"] is not None
+        read = (row["tokens"] or 0) > 0 or row["cost_usd"] is not None
         lines.append(f"{row['contestant']}: {'started' if started else 'did not finish'}"
                      f"; grading {'PASS' if row['passed'] else 'FAIL'}"
                      f" ({row['check_output']}); tokens/cost "
@@ -306,8 +418,8 @@ def probe_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rerender(file: Path, *, as_json: bool) -> None:
-    from orchestrator.bakeoff import report
+def load_results(file: Path) -> dict[str, Any]:
+    """A results file, or one line saying why not."""
     from orchestrator.store import read_json
 
     try:
@@ -319,6 +431,42 @@ def rerender(file: Path, *, as_json: bool) -> None:
             from None
     except (OSError, ValueError) as exc:
         raise OrchError(f"{file} cannot be read as bench results: {exc}") from None
+    return doc
+
+
+def show(file: Path, task: str | None, contestant: str | None) -> None:
+    """``orch bench show``: the trials, a task's trials, or every trial of one task by one
+    contestant in full."""
+    from orchestrator import config as config_mod
+    from orchestrator.bakeoff import browse
+
+    doc = load_results(file)
+    tasks = doc["settings"].get("tasks") or sorted({r["task"] for r in doc["trials"]})
+    names = [c["name"] for c in doc["settings"].get("contestants") or []]
+    if task is not None and task not in tasks:
+        raise OrchError(f"no task {task!r} in {file}; its tasks: {', '.join(tasks[:20])}")
+    if contestant is not None and contestant not in names:
+        raise OrchError(f"no contestant {contestant!r} in {file}; its contestants: "
+                        f"{', '.join(names)}")
+    if contestant is None:
+        lines = browse.listing(doc, task)
+        if task is not None and browse.prompt_of(doc, task) is not None:
+            lines = ["-- prompt", browse.prompt_of(doc, task), "-- trials", *lines]
+        click.echo("\n".join(lines) or "no trials were run")
+        return
+    rows = [r for r in doc["trials"] if r["task"] == task and r["contestant"] == contestant]
+    if not rows:
+        click.echo(f"{contestant} has no trial of {task} in {file} (never started; "
+                   f"`orch bench resume {file}` runs it)")
+        return
+    runs_dir = config_mod.runs_dir()
+    click.echo("\n\n".join(browse.trial_text(doc, r, runs_dir) for r in rows))
+
+
+def rerender(file: Path, *, as_json: bool) -> None:
+    from orchestrator.bakeoff import report
+
+    doc = load_results(file)
     doc["stats"] = analyse(doc)
     md, page = report.write(doc, file.with_suffix(""))
     if as_json:

@@ -76,8 +76,11 @@ def runs(ctx, since, status, as_json, runs_dir):
               "?" if e.cost_usd is None else f"${e.cost_usd:.4f}", runs_mod.age(e.created),
               e.tag or "-") for e in found]
     widths = [max(len(r[i]) for r in [head, *cells]) for i in range(len(head))]
-    for row in [head, *cells]:
+    click.echo("  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True)).rstrip())
+    for entry, row in zip(found, cells, strict=True):
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        for wave in entry.waves or []:  # a bench's trial waves, folded under it
+            click.echo(f"  └ {wave['id']}  {wave['status']}  {wave['legs']} legs")
 
 
 def listed(runs_dir: Path | None, since: str | None, status) -> list:
@@ -140,7 +143,12 @@ def _echo_run(entry, doc: dict) -> None:
                f"(exit {doc.get('exit_code', entry.exit_code)}, "
                f"{'?' if cost is None else f'${cost:.4f}'})")
     if doc.get("trials") is not None:
-        click.echo(f"  trials: {len(doc['trials'])} (orch bench report {entry.dirs[0]})")
+        click.echo(f"  trials: {len(doc['trials'])} (orch bench report {entry.dirs[0]}; "
+                   f"orch bench show {entry.dirs[0]})")
+    if doc.get("error"):
+        click.echo(f"  {doc['error']}")
+    for wave in entry.waves or []:
+        click.echo(f"  wave {wave['id']}  {wave['status']}  {wave['legs']} legs")
     for seat in doc.get("seats") or []:
         reason = f" — {seat['reason']}" if seat.get("reason") else ""
         click.echo(f"  seat {seat.get('label') or '-'}  {seat.get('model')}  "
@@ -229,6 +237,9 @@ def gc(older_than, dry_run, as_json, runs_dir):
         return
     verb = "would remove" if dry_run else "removed"
     for entry in old:
-        click.echo(f"{verb} {entry.kind} {entry.id} ({runs_mod.age(entry.created)} old)")
-    tail_note = "" if dry_run else f", {freed / 1e6:.1f} MB freed"
+        folded = f", {len(entry.waves)} trial wave(s)" if entry.waves else ""
+        click.echo(f"{verb} {entry.kind} {entry.id} ({runs_mod.age(entry.created)} old"
+                   f"{folded})")
+    amount = f"{freed / 1e6:.1f} MB" if freed >= 1e5 else f"{freed / 1e3:.1f} kB"
+    tail_note = "" if dry_run else f", {amount} freed"
     click.echo(f"{verb} {len(old)} run(s){tail_note}; the ledger keeps their rows")
