@@ -38,7 +38,9 @@ def anchors(path: Path) -> set[str]:
         if opening.type != "heading_open":
             continue
         text = "".join(
-            child.content for child in inline.children or [] if child.type in ("text", "code_inline")
+            child.content
+            for child in inline.children or []
+            if child.type in ("text", "code_inline")
         )
         base = slug(text)
         count = seen.get(base, 0)
@@ -69,7 +71,9 @@ def broken(page: Path) -> list[str]:
         dest = (page.parent / unquote(parts.path)).resolve() if parts.path else page
         if not dest.exists():
             problems.append(f"{target}: no file {os.path.relpath(dest, page.parent)}")
-        elif parts.fragment and dest.suffix == ".md" and unquote(parts.fragment) not in anchors(dest):
+        elif (
+            parts.fragment and dest.suffix == ".md" and unquote(parts.fragment) not in anchors(dest)
+        ):
             problems.append(f"{target}: no heading #{parts.fragment} in {dest.name}")
     return problems
 
@@ -83,12 +87,23 @@ def test_every_relative_link_and_anchor_resolves(page):
     ("heading", "anchor"),
     [
         # Anchors GitHub gave headings these docs have linked to.
-        ("Credential content: the cost of the scan (issue 25)", "credential-content-the-cost-of-the-scan-issue-25"),
+        (
+            "Credential content: the cost of the scan (issue 25)",
+            "credential-content-the-cost-of-the-scan-issue-25",
+        ),
         ("orch ui (issue 31)", "orch-ui-issue-31"),
-        ("4. Credential content is withheld, whatever the file is called",
-         "4-credential-content-is-withheld-whatever-the-file-is-called"),
-        ("Content scanning and the daemon client's checks", "content-scanning-and-the-daemon-clients-checks"),
-        ("Local server: why four slots add little on this CPU", "local-server-why-four-slots-add-little-on-this-cpu"),
+        (
+            "4. Credential content is withheld, whatever the file is called",
+            "4-credential-content-is-withheld-whatever-the-file-is-called",
+        ),
+        (
+            "Content scanning and the daemon client's checks",
+            "content-scanning-and-the-daemon-clients-checks",
+        ),
+        (
+            "Local server: why four slots add little on this CPU",
+            "local-server-why-four-slots-add-little-on-this-cpu",
+        ),
     ],
 )
 def test_slug_is_githubs(heading, anchor):
