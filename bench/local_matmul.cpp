@@ -1,6 +1,6 @@
 // Gemma 3 270M's output projection alone: a Q8_0 [640 x 262144] matrix times 1..4 columns
 // (one per busy slot), wall and CPU ms per product, to see what batching slots buys in
-// ggml's CPU kernels (docs/performance.md, "Local server: why four slots add little").
+// ggml's CPU kernels (docs/performance.md, "Why four slots add little on this CPU").
 //
 // Build against the static ggml libraries of a llama.cpp build tree (the vendored tree of
 // the llama-cpp-python 0.3.36 sdist, configured with orch local build's flags, then
