@@ -163,8 +163,9 @@ def _register_plugin_commands() -> None:
     from orchestrator import runtime
     from orchestrator.plugins import add_commands, load, stderr_warn
 
-    if word is None or word.startswith("-"):  # the command list (--help, a TAB): only the
-        # plugins that can add a command; the built-ins declare theirs (none today)
+    if word in (None, "--help", "-h", "--version"):  # the command list (or a TAB on the
+        # command word): only the plugins that can add a command; the built-ins declare
+        # theirs (none today)
         pm = load(runtime.config().section("plugins"), warn=stderr_warn, commands_only=True)
     else:  # a plugin's command runs: the whole manager, the one it will ask for (cached)
         pm = runtime.plugin_manager()
