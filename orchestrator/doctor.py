@@ -283,8 +283,8 @@ def names(cfg: config_mod.Config, pm, listed: dict[str, list[str]]) -> list[Chec
     """Each alias and council member resolves, is listed by its provider (when it answered),
     has its key, and its variant fits what the model declares."""
     from orchestrator.catalog import model_info
-    from orchestrator.cli.common import resolve_all
     from orchestrator.models import check_key
+    from orchestrator.resolve import resolve_all
 
     rows = []
     for where, spec in addressed(cfg):
@@ -343,7 +343,7 @@ def output_budget_rows(cfg: config_mod.Config, pm) -> list[Check]:
     """With ``plugin_config.output_budget.tokens`` set: the addressed routes where no output
     ceiling is known (the budget is sent as is) and where it is above half the window."""
     from orchestrator.catalog import model_info
-    from orchestrator.cli.common import resolve_all
+    from orchestrator.resolve import resolve_all
 
     budget = cfg.plugin_config("output_budget").get("tokens")
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1 \

@@ -44,6 +44,7 @@ from orchestrator.ledger_schema import (  # noqa: F401 - the names callers impor
     SpendRow,
     UTCDateTime,
     stamp,
+    storable,
     utcnow,
 )
 
@@ -368,19 +369,6 @@ def _scrubbed(row: dict[str, Any]) -> dict[str, Any]:
 
     return {k: storable((scrub if k in FREE_TEXT else scrub_values)(v)) if isinstance(v, str)
             else v for k, v in row.items()}
-
-
-def storable(text: str) -> str:
-    """Text every backend takes: PostgreSQL refuses NUL bytes, and no driver encodes a lone
-    surrogate (an undecodable byte in an environment variable). A row refused for either
-    would wait in the outbox for ever."""
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return text
 
 
 def _check_vocabulary(row: dict[str, Any]) -> None:

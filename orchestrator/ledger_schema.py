@@ -134,3 +134,16 @@ def stamp(row: dict[str, Any]) -> dict[str, Any]:
     if not out.get("host"):
         out["host"] = scrub_values(host())
     return out
+
+
+def storable(text: str) -> str:
+    """Text every backend takes: PostgreSQL refuses NUL bytes, and no driver encodes a lone
+    surrogate (an undecodable byte in an environment variable). A row refused for either
+    would wait in the outbox for ever."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text

@@ -156,7 +156,7 @@ def used_variants(cfg: config_mod.Config) -> dict[str, list[str]]:
 def describe(name: str, source: str, target: str | None, cfg, pm,
              variants: dict[str, list[str]]) -> dict[str, Any]:
     from orchestrator.catalog import model_info
-    from orchestrator.cli.common import resolve_all
+    from orchestrator.resolve import resolve_all
 
     row: dict[str, Any] = {"name": name, "source": source}
     if target:

@@ -157,7 +157,7 @@ def _journal(url: str, line: bytes) -> Path:
 
 
 def _take_council(ledger, batches: list[list[dict[str, Any]]]) -> tuple[set[int], int]:
-    from orchestrator.council.ledger import take_journaled  # its table, its rule of "once"
+    from orchestrator.council.table import take_journaled  # its table, its rule of "once"
 
     return take_journaled(ledger, batches)
 
@@ -206,9 +206,6 @@ def replay(ledger) -> int:
     """Move every journaled row of ``ledger`` into it; the number of rows it took. A failure
     leaves the journal as it was (the next command tries again); a replay already under way
     in another process is left to finish."""
-    from orchestrator.ledger import Ledger
-
-    assert isinstance(ledger, Ledger)
     total = 0
     for path in locations(ledger.url):
         if not path.exists():

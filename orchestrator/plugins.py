@@ -18,6 +18,11 @@ GROUP = "orch"
 OWN_DISTRIBUTION = "orch"
 HOOK_NAMES = frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n),
                                                                "orch_spec"))
+# The built-in plugins (entry point names) that implement ``register_commands``: none today.
+# Declared here so ``orch --help`` and a plugin's subcommand load only these and the third
+# parties, never every built-in's module and what it imports (pathspec, the credential
+# scanner, the catalog). tests/test_plugins_loading.py holds it true to the modules.
+BUILTIN_COMMANDS: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -113,7 +118,7 @@ def _why_disabled(name: str, allow: set[str] | None, deny: dict[str, str]) -> st
 
 def load(config_plugins: dict | None = None, *, enabled: bool = True,
          extra: list[tuple[str, object]] | None = None, warn=None,
-         third_party: bool = True) -> PluginManager:
+         third_party: bool = True, commands_only: bool = False) -> PluginManager:
     """Build the plugin manager: built-ins first, then third parties, each by name order.
 
     ``warn`` receives one line per broken plugin or suspicious hook (the CLI prints it on
@@ -121,6 +126,8 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     plugin replaces an installed one of the same name, so a plugin's own tests can pass it.
     ``third_party=False`` loads only orch's own built-ins from the entry points (the testing
     kit's isolation: a test's result must not depend on what else is installed).
+    ``commands_only=True`` skips the built-ins that declare no command (``BUILTIN_COMMANDS``):
+    the manager :func:`add_commands` needs, for a light ``orch --help``.
     """
     pm = PluginManager()
     allow, deny = selection(config_plugins)
@@ -130,6 +137,8 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
         for ep, taken_by in _entry_points():
             dist = _dist_name(ep)
             if ep.name in extra_names or (not third_party and dist != OWN_DISTRIBUTION):
+                continue
+            if commands_only and dist == OWN_DISTRIBUTION and ep.name not in BUILTIN_COMMANDS:
                 continue
             info = PluginInfo(name=ep.name, module=ep.value, distribution=dist,
                               version=_dist_meta(ep.dist)[1] if ep.dist else None,

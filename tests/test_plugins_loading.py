@@ -358,3 +358,32 @@ def test_typos_name_the_attribute_pluggy_found_not_the_function(orch_home, site)
     assert info.warnings == [
         "hook implementation 'before_requets' matches no hook (typo?)",
         "hook implementation 'record_end' (specname 'leg_endd') matches no hook (typo?)"]
+
+
+# -- a light `orch --help` (issue 32 item 7) -------------------------------------------------
+
+# What a command list or a command's help must not import: the built-in plugins' modules and
+# what they pull in (pathspec, the credential scanner, the catalog), and the daemon's client.
+HEAVY_FOR_HELP = ("orchestrator.catalog", "orchestrator.credential_content",
+                  "orchestrator.daemon.client", "orchestrator.workspace.paths")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["fanout", "--help"], ["council", "run", "--help"]])
+def test_help_imports_no_built_in_plugin_and_no_daemon_client(orch_home, args):
+    from orchestrator.testing.imports import imported_by
+
+    out, loaded = imported_by(args, ("orch_plugins", "pathspec", "orchestrator", "litellm"))
+    assert out.returncode == 0, out.stderr
+    heavy = [m for m in loaded if m.split(".")[0] in ("orch_plugins", "pathspec", "litellm")
+             or m in HEAVY_FOR_HELP]
+    assert heavy == []
+
+
+def test_the_built_ins_that_add_commands_are_declared():
+    """``orch --help`` loads only BUILTIN_COMMANDS of the built-ins: a built-in that gains a
+    ``register_commands`` must be named there, or its commands would vanish from the list."""
+    from orchestrator.plugins import BUILTIN_COMMANDS
+
+    pm = load(third_party=False)
+    adders = {impl.plugin_name for impl in pm.hook.register_commands.get_hookimpls()}
+    assert adders == set(BUILTIN_COMMANDS)

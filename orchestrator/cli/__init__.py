@@ -157,12 +157,19 @@ def _command_word() -> str | None:
 
 def _register_plugin_commands() -> None:
     """Let plugins add subcommands; a broken plugin is reported once and skipped."""
-    if _command_word() in COMMANDS:
+    word = _command_word()
+    if word in COMMANDS:
         return  # a built-in command runs: plugin commands can't be what was asked for
-    from orchestrator.plugins import add_commands, stderr_warn
-    from orchestrator.runtime import plugin_manager
+    from orchestrator import runtime
+    from orchestrator.plugins import add_commands, load, stderr_warn
 
-    add_commands(plugin_manager(), cli, reserved=COMMANDS, warn=stderr_warn)
+    if word in (None, "--help", "-h", "--version"):  # the command list (or a TAB on the
+        # command word): only the plugins that can add a command; the built-ins declare
+        # theirs (none today)
+        pm = load(runtime.config().section("plugins"), warn=stderr_warn, commands_only=True)
+    else:  # a plugin's command runs: the whole manager, the one it will ask for (cached)
+        pm = runtime.plugin_manager()
+    add_commands(pm, cli, reserved=COMMANDS, warn=stderr_warn)
 
 
 class Terminated(BaseException):  # noqa: N818 - a signal, like KeyboardInterrupt
@@ -190,11 +197,14 @@ def main() -> None:
 
 
 def _main() -> None:
-    from orchestrator.daemon.client import delegate  # standard library only: no litellm
+    from orchestrator.daemon.job_argv import job_command
 
-    code = delegate(sys.argv[1:])  # a warm `orch serve` runs it, when one fits
-    if code is not None:
-        sys.exit(code)
+    if job_command(sys.argv[1:]) is not None:  # a job a daemon may run (not --help)
+        from orchestrator.daemon.client import delegate  # standard library only: no litellm
+
+        code = delegate(sys.argv[1:])  # a warm `orch serve` runs it, when one fits
+        if code is not None:
+            sys.exit(code)
     try:
         _register_plugin_commands()
     except OrchError as exc:

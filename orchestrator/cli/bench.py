@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli.serve import no_daemon_option
+from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.errors import OrchError
 
 PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothing else.",

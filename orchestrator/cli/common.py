@@ -1,4 +1,4 @@
-"""Pieces the wave-running commands share: model resolution through plugins, output."""
+"""Pieces the wave-running commands share: model resolution (from ``orchestrator.resolve``), output."""
 
 from __future__ import annotations
 
@@ -7,36 +7,8 @@ from typing import Any
 
 import click
 
-from orchestrator import models
-from orchestrator.config import Config
-from orchestrator.hooks import HookRunner
-
-
-def resolver(pm, warn=None):
-    """The ``resolve_model`` hook as a plain function (None when no plugin claims a name).
-
-    Isolated like every other hook: a plugin that raises is skipped with one warning per
-    plugin and resolution goes on, so one broken resolver cannot stop every run. A deliberate
-    ``OrchError`` (a name the plugin owns but cannot serve) is still the command's error."""
-    runner = HookRunner(pm)
-    warned: set[str] = set()
-    if warn is None:
-        from orchestrator.plugins import stderr_warn as warn
-
-    def on_error(plugin: str, hook: str, exc: BaseException) -> None:
-        if plugin not in warned:
-            warned.add(plugin)
-            from orchestrator.plugins import one_line
-
-            warn(f"plugin {plugin}: resolve_model failed and was skipped: {one_line(exc)}")
-
-    return lambda spec, config: runner.first_sync("resolve_model", on_error, spec=spec,
-                                                  config=config)
-
-
-def resolve_all(specs: list[str], config: Config, pm, warn=None) -> list[models.ResolvedModel]:
-    resolve = resolver(pm, warn)
-    return [models.resolve(s, config, plugin_resolver=resolve) for s in specs]
+# Resolution is the core's (doctor and the model list use it too); the commands import it here.
+from orchestrator.resolve import resolve_all as resolve_all
 
 
 def print_json(doc: Any) -> None:

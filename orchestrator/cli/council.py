@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.config_cmds import check_name, echo_json
+from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.fanout import budget_options, require_budget_plugins
 from orchestrator.cli.params import FiniteFloat
-from orchestrator.cli.serve import no_daemon_option
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
 from orchestrator.models import parse_model_list, resolve

@@ -18,8 +18,8 @@ from orchestrator.briefing import (
     read_prompt,
 )
 from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
+from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.params import FiniteFloat, model_list
-from orchestrator.cli.serve import no_daemon_option
 from orchestrator.errors import OrchError
 from orchestrator.models import check_key
 from orchestrator.workspace_root import choose as choose_workspace

@@ -18,13 +18,6 @@ from orchestrator.pids import pid_alive
 START_TIMEOUT_S = 60.0  # importing litellm on a busy machine
 
 
-def no_daemon_option(command):
-    """``--no-daemon`` on the commands a daemon may run: read by the client before click
-    parses anything (orchestrator/daemon/client.py); in-process it does nothing more."""
-    return click.option("--no-daemon", is_flag=True, expose_value=False,
-                        help="Run in this process even when `orch serve` is up.")(command)
-
-
 def _hello():
     from orchestrator.daemon import paths
     from orchestrator.daemon.client import hello

@@ -6,43 +6,19 @@ with the best street-cred."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlmodel import Field, SQLModel
 
-from orchestrator.ledger import Ledger, UTCDateTime, stamp, storable, utcnow
-
-
-class CouncilRow(SQLModel, table=True):
-    """How one model did in one council run, as a seat or as the chair."""
-
-    __tablename__ = "council"
-
-    id: int | None = Field(default=None, primary_key=True)
-    ts: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime, index=True)
-    run_id: str = Field(index=True)
-    model: str = Field(index=True)
-    role: str  # seat | chair
-    status: str  # seat: reviewed | lost; chair: verdict | no-verdict | failed
-    reviewed: bool = False
-    conformed: bool | None = None  # seats: the findings block was readable (maybe repaired)
-    cut: bool = False
-    findings_blocker: int = 0
-    findings_major: int = 0
-    findings_minor: int = 0
-    findings_nit: int = 0
-    confirmed: int = 0
-    street_cred: float | None = None  # 0..1 from peers, 1 = first for every peer; None: unranked
-    verdict: str | None = None  # chair rows
-    user: str | None = None  # ORCH_USER, else the OS user (as in the spend table)
-    host: str | None = None
-
-
-TABLE: sa.Table = CouncilRow.__table__  # type: ignore[attr-defined]
-COLUMNS = frozenset(c.name for c in TABLE.columns) - {"id"}
-
+# The table and its rows live in a leaf module the outbox can import without a circle.
+from orchestrator.council.table import (  # noqa: F401 - the names callers import from here
+    COLUMNS,
+    TABLE,
+    CouncilRow,
+    prepare,
+    take_journaled,
+)
+from orchestrator.ledger import Ledger
 
 MIN_RUNS_FOR_INTERVAL = 5
 # Student's t, two-sided 95%, by degrees of freedom (4..30); beyond 30 the normal 1.96.
@@ -63,46 +39,6 @@ def interval95(values: list[float]) -> list[float] | None:
     mean, sd = statistics.fmean(values), statistics.stdev(values)
     half = _T95.get(n - 1, 1.96) * sd / n ** 0.5
     return [round(max(0.0, mean - half), 3), round(min(1.0, mean + half), 3)]
-
-
-def prepare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows as the table takes them: checked, stamped with who and where, the verdict
-    scrubbed. Done before a write is tried, so the outbox holds exactly what was meant."""
-    for row in rows:
-        unknown = set(row) - COLUMNS
-        if unknown:
-            raise ValueError(f"council row has unknown fields: {', '.join(sorted(unknown))}")
-    from orchestrator.secrets import scrub
-
-    return [CouncilRow(**{k: storable(scrub(v) if k == "verdict" else v)
-                          if isinstance(v, str) else v
-                          for k, v in stamp(r).items()}).model_dump(exclude={"id"})
-            for r in rows]
-
-
-def take_journaled(ledger: Ledger, batches: list[list[dict[str, Any]]]) -> tuple[set[int], int]:
-    """Replay of journaled runs (:mod:`orchestrator.outbox`): each batch is one run's rows,
-    inserted in one transaction unless the table already holds that run (a replay killed
-    after its insert). The indexes of the batches now in the table, and the rows added; a
-    batch the ledger refuses stays out (and in the journal)."""
-    import time
-
-    deadline = time.monotonic() + 2.0  # a replay never holds a command up for long
-    done, added = set(), 0
-    for n, batch in enumerate(batches):
-        runs = {r.get("run_id") for r in batch}
-        try:
-            with ledger.engine.begin() as conn:
-                ledger.bound(conn, deadline)
-                present = conn.execute(sa.select(TABLE.c.run_id).where(
-                    TABLE.c.run_id.in_(runs)).limit(1)).first()
-                if present is None:
-                    conn.execute(sa.insert(TABLE), prepare(batch))
-        except (sa.exc.SQLAlchemyError, ValueError, TypeError):
-            continue
-        done.add(n)
-        added += 0 if present is not None else len(batch)
-    return done, added
 
 
 class CouncilLedger:

@@ -4,12 +4,31 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from orchestrator.council.bundle import Bundle
+from orchestrator.council.chair import ChairOutcome
+from orchestrator.council.findings import Review
+from orchestrator.council.judging import Judgement
 from orchestrator.council.tally import CONCURRENCE_LINE, SEVERITIES
+from orchestrator.engine.ledger_sink import LedgerSink
 
-if TYPE_CHECKING:
-    from orchestrator.council.run import CouncilRun
+
+class CouncilRun(Protocol):
+    """What this module reads of a finished run (``council.run.CouncilRun``), named here so
+    the run imports its summary and not the reverse."""
+
+    run_id: str
+    ledger_url: str | None
+    status: str
+    spend: LedgerSink
+    reviews: list[Review]
+    bundle: Bundle | None
+    judgements: list[Judgement]
+    tally: dict[str, Any] | None
+    chair: ChairOutcome
+
+    def notice(self, text: str, degrade: str | None = None) -> None: ...
 
 
 def seat_entries(run: CouncilRun) -> list[dict[str, Any]]:

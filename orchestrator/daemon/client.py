@@ -14,23 +14,8 @@ import sys
 from pathlib import Path
 
 from orchestrator.daemon import paths
+from orchestrator.daemon.job_argv import job_command
 from orchestrator.daemon.protocol import Channel, Closed, connect
-
-GLOBAL_FLAGS = ("--log-json",)
-
-
-def job_command(argv: list[str]) -> str | None:
-    """``fanout``, ``council run`` or ``bench`` when ``argv`` runs one through a daemon."""
-    if "_ORCH_COMPLETE" in os.environ:
-        return None
-    args = [a for a in argv if a not in GLOBAL_FLAGS]
-    if not args or any(a in ("--no-daemon", "--help", "-h", "--version") for a in argv):
-        return None
-    if args[0] in ("fanout", "bench"):
-        return args[0]
-    if args[0] == "council" and len(args) > 1 and args[1] == "run":
-        return "council run"
-    return None
 
 
 def hello(path: Path, timeout: float = 5.0) -> tuple[Channel, dict] | None:

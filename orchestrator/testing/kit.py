@@ -123,10 +123,10 @@ class OrchKit:
         import anyio
 
         from orchestrator import runtime
-        from orchestrator.cli.common import resolve_all
         from orchestrator.engine.ledger_sink import LedgerSink
         from orchestrator.engine.wave import Wave, WaveSpec
         from orchestrator.plugins import load
+        from orchestrator.resolve import resolve_all
 
         if not self._declared:
             self.provider()

@@ -9,8 +9,9 @@ import math
 import socket
 import sys
 import threading
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from orchestrator.testing.scripted_body import (
     completion,
@@ -19,11 +20,39 @@ from orchestrator.testing.scripted_body import (
     retry_after_header,
     scripted_error,
 )
-from orchestrator.testing.scripted_reply import estimate_prompt_tokens, model_key
+from orchestrator.testing.scripted_reply import (
+    RecordedRequest,
+    Reply,
+    estimate_prompt_tokens,
+    model_key,
+)
 from orchestrator.testing.scripted_sse import stream_events
 
-if TYPE_CHECKING:
-    from orchestrator.testing.scripted_server import ScriptedServer
+
+class ScriptedServer(Protocol):
+    """What the handler asks of the server that owns it (``scripted_server.ScriptedServer``),
+    named here so the server imports its HTTP side and not the reverse."""
+
+    latency: float
+    stopping: threading.Event
+    models_key: str | None
+
+    def models(self) -> list[str]: ...
+
+    def record(self, key: str, body: dict[str, Any], headers: Iterable[tuple[str, str]],
+               path: str) -> RecordedRequest: ...
+
+    def enter(self) -> None: ...
+
+    def leave(self) -> None: ...
+
+    def over_limit(self) -> float | None: ...
+
+    def window_of(self, key: str) -> int | None: ...
+
+    def next_reply(self, key: str, body: dict[str, Any]) -> Reply: ...
+
+    def next_id(self) -> int: ...
 
 CHAT_PATH = "/v1/chat/completions"
 

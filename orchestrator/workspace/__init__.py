@@ -25,14 +25,25 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.credential_content import withhold
-from orchestrator.workspace.paths import PathRefused, Workspace
+if TYPE_CHECKING:
+    from orchestrator.workspace.paths import PathRefused, Workspace
 
 __all__ = ["MAX_BYTES", "PathRefused", "read_text", "resolve", "rules"]
 
 MAX_BYTES = 8_000_000  # the built-in ``read`` tool's own limit (max_file_bytes)
+
+
+def __getattr__(name: str) -> Any:
+    """``PathRefused`` on first use: a plugin that imports this module at start-up (for a
+    tool it declares) does not pay for the rules (pathspec, the credential scanner) until a
+    path is read, so ``orch --help`` stays light."""
+    if name == "PathRefused":
+        from orchestrator.workspace.paths import PathRefused
+
+        return PathRefused
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def rules(leg: Any) -> dict[str, Any]:
@@ -43,6 +54,8 @@ def rules(leg: Any) -> dict[str, Any]:
 
 
 def _workspace(root: str | os.PathLike, deny: Iterable[str], allow: Iterable[str]) -> Workspace:
+    from orchestrator.workspace.paths import PathRefused, Workspace
+
     if root is None:
         raise PathRefused("there is no workspace to read from; pass the text itself")
     return Workspace(root, list(deny), list(allow))
@@ -63,6 +76,9 @@ def read_text(path: str, root: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
     replaced), with its credential content withheld as ``[withheld: RULE]``; or
     :class:`PathRefused` (outside the root, deny-listed, not a regular file, larger than
     ``max_bytes``, binary)."""
+    from orchestrator.credential_content import withhold
+    from orchestrator.workspace.paths import PathRefused
+
     ws = _workspace(root, deny, allow)
     try:
         real = ws.resolve(path, want="file")
