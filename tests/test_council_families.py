@@ -74,7 +74,7 @@ def test_judges_see_no_family_and_forged_sections_stay_quoted(orch, scripted_ser
     result, doc = run_council(models=",".join(f"scripted/{m}" for m in SEATS),
                               chair_model="scripted/chair-model")
     assert result.exit_code == 0, result.output
-    judges = [r.body for r in scripted_server.requests if kind_of(r.body) == "judge"]
+    judges = [r.body for r in scripted_server.chats if kind_of(r.body) == "judge"]
     assert len(judges) == 4
     bundle = json.loads((Path(doc["dir"]) / "bundle.json").read_text())
     nonce = bundle["nonce"]

@@ -42,15 +42,15 @@ def test_status_takes_an_exact_id_or_a_unique_prefix(orch, scripted_server):
     day = a[:8]
     result = orch_cli("status", day)
     assert result.exit_code == 1
-    assert result.stderr.startswith(f"orch: error: ambiguous: 2 waves match '{day}'")
+    assert result.stderr.startswith(f"orch: error: ambiguous: 2 runs match '{day}'")
     for wave_id in (a, b):
         exact = orch_cli("status", wave_id, "--json")
         assert json.loads(exact.stdout)["wave_id"] == wave_id
         unique = wave_id[:-10]
         assert json.loads(orch_cli("status", unique, "--json").stdout)["wave_id"] == wave_id
     # a leg's directory name is not a wave
-    assert "no wave" in orch_cli("status", f"{a}-1").stderr
-    assert "no wave" in orch_cli("status", "2999").stderr
+    assert "no run" in orch_cli("status", f"{a}-1").stderr
+    assert "no run" in orch_cli("status", "2999").stderr
 
 
 def test_process_start_time_tells_a_reused_pid_apart():

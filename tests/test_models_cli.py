@@ -46,7 +46,7 @@ def test_every_addressable_model_with_what_orch_knows(orch, scripted_server, mon
     assert found["fast"]["source"] == "alias" and found["fast"]["target"] == "lab/qwen3-0.6b@cold"
     assert found["fast"]["resolves_to"] == "lab/qwen3-0.6b@cold"
     assert found["local/gemma3-270m"]["cost_source"] == "free"
-    assert found["local/gemma3-270m"]["context_window"] == 2048  # the server's n_ctx
+    assert found["local/gemma3-270m"]["context_window"] == 8192  # the server's n_ctx (local.n_ctx, per slot)
     assert not [n for n in found if n.startswith("openai/")]  # no key, no catalogue
     assert set(json.loads(models("--json").stdout)["providers"]) == {"lab"}
 
