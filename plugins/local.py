@@ -14,8 +14,11 @@
   stop string and leaves system messages out for such a model, refuses (``LOCAL_CONTEXT``,
   naming ``local.n_ctx``) a prompt longer than a slot's context, and never sends ``tools``:
   the embedded model has no native tool calling
-  (``supports_tools=False`` in the catalog, so the text tool protocol applies); tools still
-  in the request at this last step are withheld and the leg records ``tools_withheld``.
+  (``supports_tools=False`` in the catalog, so the text tool protocol applies); a wrapper
+  (``withhold_native_tools``) sees the request every plugin made and withholds tools still
+  native there, and the leg records ``tools_withheld``.
+- ``tool_roster``: a base model is offered the workspace tools only when the run asked for
+  them (``--tools read``); fanout's default leaves them out (``tools_withheld``, with why).
 - ``default_models``: the local model is the default when nothing else is set up. This
   plugin alone makes that choice; disabled, fanout asks the user to choose.
 - While the wave runs a lease keeps the server from stopping for idleness.
@@ -139,6 +142,24 @@ async def leg_start(leg):
     return None
 
 
+BASE_MODEL_TOOLS = ("a base model is offered tools only when they are asked for "
+                    "(--tools read): unasked, the protocol would be most of its prompt")
+
+
+@hookimpl(trylast=True)
+def tool_roster(leg, tools):
+    """A base model (the plain format) gets tools only when the run asked for them: the text
+    protocol and its worked call would be most of a 270M model's prompt, and it copies the
+    example rather than answering. ``tools_asked`` False is fanout's default ``--tools``."""
+    mine = leg.state.get(PROVIDER)
+    if (not tools or mine is None or not mine.get("plain")
+            or leg.options.get("tools_asked", True)):
+        return None
+    leg.set("tools_withheld", sorted(t.name for t in tools))
+    leg.set("tools_withheld_why", BASE_MODEL_TOOLS)
+    return []
+
+
 @hookimpl(trylast=True)
 def before_request(leg, request):
     mine = leg.state.get(PROVIDER)
@@ -155,18 +176,32 @@ def before_request(leg, request):
         kept = [m for m in request.messages if m.get("role") != "system"]
         if len(kept) != len(request.messages):
             changes["messages"] = kept
-        last = kept[-1].get("content") if kept else ""
+        # Only an opening prompt is continued inline ("The three primary colours are"): a
+        # later step's last message is a tool result or a note, after which the model starts
+        # a fresh paragraph - the inline stop would take its first blank line for the end.
+        last = kept[-1].get("content") if len(kept) == 1 else ""
         params.setdefault("stop", plain_stop(last if isinstance(last, str) else ""))
         _check_context(mine, changes.get("messages", request.messages))
     if params != request.params:
         changes["params"] = params
-    if request.tools and request.tool_format == "native":  # never on the wire; in the text
-        # protocol (text_tools) the tools are described in the prompt and stay on the request
-        # so the calls the model writes are lifted
-        changes["tools"] = None
-        leg.set("tools_withheld", sorted(t.get("function", {}).get("name", "?")
-                                         for t in request.tools))
     return request.evolve(**changes) if changes else None
+
+
+@hookimpl(specname="before_request", wrapper=True, trylast=True)
+def withhold_native_tools(leg, request):
+    """A wrapper, so it sees the request every other plugin made: native ``tools`` never go
+    on the wire (the model has no native tool calling). In the text protocol (text_tools)
+    the tools are described in the prompt and stay on the request so the calls the model
+    writes are lifted; only tools still native at the end are withheld, and recorded. A
+    plain hook here ran before text_tools (built-ins of one order run by name) and took the
+    tools away before the protocol could describe them."""
+    final = yield
+    if (final is None or not final.tools or final.tool_format != "native"
+            or leg.state.get(PROVIDER) is None or not _alias(leg.model)):
+        return final
+    leg.set("tools_withheld", sorted(t.get("function", {}).get("name", "?")
+                                     for t in final.tools))
+    return final.evolve(tools=None)
 
 
 def _check_context(mine: dict, messages: list[dict]) -> None:

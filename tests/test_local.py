@@ -51,6 +51,8 @@ def echo(body, n):
                                      "tools")}
     seen["argv"] = sys.argv[4:]
     seen["roles"] = [m.get("role") for m in body.get("messages") or []]
+    if "## Tools (written as text)" in json.dumps(body.get("messages")):
+        seen["protocol"] = True
     slow = "slow" in json.dumps(body.get("messages"))
     return Reply(text=json.dumps(seen), latency=3.0 if slow else 0.0,
                  usage={"prompt_tokens": 7, "completion_tokens": 5})
@@ -185,7 +187,8 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
         assert leg["cost_usd"] == 0 and leg["usage"]["output_tokens"] == 5
         assert leg["local_server"] == {"url": state["url"], "pid": state["server_pid"],
                                        "path": "fast", "slots": 2}
-        assert "read" in leg["tools_withheld"]  # offered by workspace, never sent
+        # fanout's default tools are not a request for them: a base model is offered none
+        assert "read" in leg["tools_withheld"] and "--tools read" in leg["tools_withheld_why"]
     assert any("started the local model server" in n for n in doc["notices"])
     rows = ledger(local_home)
     assert sorted((r["model"], r["cost_source"], r["cost_usd"]) for r in rows) == [
@@ -195,6 +198,23 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
     assert again["legs"][0]["local_server"]["pid"] == state["server_pid"]
     assert not again["notices"]
     assert len(supervisors(local_home)) == 1
+
+
+def test_asked_for_tools_a_base_model_gets_the_text_protocol_and_no_native_tools(local_home,
+                                                                                  tmp_path):
+    """Issue 28 item 9: the local plugin's request shaping ran before text_tools (built-ins
+    of one order run by name) and took the tools away before the protocol could describe
+    them. Withholding is a wrapper now: it sees the protocol's request."""
+    (tmp_path / "notes.txt").write_text("pelican\n")
+    result = orch("fanout", "-m", "local/gemma3-270m", "-p", "Read notes.txt.", "--tools",
+                  "read", "--workspace", str(tmp_path), "--max-steps", "2", "--json")
+    assert result.exit_code == 0, result.output
+    leg = json.loads(result.stdout)["legs"][0]
+    seen = json.loads(leg["answer"])
+    assert seen.get("protocol") is True and seen["tools"] is None
+    assert seen["roles"] == ["user"]
+    assert leg["tool_format"] == "text" and "tools_withheld" not in leg
+    assert leg["roster"] == ["grep", "list", "read"]
 
 
 def test_a_request_that_sets_its_own_limit_keeps_it(local_home):

@@ -160,3 +160,30 @@ def test_a_council_completes_every_stage_on_the_embedded_model(orch_home):
         assert {"review", "judge", "chair-1"} <= stages, stages
     finally:
         run(orch_home, [orch, "server", "stop"], timeout=60)
+
+
+def test_a_text_tool_call_the_embedded_model_writes_is_executed(orch_home, tmp_path):
+    """Issue 28 item 9: the embedded model has no native tool calling; asked for tools, it is
+    given the text protocol (opening its prompt, with one worked call), and a call it writes
+    is lifted and run in the workspace. Greedy sampling: a 270M base model copies the worked
+    call, which reads README.md. What it answers afterwards is whatever it is."""
+    orch = str(BIN / "orch")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("The secret word is pelican.\n", encoding="utf-8")
+    try:
+        result = run(orch_home, [orch, "fanout", "-m", "local/gemma3-270m@greedy",
+                                 "-p", "Read README.md and say the secret word.",
+                                 "--tools", "read", "--workspace", str(workspace),
+                                 "--max-steps", "2", "--json"], timeout=1800)
+        assert result.returncode in (0, 2), result.stderr
+        doc = json.loads(result.stdout)
+        leg = doc["legs"][0]
+        assert leg["tool_format"] == "text" and "tools_withheld" not in leg, leg
+        conversation = Path(doc["runs_dir"]) / leg["leg_id"] / "conversation.jsonl"
+        records = [json.loads(line) for line in conversation.read_text().splitlines()]
+        reads = [r for r in records if r.get("type") == "tool" and r.get("tool") == "read"]
+        assert any("pelican" in r["result"] for r in reads), [
+            (r.get("tool"), r.get("result", "")[:80]) for r in records if r.get("type") == "tool"]
+    finally:
+        run(orch_home, [orch, "server", "stop"], timeout=60)

@@ -222,6 +222,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
         chair = plan.chair_model if plan.chair else None
         chair_only_if_new = plan.chair_only_if_new
         retry_options["retry_slots"] = plan.slots
+        tools_asked = tools_mode is not None or (old.get("options") or {}).get(
+            "tools_asked", True)
         tools_mode = tools_mode or (old.get("options") or {}).get("tools")
         workspace = workspace or (old.get("options") or {}).get("workspace")
         kept = {k: v for k, v in (old.get("options") or {}).items()
@@ -238,12 +240,14 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
                               runtime.plugin_manager(enabled=not no_plugins))
         briefing = compose(read_prompt(prompt, prompt_file), read_context(context))
         prompt_source = prompt_source_name(prompt, prompt_file)
+        tools_asked = tools_mode is not None  # the default --tools is no request for them
     spec, pm = prepare_wave(specs, briefing, prompt_source, cfg=cfg, runs=runs, chair=chair,
                             timeout_min=timeout_min, max_steps=max_steps, tools_mode=tools_mode,
                             workspace=workspace, workspace_any=workspace_any,
                             max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
                             retry_of=retry_of, prior=prior, retry_options=retry_options,
-                            kept_from=kept_from, validate_models=not no_validate, quiet=quiet)
+                            kept_from=kept_from, validate_models=not no_validate, quiet=quiet,
+                            tools_asked=tools_asked)
     spec.chair_only_if_new = chair_only_if_new
     if rounds > 1:  # a deliberation: orchestrator/deliberation
         from orchestrator.deliberation.command import deliberate, print_outcome
@@ -274,9 +278,11 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
                  no_plugins: bool, budgets: dict, retry_of: str | None = None,
                  prior: list | None = None, retry_options: dict | None = None,
                  kept_from: dict[str, str] | None = None,
-                 validate_models: bool = True, quiet: bool = False):
+                 validate_models: bool = True, quiet: bool = False, tools_asked: bool = True):
     """Every check before any spend, then the WaveSpec and the plugin manager to run it with:
-    the one path `orch fanout` and `orch mcp`'s fanout tool share (budgets, plugins, keys)."""
+    the one path `orch fanout` and `orch mcp`'s fanout tool share (budgets, plugins, keys).
+    ``tools_asked`` False: the tools are the default, not the user's request (a base model
+    is then offered none: the local plugin)."""
     from orchestrator import runtime
     from orchestrator.engine.wave import WaveSpec
 
@@ -302,6 +308,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
                     timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
                     project_dir=os.getcwd(), workspace=root, retry_of=retry_of, prior=prior or [],
                     options={"plugins": not no_plugins, "tools": tools_mode or "read",
+                             "tools_asked": tools_asked,
                              "workspace": str(root) if root else None, **budgets,
                              **(retry_options or {})})
     return spec, pm

@@ -10,7 +10,7 @@ of context (``-c`` is ``n_ctx × slots``).
 ``orch-plain``: the built-in Gemma 3 270M is a *base* model: wrapped in a chat template it
 loops on turn markers; given the conversation as plain text it continues it. The template
 below joins the non-system messages with blank lines, and the ``local`` plugin sends stop
-strings chosen by how the prompt ends (:func:`plain_stop`): one paragraph for a prompt that
+strings chosen by how the prompt ends (:func:`plain_stop`): one paragraph for an opening prompt that
 stops mid-sentence, up to two blank lines in a row for one that ends a paragraph — never
 the blank line before the answer's first line.
 
