@@ -56,7 +56,7 @@ def leg(model: str):
     return reply
 
 
-def write_bench(tmp_path, deliberating: str) -> object:
+def write_bench(tmp_path, deliberating: str, *, plain: bool = True) -> object:
     cases = tmp_path / "cases"
     cases.mkdir()
     for task in TASKS:
@@ -70,13 +70,13 @@ def write_bench(tmp_path, deliberating: str) -> object:
         cases = "cases"
         trials = 1
         jobs = 8
-
+        """) + (textwrap.dedent("""
         [[contestants]]
         name = "plain"
         kind = "fanout"
         models = ["scripted/a", "scripted/b", "scripted/c"]
         tools = "none"
-
+        """) if plain else "") + textwrap.dedent("""
         [[contestants]]
         name = "deliberate"
         kind = "fanout"
@@ -202,3 +202,59 @@ def test_the_dry_run_shows_rounds_times_legs(orch, scripted_server, tmp_path):
             for m in re.finditer(r"^  (\w+): ~.* tokens, \$([\d.]+)", out, re.M)}
     assert cost["deliberate"] == pytest.approx(3 * cost["plain"], rel=0.01)
     assert scripted_server.count() == 0
+
+
+def chair(body, n):
+    """The chair writes every code the final answers it is shown hold."""
+    prompt = str(body["messages"][-1]["content"])
+    assert "vote(s) in the last round" in prompt  # it is told the votes
+    return Reply(text="Synthesis: " + " ".join(sorted(set(CODES.findall(prompt)))),
+                 usage=USAGE)
+
+
+def test_with_a_chair_its_synthesis_is_graded(orch, scripted_server, tmp_path, orch_home):
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+    for model in "abc":
+        scripted_server.script(model, leg(model))
+    scripted_server.script("chair", chair)
+    config = write_bench(tmp_path, 'rounds = 2\nchair = "scripted/chair"\n', plain=False)
+    out = tmp_path / "r.json"
+    result = invoke(["bench", "--config", str(config), "--yes", "--out", str(out), "-q",
+                     "--only", "t0,t1"])
+    assert result.exit_code == 0, result.output[-3000:]
+    doc = json.loads(out.read_text())
+    for r in doc["trials"]:
+        d = r["deliberation"]
+        assert r["passed"] and r["answer"].startswith("Synthesis: CODE-t")
+        assert (d["answer_from"], d["rounds"], d["stop"]) == ("chair", 2, "rounds")
+        assert d["requests"] == 7 and r["cost_usd"] == pytest.approx(7 * PER_REQUEST)
+        chair_rows = [x for x in ledger_rows(orch_home)
+                      if x["wave_id"] == f"{r['wave_id']}-round-chair"]
+        assert [(x["kind"], x["model"]) for x in chair_rows] == [("chair", "scripted/chair")]
+    assert scripted_server.count("chair") == 2
+
+
+def test_the_ceiling_stops_a_trial_before_a_round_it_cannot_pay(orch, scripted_server,
+                                                                tmp_path, orch_home):
+    # a request costs 110 tokens x $100/M = $0.011; round 1's three launches claim about
+    # $0.008 each (50 output tokens reserved); round 2's worst case is about $0.03 a leg,
+    # more than the $0.027 left of $0.06: it is not launched, and round 1's answer is graded
+    orch.provider(input_cost_per_mtok=100.0, output_cost_per_mtok=100.0, max_output_tokens=50)
+    for model in "abc":
+        scripted_server.script(model, leg(model))
+    config = write_bench(tmp_path, "rounds = 3\n", plain=False)
+    out = tmp_path / "r.json"
+    result = invoke(["bench", "--config", str(config), "--yes", "--out", str(out), "-q",
+                     "--only", "t0", "--max-cost", "0.06"])
+    assert result.exit_code == 0, result.output[-3000:]
+    (r,) = json.loads(out.read_text())["trials"]
+    d = r["deliberation"]
+    assert (d["stop"], d["after_round"], d["rounds"]) == ("ceiling", 1, 1), d
+    assert any("round 2" in x for x in d["degraded"])
+    # no vote was cast: the answer of the leg earliest in `models` is graded, and fails
+    assert d["answer_from"] == "first leg (no votes)" and not r["passed"] and not r["excluded"]
+    assert r["answer"] == "The first half is CODE-t0."
+    rows = ledger_rows(orch_home)
+    assert {x["wave_id"] for x in rows} == {f"{r['wave_id']}-round-1"} and len(rows) == 3
+    assert r["cost_usd"] == pytest.approx(3 * 0.011) and r["cost_usd"] <= 0.06
+    assert scripted_server.count() == 3
