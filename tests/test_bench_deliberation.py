@@ -258,3 +258,7 @@ def test_the_ceiling_stops_a_trial_before_a_round_it_cannot_pay(orch, scripted_s
     assert {x["wave_id"] for x in rows} == {f"{r['wave_id']}-round-1"} and len(rows) == 3
     assert r["cost_usd"] == pytest.approx(3 * 0.011) and r["cost_usd"] <= 0.06
     assert scripted_server.count() == 3
+    shown = invoke(["bench", "show", str(out), "t0", "deliberate"])
+    assert shown.exit_code == 0, shown.output
+    assert "deliberation: 1 of at most 3 rounds, stopped by ceiling after round 1; 3 " \
+           "requests; graded: first leg (no votes)" in shown.stdout
