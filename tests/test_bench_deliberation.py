@@ -262,3 +262,11 @@ def test_the_ceiling_stops_a_trial_before_a_round_it_cannot_pay(orch, scripted_s
     assert shown.exit_code == 0, shown.output
     assert "deliberation: 1 of at most 3 rounds, stopped by ceiling after round 1; 3 " \
            "requests; graded: first leg (no votes)" in shown.stdout
+    # resumed with a larger ceiling, the failed trial deliberates to the end and passes:
+    # the contestant's rounds came back from the results file
+    again = invoke(["bench", "resume", str(out), "--retry-failed", "--yes", "-q",
+                    "--max-cost", "1"])
+    assert again.exit_code == 0, again.output[-3000:]
+    (r,) = json.loads(out.read_text())["trials"]
+    assert r["passed"] and r["deliberation"]["stop"] == "unchanged"
+    assert r["wave_id"].endswith("-r1-t0001") and scripted_server.count() == 3 + 9
