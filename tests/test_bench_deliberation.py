@@ -10,9 +10,14 @@ it, so a deliberation that did not pass peers' answers along could not pass."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
 import textwrap
+import time
 
 import pytest
 
@@ -270,3 +275,52 @@ def test_the_ceiling_stops_a_trial_before_a_round_it_cannot_pay(orch, scripted_s
     (r,) = json.loads(out.read_text())["trials"]
     assert r["passed"] and r["deliberation"]["stop"] == "unchanged"
     assert r["wave_id"].endswith("-r1-t0001") and scripted_server.count() == 3 + 9
+
+
+@pytest.mark.slow
+def test_sigint_in_round_two_cuts_the_trial_short_with_its_document(orch, scripted_server,
+                                                                    tmp_path, orch_home):
+    """A real SIGINT to a real `orch bench` process while round 2 is on the wire: exit 130,
+    the trial kept and listed as cut short (never counted), the deliberation's own document
+    final (stop `interrupted`), and no further round sent."""
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+
+    def hang_later(model):
+        first = leg(model)
+
+        def reply(body, n):
+            if "<<<Answer" in str(body["messages"][-1]["content"]):
+                return Reply(hang=True)  # round 2: the interrupt finds it on the wire
+            return first(body, n)
+        return reply
+
+    for model in "abc":
+        scripted_server.script(model, hang_later(model))
+    config = write_bench(tmp_path, "rounds = 3\n", plain=False)
+    out = tmp_path / "r.json"
+    err_path = tmp_path / "stderr.txt"
+    with err_path.open("w") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "bench", "--config",
+                                 str(config), "--yes", "--out", str(out), "--only", "t0"],
+                                env=dict(os.environ, ORCH_HOME=str(orch_home)), cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=err_file, text=True)
+        try:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and sum(
+                    "<<<Answer" in json.dumps(r.body) for r in scripted_server.requests) < 3:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    err = err_path.read_text()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    (r,) = json.loads(out.read_text())["trials"]
+    assert r["excluded"] == "interrupted: SIGINT arrived before it was graded"
+    assert not r["passed"] and r["deliberation"]["stop"] == "interrupted"
+    run = json.loads((orch_home / "runs" / r["wave_id"] / "wave.json").read_text())
+    assert run["kind"] == "deliberation" and run["status"] == "aborted"
+    assert run["stop"]["rule"] == "interrupted" and run["signal"] == signal.SIGINT
+    assert scripted_server.count() == 6  # round 1 and round 2's three: no round 3
