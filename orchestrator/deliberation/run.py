@@ -75,7 +75,7 @@ class Deliberation:
                  ceiling_state: dict[str, Any] | None = None,
                  spent: Callable[[], float] | None = None) -> None:
         """``server``, ``ceiling_state`` and ``spent``: a host running several deliberations
-        under one rate gate and one cost ceiling (a bench trial, bakeoff/ensemble.py) gives
+        under one rate gate and one cost ceiling (a bench, bakeoff/deliberating.py) gives
         its server, the ceiling account its waves share, and what that ceiling has spent so
         far; alone, a deliberation has its own server and its ceiling is its own."""
         self.spec, self.pm, self.config = spec, pm, config
