@@ -77,6 +77,8 @@ def trial_text(doc: dict[str, Any], row: dict[str, Any], runs_dir: Path | None) 
                          ("command", row.get("command"))):
         if value:
             parts.append(f"{label}: {value}")
+    if row.get("deliberation"):
+        parts.append(f"deliberation: {deliberation_text(row['deliberation'])}")
     prompt = prompt_of(doc, row["task"])
     parts += ["-- prompt", prompt if prompt is not None else
               "(not saved in this results file; the template: "
@@ -94,3 +96,12 @@ def trial_text(doc: dict[str, Any], row: dict[str, Any], runs_dir: Path | None) 
             parts += [f"-- {label} (the end)", row[label]]
     parts += ["-- check output", row.get("check_output") or "(nothing)"]
     return "\n".join(parts)
+
+
+def deliberation_text(d: dict[str, Any]) -> str:
+    """A deliberating trial's rounds in one line: how many ran, what stopped it, what was
+    graded."""
+    votes = f" ({d['winner_votes']} votes)" if d.get("winner_votes") else ""
+    return (f"{d.get('rounds')} of at most {d.get('max_rounds')} rounds, stopped by "
+            f"{d.get('stop')} after round {d.get('after_round')}; {d.get('requests')} "
+            f"requests; graded: {d.get('answer_from')}{votes}")

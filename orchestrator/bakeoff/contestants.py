@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, PreflightError
 from orchestrator.sandbox.process import Finished, Limits, Running, run
 
 if TYPE_CHECKING:
@@ -30,6 +30,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@/:+-]{0,79}$")
 _MODEL_KEYS = {"name", "kind", "model", "tier", "tools", "max_steps", "disable_plugins", "note"}
 _FANOUT_KEYS = {"name", "kind", "models", "chair", "tier", "tools", "max_steps",
                 "disable_plugins", "note"}
+_DELIBERATION_KEYS = {"rounds", "peers"}  # a fanout's: docs/deliberation.md
+MAX_ROUNDS = 20  # as `orch fanout --rounds`
 _COMMAND_KEYS = {"name", "kind", "command", "args", "stdin", "env", "timeout_s", "parse",
                  "note", "model", "jobs", "network", "pass_env", "writable", "memory_mb"}
 
@@ -57,6 +59,12 @@ class Contestant:
     memory_mb: int | None = None  # RLIMIT_DATA; none by default (agent runtimes vary)
     models: list[str] = field(default_factory=list)  # a fanout's members
     chair: str | None = None  # a fanout's chair: its answer is the trial's
+    rounds: int = 1  # a fanout's: 2 or more deliberate (orchestrator/deliberation)
+    peers: int | None = None  # a deliberation's peers per leg; None: its default
+
+    @property
+    def deliberates(self) -> bool:
+        return self.kind == "fanout" and self.rounds > 1
 
     def to_dict(self) -> dict[str, Any]:
         keys = _KEYS[self.kind]
@@ -74,6 +82,9 @@ def parse_contestant(data: Any, where: str) -> Contestant:
     if kind not in KINDS:
         raise OrchError(f"{where} ({name}): `kind` is `model`, `command`, `fanout` or "
                         "`council`")
+    if kind != "fanout" and _DELIBERATION_KEYS & set(data):
+        raise PreflightError(f"{where} ({name}): `rounds` and `peers` apply to a fanout "
+                             f"contestant, not a {kind} one; " + _DELIBERATE_FIX[kind])
     allowed = _KEYS[kind]
     if unknown := set(data) - allowed:
         raise OrchError(f"{where} ({name}): unknown key(s) {', '.join(sorted(unknown))} for a "
@@ -112,6 +123,8 @@ def parse_contestant(data: Any, where: str) -> Contestant:
                 raise ValueError("`tools` is read or none")
             c.max_steps = _int(data.get("max_steps", 20), "max_steps", 1, 200)
             c.disable_plugins = _strings(data.get("disable_plugins", []), "disable_plugins")
+            if kind == "fanout":
+                c.rounds, c.peers = _deliberation(data, len(c.models), f"{where} ({name})")
         else:
             if not isinstance(data.get("command"), str) or not data["command"].strip():
                 raise ValueError("`command` is required (the program to run)")
@@ -144,15 +157,44 @@ def parse_contestant(data: Any, where: str) -> Contestant:
     return c
 
 
-_KEYS = {"model": _MODEL_KEYS, "command": _COMMAND_KEYS, "fanout": _FANOUT_KEYS,
-         "council": _FANOUT_KEYS}
+_KEYS = {"model": _MODEL_KEYS, "command": _COMMAND_KEYS,
+         "fanout": _FANOUT_KEYS | _DELIBERATION_KEYS, "council": _FANOUT_KEYS}
+_DELIBERATE_FIX = {
+    "model": 'to deliberate, make it kind = "fanout" with models = ["m", "m", "m"] (a model '
+             "may repeat) and rounds = 3",
+    "council": "a council reviews and judges in its own stages: drop them, or use "
+               'kind = "fanout" with rounds = 3',
+    "command": "a command contestant runs its own program: drop them",
+}
+
+
+def _deliberation(data: dict[str, Any], legs: int, who: str) -> tuple[int, int | None]:
+    """A fanout's ``rounds`` and ``peers``; a bad value is a usage error (exit 2) naming
+    the fix."""
+    rounds, peers = data.get("rounds", 1), data.get("peers")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or \
+            not 1 <= rounds <= MAX_ROUNDS:
+        raise PreflightError(f"{who}: `rounds` is a whole number from 1 to {MAX_ROUNDS} "
+                             f"(1: one round, no deliberation), not {rounds!r}; e.g. "
+                             "rounds = 3")
+    if peers is None:
+        return rounds, None
+    if rounds == 1:
+        raise PreflightError(f"{who}: `peers` applies to a deliberation; add rounds = N "
+                             "(N >= 2), or drop peers")
+    if isinstance(peers, bool) or not isinstance(peers, int) or not 1 <= peers <= legs - 1:
+        raise PreflightError(f"{who}: `peers` is how many other answers each leg reads, a "
+                             f"whole number from 1 to {legs - 1} with {legs} models, not "
+                             f"{peers!r}; or drop it for the default")
+    return rounds, peers
 
 
 def label(c: Contestant) -> str:
-    """How the report names an ensemble: ``fanout(a,b,c)+chair``."""
+    """How the report names an ensemble: ``fanout(a,b,c)+chair``, ``… ×3 rounds``."""
     if c.kind not in ("fanout", "council"):
         return c.name
-    return f"{c.kind}({','.join(c.models)})" + ("+chair" if c.chair else "")
+    return f"{c.kind}({','.join(c.models)})" + ("+chair" if c.chair else "") + (
+        f" ×{c.rounds} rounds" if c.deliberates else "")
 
 
 def _int(value: Any, key: str, low: int, high: int) -> int:

@@ -26,11 +26,13 @@ class Ensemble:
     members: list[Any]
     chair: Any | None = None
     kind: str = "fanout"
+    rounds: int = 1  # 2 or more: each trial is a deliberation (bakeoff/deliberating.py)
 
     @property
     def name(self) -> str:
         return f"{self.kind}({','.join(m.name for m in self.members)})" + (
-            f"+chair {self.chair.name}" if self.chair else "")
+            f"+chair {self.chair.name}" if self.chair else "") + (
+            f" ×{self.rounds} rounds" if self.rounds > 1 else "")
 
     @property
     def models(self) -> list[Any]:
@@ -39,8 +41,9 @@ class Ensemble:
     @property
     def requests(self) -> list[Any]:
         """The model of each request a trial makes at least, for the estimate: a council's
-        seats review and then judge."""
-        seats = self.members * (2 if self.kind == "council" else 1)
+        seats review and then judge; a deliberation's legs answer in every round (at most
+        ``rounds`` × legs: it may stop sooner)."""
+        seats = self.members * (2 if self.kind == "council" else self.rounds)
         return [*seats, *([self.chair] if self.chair else [])]
 
 

@@ -53,6 +53,7 @@ model = "anthropic/claude-haiku-4-5"
 # kind = "fanout"
 # models = ["openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"]
 # chair = "openai/gpt-4o"    # optional; without it a trial passes when any member passes
+# rounds = 3                 # optional: deliberate (docs/deliberation.md); peers = 2
 
 # An agent CLI, run in the trial folder:
 # [[contestants]]

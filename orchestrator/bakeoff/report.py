@@ -137,13 +137,21 @@ def ensemble_lines(doc: dict[str, Any]) -> list[str]:
     for e in doc["stats"].get("ensembles") or []:
         c = kinds.get(e["contestant"], {})
         label = f"{c['kind']}({','.join(c.get('models') or [])})" + (
-            "+chair" if c.get("chair") else " (any member: no chair)") \
+            "+chair" if c.get("chair") else " (any member: no chair)" if
+            (c.get("rounds") or 1) == 1 else " (the winner by votes)") + _rounds(c) \
             if c.get("kind") in ("fanout", "council") else e["contestant"]
         ratio = "—" if e["cost_ratio"] is None else f"×{e['cost_ratio']:.2f}"
         out.append(f"{label} vs best member ({e['best_member']}): Δ {_dpct(e['delta'])} "
                    f"{_ci(e['delta_ci'], _dpct)} points on {e['tasks']} tasks, W/L/T "
                    f"{e['wins']}/{e['losses']}/{e['ties']}, p {e['p']:.3g}, cost ratio {ratio}")
     return out
+
+
+def _rounds(c: dict[str, Any]) -> str:
+    """A deliberating fanout's rounds, as its label ends: `` ×3 rounds``."""
+    n = c.get("rounds") or 1
+    return f" ×{n} rounds" + (f", {c['peers']} peers" if c.get("peers") else "") if n > 1 \
+        else ""
 
 
 def settings_lines(doc: dict[str, Any]) -> list[str]:
@@ -157,7 +165,9 @@ def settings_lines(doc: dict[str, Any]) -> list[str]:
     for c in s["contestants"]:
         what = c.get("model") if c["kind"] == "model" else c.get("command") \
             if c["kind"] == "command" else f"({', '.join(c.get('models') or [])})" \
-            + (f" + chair {c['chair']}" if c.get("chair") else " (no chair: any member)")
+            + (f" + chair {c['chair']}" if c.get("chair") else " (no chair: any member)"
+               if (c.get("rounds") or 1) == 1 else " (no chair: the winner by votes)") \
+            + _rounds(c)
         if c["kind"] == "council":
             what = f"seats ({', '.join(c.get('models') or [])}), chair {c.get('chair')}"
         model_id = (doc.get("model_ids") or {}).get(c["name"])

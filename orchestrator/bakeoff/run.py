@@ -179,14 +179,21 @@ class Runner:
                     tg.start_soon(self.command_trial, slot)
 
     async def _ensemble_trials(self, slots: list[Slot]) -> None:
-        from orchestrator.bakeoff import ensemble
+        from orchestrator.bakeoff import deliberating, ensemble
 
         # no cancel scope of the runner's: an interrupt stops each wave or council (it
         # finishes its own files), and a trial not yet begun sees ``signum`` and never starts
         async with anyio.create_task_group() as tg:
             for slot in slots:
-                tg.start_soon(ensemble.trial if slot.contestant.kind == "fanout"
-                              else ensemble.council_trial, self, slot)
+                c = slot.contestant
+                tg.start_soon(deliberating.trial if c.deliberates else ensemble.trial
+                              if c.kind == "fanout" else ensemble.council_trial, self, slot)
+
+    def spent(self) -> float:
+        """The known spend of the model trials finished so far (what a deliberation adds
+        its own to before it launches a round; trials still running are held by the
+        ceiling's guard on every request)."""
+        return sum(r["cost_usd"] or 0.0 for r in self.rows.values() if r["kind"] != "command")
 
     def _scope(self) -> anyio.CancelScope:
         """A cancel scope an interrupt cancels (one made after the interrupt starts

@@ -44,7 +44,8 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
             found = resolve_all([*c.models, *([c.chair] if c.chair else [])], cfg,
                                 pms[c.name])
             resolved[c.name] = Ensemble(members=found[:len(c.models)],
-                                        chair=found[-1] if c.chair else None, kind=c.kind)
+                                        chair=found[-1] if c.chair else None, kind=c.kind,
+                                        rounds=c.rounds)
         else:
             resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
     return resolved, pms
@@ -107,6 +108,13 @@ def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
             lines.append(f"  {c.name}: model {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}"
                          + (f", tier {c.tier}" if c.tier else "") + ")")
+        elif c.deliberates:
+            legs = len(c.models)
+            lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
+                         f"max_steps {c.max_steps}; one deliberation per trial: up to "
+                         f"{c.rounds} rounds × {legs} legs = {c.rounds * legs} requests"
+                         + (" + the chair" if c.chair else "") + ", peers "
+                         + (str(c.peers) if c.peers else "default") + ")")
         elif c.kind in ("fanout", "council"):
             lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}; one {'wave' if c.kind == 'fanout' else c.kind} "

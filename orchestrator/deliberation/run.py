@@ -71,13 +71,22 @@ class Seat:
 class Deliberation:
     def __init__(self, spec: WaveSpec, *, pm, config: Config, rounds: int, peers: int | None,
                  ledger: LedgerSink | None = None, observe=None,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None, server: Server | None = None,
+                 ceiling_state: dict[str, Any] | None = None,
+                 spent: Callable[[], float] | None = None) -> None:
+        """``server``, ``ceiling_state`` and ``spent``: a host running several deliberations
+        under one rate gate and one cost ceiling (a bench, bakeoff/deliberating.py) gives
+        its server, the ceiling account its waves share, and what that ceiling has spent so
+        far; alone, a deliberation has its own server and its ceiling is its own."""
         self.spec, self.pm, self.config = spec, pm, config
         self.max_rounds, self.ledger, self.observe = rounds, ledger, observe
         self.say = say or (lambda text: None)
         self.run_id = spec.wave_id or new_wave_id()
+        self.ledger_run = spec.run_id or self.run_id  # a bench's trial: the bench's id
         self.dir = spec.runs_dir / self.run_id
-        self.server = Server(timeout_s=spec.timeout_s)  # one gate and counters for all rounds
+        # one gate and counters for all rounds (a host's: for all its trials too)
+        self.server = server or Server(timeout_s=spec.timeout_s)
+        self.ceiling_state, self._spent = ceiling_state, spent
         self.max_cost = spec.options.get("max_cost")
         self.seats = [Seat(n, m) for n, m in enumerate(spec.models, start=1)]
         n = len(self.seats)
@@ -139,19 +148,23 @@ class Deliberation:
             self._current.interrupt(signum)
 
     async def _wave(self, wave_id: str, models: list[ResolvedModel], briefings: list[str],
-                    histories: list[list[dict]] | None = None, kind: str = "leg",
+                    histories: list[list[dict]] | None = None, kind: str | None = None,
                     round_no: int | None = None) -> list[LegRecord]:
         options = {**self.spec.options, "deliberation": self.run_id, "round": round_no}
-        if self.max_cost is not None:  # each wave's ceiling is what the run has left
-            options["max_cost"] = self.left()
+        if self.max_cost is not None and self.ceiling_state is None:
+            options["max_cost"] = self.left()  # each wave's ceiling is what the run has left
+        # (a shared ceiling account counts every wave's spend itself: the whole ceiling)
         spec = WaveSpec(models=models, briefing=self.spec.briefing, briefings=briefings,
                         histories=histories, runs_dir=self.dir / "rounds",
                         timeout_s=self.spec.timeout_s, max_steps=self.spec.max_steps,
-                        kind=kind, run_id=self.run_id, wave_id=wave_id, tag=self.spec.tag,
+                        kind=kind or self.spec.kind, run_id=self.ledger_run, wave_id=wave_id,
+                        tag=self.spec.tag,
                         project_dir=self.spec.project_dir, workspace=self.spec.workspace,
                         options=options, later=[self.spec.chair] if self.spec.chair else [])
         wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.ledger,
                     observe=self.observe, server=self.server)
+        if self.ceiling_state is not None:
+            wave.context.state = self.ceiling_state
         self._current = wave
         try:
             doc = await wave.run()
@@ -167,7 +180,9 @@ class Deliberation:
         return sum(r.cost_usd for r in self.records if r.cost_usd is not None)
 
     def left(self) -> float:
-        return round(max(0.0, float(self.max_cost) - self.spent()), 10)
+        """What the ceiling has left: of the run's own, or of the host's shared one."""
+        spent = self._spent() if self._spent is not None else self.spent()
+        return round(max(0.0, float(self.max_cost) - spent), 10)
 
     async def _rounds(self) -> None:
         self.say(f"round 1/{self.max_rounds}: {len(self.seats)} legs")
@@ -403,7 +418,7 @@ class Deliberation:
         doc = build_document(
             wave_id=self.run_id, status=status, legs=finals, chair=self.chair,
             runs_dir=self.spec.runs_dir, signum=self.signum,
-            extra={"kind": "deliberation", "tag": self.spec.tag, "run_id": self.run_id,
+            extra={"kind": "deliberation", "tag": self.spec.tag, "run_id": self.ledger_run,
                    "project_dir": self.spec.project_dir,
                    "models": [m.name for m in self.spec.models],
                    "chair_model": self.spec.chair.name if self.spec.chair else None,
