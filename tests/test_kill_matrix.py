@@ -6,6 +6,10 @@ the chair. Then `orch spend` and `orch status`: the ledger holds what the script
 answered, request for request (a leg's row carries ``seq``, the answers it holds), and the
 wave's files are repaired to the true status and cost. Before per-request rows, a leg killed
 after two paid answers had no row at all and `orch status` showed it `aborted $0`.
+
+The tool in the middle of which the runner dies is ``read_pipe`` of an installed test plugin:
+it reads a named pipe the test holds open, so it blocks there. orch's own workspace reads
+refuse a pipe before opening it (only regular files are read), so no built-in tool can wait.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_plugins_loading import site  # noqa: F401 - its fixture
 from test_serve import daemon_process, sock, wait_for, xdg  # noqa: F401 - fixtures
 
 from orchestrator.cli import cli
@@ -40,7 +45,7 @@ def counted(text: str, n: int) -> Reply:
 
 
 HANG = Reply(hang=True)
-PIPE = Reply(tool_calls=[{"name": "word_count", "arguments": {"path": "pipe"}}],
+PIPE = Reply(tool_calls=[{"name": "read_pipe", "arguments": {"path": "pipe"}}],
              usage=usage(2))
 ANSWER = Reply(text="three words here", usage=usage(3))
 CHAIR = {"prompt_tokens": 1000, "completion_tokens": 50}
@@ -53,6 +58,31 @@ POINTS = {
     "after answer 2": ([counted("a b", 1), counted("c d", 2), HANG], None, ("tool", 3)),
     "mid-chair": ([counted("a b", 1), counted("c d", 2), ANSWER], [HANG], ("chair", 1)),
 }
+
+
+# A tool that blocks, as a slow tool does: it opens the pipe itself (a test plugin; orch's
+# workspace rules would refuse a pipe) and reads until the writer closes it.
+PIPE_TOOL = """
+import os
+from orchestrator.hookspecs import hookimpl
+from orchestrator.tools import Tool
+
+def pipe_tool(leg):
+    def read_pipe(path: str) -> str:
+        \"\"\"Read a named pipe in the workspace to its end.
+
+        Args:
+            path: The pipe, relative to the workspace root.
+        \"\"\"
+        with open(os.path.join(leg.workspace, path), encoding="utf-8") as fh:
+            return fh.read()
+
+    return Tool.from_function(read_pipe)
+
+@hookimpl
+def register_tools(leg):
+    return [pipe_tool(leg)]
+"""
 
 
 def answered(server, model: str) -> list[int]:
@@ -69,10 +99,15 @@ def reader_waits(fifo: Path) -> int | None:
 
 
 @pytest.fixture
-def durable(orch, scripted_server, orch_home, tmp_path):
-    """The scripted provider with prices, the word_count tool on, a workspace with a pipe."""
+def durable(orch, scripted_server, orch_home, tmp_path, site, monkeypatch):  # noqa: F811
+    """The scripted provider with prices, the word_count tool on, the read_pipe tool
+    installed (for the runner, the fanout or the daemon, on PYTHONPATH), a workspace with a
+    pipe."""
     orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
     orch.config(plugin_config={"wordcount": {"tool": True}})
+    site.install("orch-test-pipe", "1.0", {"pipetool": PIPE_TOOL})
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (str(site.path), os.environ.get("PYTHONPATH")) if p))
     workspace = tmp_path / "ws"
     workspace.mkdir()
     os.mkfifo(workspace / "pipe")

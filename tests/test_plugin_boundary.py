@@ -361,12 +361,17 @@ def test_the_command_names_a_blocking_plugin_once_per_leg_and_exits_2(
     site.install("orch-test-hostile", "1.0", {"hostile": BLOCKING})
     orch.provider()
     scripted_server.script("good", Reply(text="healthy answer"))
-    ran = orch_process("fanout", "-m", "scripted/good,scripted/bad,scripted/bad", "-p", "hi",
-                       "--json", home=orch_home, site=site, ORCH_HOOK_DEADLINE_S="1",
-                       LOG_LEVEL="info")
+    scripted_server.script("bad", Reply(text="never sent"))  # listed: a launch checks names
+    ran = orch_process("--log-json", "fanout", "-m", "scripted/good,scripted/bad,scripted/bad",
+                       "-p", "hi", "--json", home=orch_home, site=site,
+                       ORCH_HOOK_DEADLINE_S="1", LOG_LEVEL="info")
     assert ran.returncode == 2, ran.stderr
     doc = json.loads(ran.stdout)
     assert [leg["status"] for leg in doc["legs"]] == ["complete", "error", "error"]
+    for leg in doc["legs"][1:]:  # its leg names the plugin and the hook, once
+        assert "hostile" in leg["reason"] and "before_request" in leg["reason"], leg["reason"]
+        assert [(e["plugin"], e["hook"]) for e in leg["plugin_errors"]] == [
+            ("hostile", "before_request")]
     warnings = [json.loads(line) for line in ran.stderr.splitlines()
                 if '"plugin_error"' in line]
     assert sorted((w["plugin"], w["leg_id"]) for w in warnings) == sorted(
@@ -374,6 +379,7 @@ def test_the_command_names_a_blocking_plugin_once_per_leg_and_exits_2(
     rows = sqlite3.connect(orch_home / "ledger.db").execute(
         "select status from spend order by status").fetchall()
     assert rows == [("complete",), ("error",), ("error",)]
+    assert scripted_server.count("bad") == 0  # the blocked hook ended its legs before a send
 
 
 @pytest.mark.slow
@@ -383,6 +389,7 @@ def test_sigterm_while_a_hook_blocks_exits_within_2_s_with_every_ledger_row(
     site.install("orch-test-hostile", "1.0", {"hostile": source})
     orch.provider()
     scripted_server.script("good", Reply(text="healthy answer"))
+    scripted_server.script("bad", Reply(text="never sent"))  # listed: a launch checks names
     env = {**os.environ, "ORCH_HOME": str(orch_home), "PYTHONPATH": str(site.path),
            "ORCH_HOOK_DEADLINE_S": "600"}
     for name in ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS", "ORCH_RUNS_DIR"):
@@ -413,3 +420,4 @@ def test_sigterm_while_a_hook_blocks_exits_within_2_s_with_every_ledger_row(
     rows = sqlite3.connect(orch_home / "ledger.db").execute(
         "select model, status from spend order by model").fetchall()
     assert rows == [("scripted/bad", "aborted"), ("scripted/good", "complete")]
+    assert scripted_server.count("bad") == 0
