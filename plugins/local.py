@@ -101,9 +101,11 @@ def _point(leg, settings, state) -> None:
 
     model = catalogue(settings.models).get(_alias(leg.model))
     plain = model is not None and model.chat_format == PLAIN
-    leg.model = replace(leg.model, api_base=state["url"])
-    leg.state[PROVIDER] = {"max_tokens": settings.max_tokens, "plain": plain,
-                           "n_ctx": state.get("n_ctx_per_slot") or settings.n_ctx,
+    # The slot of the server that runs (started with the n_ctx of its day: a changed
+    # `local.n_ctx` applies at the next start) is the window both guards check.
+    n_ctx = state.get("n_ctx_per_slot") or settings.n_ctx
+    leg.model = replace(leg.model, api_base=state["url"], context_window=n_ctx)
+    leg.state[PROVIDER] = {"max_tokens": settings.max_tokens, "plain": plain, "n_ctx": n_ctx,
                            "base": f"http://{state['host']}:{state['port']}"}
     leg.set("local_server", {"url": state["url"], "pid": state["server_pid"],
                              "path": state.get("path"), "slots": state.get("slots")})

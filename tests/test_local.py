@@ -754,10 +754,39 @@ def test_a_prompt_longer_than_a_slot_is_refused_naming_local_n_ctx(local_home):
     assert leg["reason"].startswith("LOCAL_CONTEXT: the prompt is 200 tokens and a slot of "
                                     "the local server holds 128 (`local.n_ctx`): raise "
                                     "`local.n_ctx` in config.json")
-    fits = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 100,
+    # the slot is also the window the context guard checks: it keeps the answer's reserve
+    # free (half of a 128-token slot), so a prompt inside the slot but past that is starved
+    starved = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 100,
+                              "--json").stdout)["legs"][0]
+    assert starved["status"] == "refused"
+    assert starved["reason"].startswith("OUTPUT_STARVATION: refused (local/gemma3-270m): "
+                                        "context estimate 108, window 128,")
+    fits = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 50,
                            "--json").stdout)
     assert fits["legs"][0]["status"] == "complete"
+    assert sent_legs(local_home) == {fits["legs"][0]["leg_id"]}  # the refused sent nothing
 
+
+
+def test_the_guards_check_the_running_servers_slot_until_its_next_start(local_home):
+    """A changed `local.n_ctx` applies at the next server start: until then the slot the
+    server has is the window the context guard checks, as the LOCAL_CONTEXT count does."""
+    write_config(local_home, n_ctx=128)
+    assert orch("server", "start").exit_code == 0
+    write_config(local_home, n_ctx=8192)  # not running yet
+    leg = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 100,
+                          "--json").stdout)["legs"][0]
+    assert leg["status"] == "refused"
+    assert leg["reason"].startswith("OUTPUT_STARVATION: refused (local/gemma3-270m): "
+                                    "context estimate 108, window 128,")
+    assert sent_legs(local_home) == set()
+
+
+def sent_legs(home: Path) -> set[str]:
+    """The legs whose conversation records a request on the wire."""
+    return {path.parent.name for path in (home / "runs").rglob("conversation.jsonl")
+            if any(json.loads(line)["type"] == "request"
+                   for line in path.read_text().splitlines())}
 
 def test_a_council_runs_every_stage_on_the_local_model_and_its_variants(local_home):
     """Seats, judges and a chair that is a variant of a seat's model, all on the one local

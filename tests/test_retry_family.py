@@ -144,18 +144,50 @@ def test_after_a_full_disk_the_retry_sees_the_outboxed_legs_as_paid(
     on_disk = json.loads((orch_home / "runs" / wave_id / "wave.json").read_text())
     assert on_disk["status"] == "running"  # stale, as after the real thing
     outboxed = (broken / f"ledger-outbox-{_fingerprint(env['ORCH_LEDGER_URL'])}.jsonl")
-    assert len(outboxed.read_text().splitlines()) == 4
+    # a leg's row is written at its first billed answer and moved forward by seq: the outbox
+    # holds a line per advance, and each leg's furthest line says it completed, paid once
+    lines = [json.loads(line)["row"] for line in outboxed.read_text().splitlines()]
+    assert len(lines) >= 4
+    assert _furthest_per_leg(lines) == {row["leg_id"]: ("complete", 1) for row in lines}
+    assert len({row["leg_id"] for row in lines}) == 4
     sent = scripted_server.count()
     # the ledger still cannot be opened: the outbox alone says the legs were paid
     again = subprocess.run([*ORCH, "fanout", "--retry-failed", wave_id], env=env,
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "nothing to retry" in again.stderr, again.stderr
-    # the disk is back: opening the ledger replays the rows, and the retry reads them there
+    # the disk is back: opening the ledger replays the lines as one row per leg, at the
+    # furthest seq each leg reached, and the retry reads them there
     (broken / "ledger.db").rmdir()
+    from orchestrator.ledger import Ledger
+
+    ledger = Ledger(env["ORCH_LEDGER_URL"])
+    assert ledger.replayed == 4
+    ledger.close()
+    assert not outboxed.exists() or not outboxed.read_text().strip()
     monkeypatch.setenv("ORCH_LEDGER_URL", env["ORCH_LEDGER_URL"])
     result = fanout("--retry-failed", wave_id)
     assert result.exit_code == 0 and "nothing to retry" in result.stderr
     assert scripted_server.count() == sent == 4
+    con = sqlite3.connect(broken / "ledger.db")
+    rows = con.execute("select leg_id, status, seq, cost_usd from spend where wave_id = ?",
+                       (wave_id,)).fetchall()
+    assert sorted((status, seq) for _, status, seq, _ in rows) == [("complete", 1)] * 4
+    assert len({leg for leg, *_ in rows}) == 4
+    assert sum(cost for *_, cost in rows) == pytest.approx(4 * 15e-6)
+
+
+def _furthest_per_leg(rows: list[dict]) -> dict[str, tuple[str, int]]:
+    """leg id -> (status, seq) of its furthest line: the highest seq, an ended row over one
+    in flight at the same seq (as the ledger's unique key keeps it)."""
+    from orchestrator.in_flight import IN_FLIGHT
+
+    furthest: dict[str, dict] = {}
+    for row in rows:
+        held = furthest.get(row["leg_id"])
+        rank = (row["seq"], row.get("reason") != IN_FLIGHT)
+        if held is None or rank >= (held["seq"], held.get("reason") != IN_FLIGHT):
+            furthest[row["leg_id"]] = row
+    return {leg: (row["status"], row["seq"]) for leg, row in furthest.items()}
 
 
 @pytest.mark.slow
@@ -167,6 +199,9 @@ def test_after_a_full_disk_the_retry_runs_only_the_failed_leg_with_what_the_reco
     orch.provider(input_cost_per_mtok=1000.0, output_cost_per_mtok=1000.0)
     scripted_server.default = Reply(text="paid", usage={"prompt_tokens": 10,
                                                         "completion_tokens": 5})
+    for n in range(3):  # scripted, so the server's model list names them (models are checked)
+        scripted_server.script(f"m{n}", Reply(text="paid", usage={"prompt_tokens": 10,
+                                                                  "completion_tokens": 5}))
     scripted_server.script("m3", Reply(status=500), Reply(text="at last", usage={
         "prompt_tokens": 10, "completion_tokens": 5}))
     broken = tmp_path / "full"
@@ -185,6 +220,17 @@ def test_after_a_full_disk_the_retry_runs_only_the_failed_leg_with_what_the_reco
     assert doc["options"]["max_cost_family"]["spent"] == pytest.approx(0.045)
     assert doc["options"]["max_cost"] == pytest.approx(1 - 0.045)
     assert [scripted_server.count(f"m{n}") for n in range(4)] == [1, 1, 1, 2]
+    # the disk is back: the replay leaves one row per paid leg, none paid twice
+    (broken / "ledger.db").rmdir()
+    from orchestrator.ledger import Ledger
+
+    Ledger(env["ORCH_LEDGER_URL"]).close()
+    con = sqlite3.connect(broken / "ledger.db")
+    paid = con.execute("select wave_id, leg_id, seq, cost_usd from spend where status = "
+                       "'complete'").fetchall()
+    assert len(paid) == len({(w, leg) for w, leg, *_ in paid}) == 4
+    assert {seq for _, _, seq, _ in paid} == {1}
+    assert sum(cost for *_, cost in paid) == pytest.approx(0.06)
 
 
 def _fingerprint(url: str) -> str:

@@ -205,7 +205,8 @@ class Leg:
     async def unsent(self) -> None:
         """The wave stopped before this leg sent anything (a ``wave_start`` refusal: the
         local server could not start): its ledger row all the same, at $0, so ``orch runs``
-        and ``orch spend`` count the same legs (nothing was billed: ``cost_source`` none)."""
+        and ``orch spend`` count the same legs (nothing was billed: ``cost_source`` none).
+        Not for a pre-flight refusal: a usage error writes nothing to the ledger."""
         await self._ledger_row()
 
     async def _ledger_row(self, *, in_flight: bool = False) -> None:

@@ -33,7 +33,7 @@ from orchestrator.engine.record import (
     LegRecord,
     now_iso,
 )
-from orchestrator.errors import OrchError, Refusal
+from orchestrator.errors import OrchError, PreflightError, Refusal
 from orchestrator.hooks import HookRunner
 from orchestrator.models import ResolvedModel
 from orchestrator.pids import process_started
@@ -177,9 +177,14 @@ class Wave:
                 await self._run_legs()
             outer.cancel_scope.cancel()
         if refused is not None:  # wave.json says so, then the CLI says it in one line
+            # A wave that could not start (the local server) ran: a row per leg at $0, so
+            # runs and spend agree. A pre-flight refusal (exit 2) is a usage error, like a
+            # bad flag: it writes nothing to the ledger (docs/budgets.md).
+            attempted = not isinstance(refused, PreflightError)
             for leg in self.legs:
                 leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
-                await leg.unsent()  # a row per leg at $0: runs and spend agree
+                if attempted:
+                    await leg.unsent()
             self._write_file("wave.json", self.write)
             raise refused
         for text in self.server.holds.notices():  # the rate-limit gate held the wave back
