@@ -216,10 +216,11 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
 
     from orchestrator import config as config_mod
     from orchestrator import runtime
-    from orchestrator.cli.common import import_litellm_quietly, resolve_all
+    from orchestrator.app.warm import import_litellm_quietly
     from orchestrator.cli.fanout import choose_models
     from orchestrator.council.preflight import preflight
     from orchestrator.council.run import CouncilRun
+    from orchestrator.resolve import resolve_all
 
     specs = choose_models(models, council_name, cfg)
     chair = chair or cfg.defaults.get("chair")

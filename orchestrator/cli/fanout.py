@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from orchestrator import config as config_mod
+from orchestrator.app.warm import import_litellm_quietly
 from orchestrator.briefing import (
     check_briefing,
     compose,
@@ -17,11 +18,12 @@ from orchestrator.briefing import (
     read_context,
     read_prompt,
 )
-from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
+from orchestrator.cli.common import print_json
 from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.params import FiniteFloat, model_list
 from orchestrator.errors import OrchError
 from orchestrator.models import check_key
+from orchestrator.resolve import resolve_all
 from orchestrator.workspace_root import choose as choose_workspace
 
 DEFAULT_MAX_LEGS = 10
