@@ -137,7 +137,7 @@ async def spend(args: dict[str, Any], job: Job) -> dict[str, Any]:
 
 async def runs(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch runs --json` or `orch runs show ID --json`."""
-    from orchestrator.cli.runs import listed, shown
+    from orchestrator.app.runs import listed, shown
     from orchestrator.errors import OrchError
 
     if args.get("action", "list") == "show":
