@@ -125,7 +125,7 @@ def council_summary(doc: dict[str, Any], tally: dict[str, Any] | None,
 
 async def spend(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch spend --json`."""
-    from orchestrator.cli.spend import spend_json
+    from orchestrator.app.spend import spend_json
     from orchestrator.mcp_server.bounded import bounded
 
     doc = spend_json(args.get("since", "7d"), args.get("group_by"))
