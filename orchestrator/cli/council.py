@@ -10,9 +10,10 @@ from pathlib import Path
 
 import click
 
+from orchestrator.app.budgets import require_budget_plugins
 from orchestrator.cli.config_cmds import check_name, echo_json
 from orchestrator.cli.daemon_option import no_daemon_option
-from orchestrator.cli.fanout import budget_options, require_budget_plugins
+from orchestrator.cli.fanout import budget_options
 from orchestrator.cli.params import FiniteFloat
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
@@ -216,8 +217,8 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
 
     from orchestrator import config as config_mod
     from orchestrator import runtime
+    from orchestrator.app.model_choice import choose_models
     from orchestrator.app.warm import import_litellm_quietly
-    from orchestrator.cli.fanout import choose_models
     from orchestrator.council.preflight import preflight
     from orchestrator.council.run import CouncilRun
     from orchestrator.resolve import resolve_all

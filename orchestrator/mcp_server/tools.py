@@ -58,8 +58,9 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch fanout --json`: the wave document."""
     from orchestrator import config as config_mod
     from orchestrator import runtime
+    from orchestrator.app.model_choice import choose_models
+    from orchestrator.app.wave import DEFAULT_MAX_LEGS, prepare_wave
     from orchestrator.briefing import compose, read_context, read_prompt
-    from orchestrator.cli.fanout import DEFAULT_MAX_LEGS, choose_models, prepare_wave
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave
     from orchestrator.errors import OrchError
