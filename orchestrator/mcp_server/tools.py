@@ -93,8 +93,8 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
 async def council_run(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch council run`: the verdict, tiers, top findings and where the report is."""
     from orchestrator import runtime
+    from orchestrator.app.council import prepare_council
     from orchestrator.briefing import read_prompt
-    from orchestrator.cli.council import prepare_council
 
     run = prepare_council(
         read_prompt(args["prompt"], None), "prompt", cfg=runtime.config(), models=_models(args),
