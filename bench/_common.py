@@ -175,9 +175,9 @@ def engine_setup(home: Path, url: str, *, builtins: bool = True,
 
 def engine_wave(cfg, pm, runs: Path, models: list[str], *, max_steps: int = 20):
     """Build the wave `orch fanout` would run (WaveSpec as in orchestrator.testing.kit)."""
-    from orchestrator.cli.common import resolve_all
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave, WaveSpec
+    from orchestrator.resolve import resolve_all
 
     resolved = resolve_all([f"{PROVIDER}/{m}" for m in models], cfg, pm)
     spec = WaveSpec(models=resolved, briefing="Benchmark briefing: call noop, then answer.",

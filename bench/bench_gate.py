@@ -35,9 +35,9 @@ def one_wave(srv, legs: int, mode: str, runs_dir: Path) -> dict:
     import anyio
 
     from orchestrator import gate, runtime
-    from orchestrator.cli.common import resolve_all
     from orchestrator.engine.wave import Wave, WaveSpec
     from orchestrator.plugins import load
+    from orchestrator.resolve import resolve_all
     from orchestrator.server import Server
 
     gate.reset()
@@ -80,7 +80,7 @@ def main() -> None:
     SERVER_LIMIT = ARGS.limit
     offline()
     sys.path.insert(0, str(ROOT))
-    from orchestrator.cli.common import import_litellm_quietly
+    from orchestrator.app.warm import import_litellm_quietly
     from orchestrator.testing.scripted_server import Reply, ScriptedServer
 
     modes = ("gate", "sdk retries", "no retries")

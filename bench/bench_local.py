@@ -286,11 +286,11 @@ def bench_engine(tokens: int, threads: int, reps: int, threads_batch: int | None
     import anyio
 
     from orchestrator import runtime
-    from orchestrator.cli.common import resolve_all
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave, WaveSpec
     from orchestrator.local import manager
     from orchestrator.local.settings import LocalSettings
+    from orchestrator.resolve import resolve_all
 
     home = Path(tempfile.mkdtemp(prefix="orch-bench-local-"))
     os.environ["ORCH_HOME"] = str(home)

@@ -283,11 +283,11 @@ def test_an_interrupt_in_round_two_aborts_with_the_document(orch, scripted_serve
     import anyio
 
     from orchestrator import runtime
-    from orchestrator.cli.common import resolve_all
     from orchestrator.deliberation.run import Deliberation
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import WaveSpec
     from orchestrator.plugins import load
+    from orchestrator.resolve import resolve_all
 
     orch.provider()
     for model in MODELS:

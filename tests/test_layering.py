@@ -7,6 +7,11 @@
   imports one of them;
 - the web view reads the core only: ``orchestrator.ui`` imports no other face (``orch ui`` is
   a thin command in cli/ that imports it, never the reverse);
+- the faces share the application layer (``orchestrator.app``), not each other: only cli/
+  imports a module of ``orchestrator.cli``; the daemon (which runs the click group as a whole),
+  the test kit and ``python -m orchestrator`` may import the group's entry,
+  ``orchestrator.cli`` itself, and nothing else does; ``orchestrator.mcp_server`` and
+  ``orchestrator.daemon`` do not import each other;
 - no circle: no module of ``orchestrator/`` or ``plugins/`` reaches itself through its imports
   (``graphlib`` finds the cycle). An import inside a function or under ``TYPE_CHECKING`` counts
   like one at the top: it is the same dependency, paid later, and a circle made of late imports
@@ -145,6 +150,85 @@ def test_the_web_view_imports_no_other_face():
                  if face(name) == "orchestrator.ui"
                  for target in imports(name, path) if face(target) not in (None, "orchestrator.ui"))
     assert not bad, "orchestrator.ui imports another face: " + "; ".join(bad)
+
+
+GROUP_ENTRY_USERS = ("orchestrator.daemon", "orchestrator.testing", "orchestrator.__main__")
+
+
+def cli_reaches(root: Path) -> list[str]:
+    """Imports of ``orchestrator.cli`` from outside cli/ that the layers forbid: any of its
+    modules, or the group's entry from anywhere but the daemon, the test kit and __main__."""
+    mods = modules(root)
+
+    def resolved(target: str) -> str:
+        while target and target not in mods:
+            target = target.rpartition(".")[0]
+        return target
+
+    bad = set()
+    for name, path in mods.items():
+        if face(name) == "orchestrator.cli":
+            continue
+        for target in map(resolved, imports(name, path)):
+            if face(target) != "orchestrator.cli":
+                continue
+            entry_ok = any(name == u or name.startswith(u + ".") for u in GROUP_ENTRY_USERS)
+            if target != "orchestrator.cli" or not entry_ok:
+                bad.add(f"{name} -> {target}")
+    return sorted(bad)
+
+
+def faces_crossing(root: Path) -> list[str]:
+    """Imports between the MCP server and the daemon, either way."""
+    mods = modules(root)
+    pair = {"orchestrator.mcp_server": "orchestrator.daemon",
+            "orchestrator.daemon": "orchestrator.mcp_server"}
+    return sorted(f"{name} -> {target}" for name, path in mods.items()
+                  if face(name) in pair
+                  for target in imports(name, path) if face(target) == pair[face(name)])
+
+
+def test_only_the_cli_imports_the_cli():
+    bad = cli_reaches(ROOT)
+    assert not bad, ("a module outside cli/ imports the CLI (move what it needs into "
+                     "orchestrator/app/; the daemon may run the click group, "
+                     "`from orchestrator.cli import cli`): " + "; ".join(bad))
+
+
+def test_the_mcp_server_and_the_daemon_import_each_other_not():
+    bad = faces_crossing(ROOT)
+    assert not bad, ("the MCP server and the daemon import each other (share it through "
+                     "orchestrator/app/): " + "; ".join(bad))
+
+
+@pytest.mark.parametrize("victim, line", [
+    ("orchestrator/mcp_server/tools.py", "from orchestrator.cli.fanout import prepare_wave"),
+    ("orchestrator/daemon/server.py", "from orchestrator.cli import fanout"),
+    ("orchestrator/mcp_server/server.py", "from orchestrator.cli import cli"),
+    ("orchestrator/app/wave.py", "from orchestrator.cli.common import print_json"),
+])
+def test_the_cli_check_catches_a_face_reaching_into_the_cli(tmp_path, victim, line):
+    copy_tree(tmp_path)
+    assert cli_reaches(tmp_path) == []
+    path = tmp_path / victim
+    path.write_text(path.read_text() + f"\n\ndef _late():\n    {line}\n")
+    assert [v for v in cli_reaches(tmp_path) if v.startswith(module_of(victim) + " -> ")]
+
+
+@pytest.mark.parametrize("victim, line", [
+    ("orchestrator/mcp_server/tools.py", "from orchestrator.daemon import client"),
+    ("orchestrator/daemon/job.py", "import orchestrator.mcp_server.tools"),
+])
+def test_the_crossing_check_catches_the_mcp_server_and_the_daemon(tmp_path, victim, line):
+    copy_tree(tmp_path)
+    assert faces_crossing(tmp_path) == []
+    path = tmp_path / victim
+    path.write_text(path.read_text() + f"\n\ndef _late():\n    {line}\n")
+    assert [v for v in faces_crossing(tmp_path) if v.startswith(module_of(victim) + " -> ")]
+
+
+def module_of(rel: str) -> str:
+    return rel.removesuffix(".py").replace("/", ".")
 
 
 @pytest.mark.parametrize("line, rule", [

@@ -24,8 +24,8 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     from orchestrator import runtime
     from orchestrator.bakeoff.run import TierPin
     from orchestrator.budget_guards import require_guards
-    from orchestrator.cli.common import resolve_all
     from orchestrator.plugins import load, stderr_warn
+    from orchestrator.resolve import resolve_all
 
     cfg = runtime.config()
     resolved, pms = {}, {}
@@ -261,9 +261,9 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
 
     from orchestrator import config as config_mod
     from orchestrator import runtime
+    from orchestrator.app.warm import import_litellm_quietly
     from orchestrator.bakeoff import resume
     from orchestrator.bakeoff.run import Runner, exclusions, new_bench_id
-    from orchestrator.cli.common import import_litellm_quietly
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.models import check_key
 

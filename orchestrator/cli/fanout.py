@@ -3,29 +3,26 @@
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from pathlib import Path
 
 import click
 
 from orchestrator import config as config_mod
+from orchestrator.app.model_choice import choose_models
+from orchestrator.app.warm import import_litellm_quietly
+from orchestrator.app.wave import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN, prepare_wave
 from orchestrator.briefing import (
-    check_briefing,
     compose,
     prompt_source_name,
     read_context,
     read_prompt,
 )
-from orchestrator.cli.common import import_litellm_quietly, print_json, resolve_all
+from orchestrator.cli.common import print_json
 from orchestrator.cli.daemon_option import no_daemon_option
-from orchestrator.cli.params import FiniteFloat, model_list
+from orchestrator.cli.params import FiniteFloat
 from orchestrator.errors import OrchError
-from orchestrator.models import check_key
-from orchestrator.workspace_root import choose as choose_workspace
 
-DEFAULT_MAX_LEGS = 10
-MAX_TIMEOUT_MIN = 7 * 24 * 60  # a week: past that a leg's time limit means nothing
 THINKING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 BUDGET_KEYS = ("output_budget", "thinking", "leg_tokens", "leg_seconds", "max_cost")
 
@@ -54,62 +51,6 @@ def budget_options(command):
     for option in reversed(options):
         with_budgets = option(with_budgets)
     return with_budgets
-
-
-def require_budget_plugins(budgets: dict, pm, no_plugins: bool, cfg=None,
-                           kept_from: dict[str, str] | None = None) -> None:
-    """Refuse (exit 2, one line) a budget asked for by a flag or by config (or kept by a
-    retry) whose plugin is off: it would be silently ignored (orchestrator/budget_guards.py)."""
-    from orchestrator import runtime
-    from orchestrator.budget_guards import require_guards
-
-    require_guards(budgets, pm, cfg if cfg is not None else runtime.config(),
-                   no_plugins=no_plugins, kept_from=kept_from)
-
-
-def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list[str]:
-    if models and council:
-        raise click.UsageError("pass either --models or --council, not both")
-    if council:
-        if council not in cfg.councils:
-            known = ", ".join(sorted(cfg.councils)) or "none saved yet"
-            raise OrchError(f"no saved council {council!r} (known: {known}); save one with "
-                            "`orch council save NAME --models a,b,c`")
-        return list(cfg.councils[council])
-    if models is not None:
-        return model_list(models)
-    default = cfg.defaults.get("models")
-    if default:
-        return list(default)
-    from orchestrator import runtime
-
-    pm = pm or runtime.plugin_manager()
-    chosen = default_models(pm, cfg)
-    if chosen:  # a plugin's default (the local plugin: the embedded model on a bare machine)
-        click.echo(chosen["notice"], err=True)
-        return list(chosen["models"])
-    if pm.hook.default_models.get_hookimpls():  # a default exists, just not here (keys set)
-        raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "
-                        "`defaults.models` in config.json)")
-    raise NoModels("no models: pass --models, add a provider, or enable the local plugin")
-
-
-def default_models(pm, cfg) -> dict | None:
-    """The first plugin's default models, through the hook boundary: a plugin that raises,
-    answers the wrong shape or takes too long is skipped with one warning naming it."""
-    from orchestrator.hooks import HookRunner
-    from orchestrator.plugins import one_line, stderr_warn
-
-    def skipped(plugin: str, hook: str, exc: BaseException) -> None:
-        stderr_warn(f"plugin {plugin}: {hook} failed and was skipped: {one_line(exc)}")
-
-    return HookRunner(pm, config=cfg).first_sync("default_models", skipped, config=cfg)
-
-
-class NoModels(OrchError):
-    """Nothing to run: a usage problem (exit 2), said in one line."""
-
-    exit_code = 2
 
 
 @click.command()
@@ -264,54 +205,6 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
         if rounds > 1:
             print_outcome(doc)
     sys.exit(doc["exit_code"])
-
-
-def check_plugin_config(cfg, pm) -> None:
-    from orchestrator.plugin_config_check import check_plugin_config as check
-
-    check(cfg, pm)
-
-
-def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, runs: Path,
-                 chair: str | None, timeout_min: float, max_steps: int, tools_mode: str | None,
-                 workspace: str | None, workspace_any: bool, max_legs: int, tag: str | None,
-                 no_plugins: bool, budgets: dict, retry_of: str | None = None,
-                 prior: list | None = None, retry_options: dict | None = None,
-                 kept_from: dict[str, str] | None = None,
-                 validate_models: bool = True, quiet: bool = False, tools_asked: bool = True):
-    """Every check before any spend, then the WaveSpec and the plugin manager to run it with:
-    the one path `orch fanout` and `orch mcp`'s fanout tool share (budgets, plugins, keys).
-    ``tools_asked`` False: the tools are the default, not the user's request (a base model
-    is then offered none: the local plugin)."""
-    from orchestrator import runtime
-    from orchestrator.engine.wave import WaveSpec
-
-    if len(specs) > max_legs:
-        raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
-                        f"models or raise --max-legs")
-    pm = runtime.plugin_manager(enabled=not no_plugins)
-    require_budget_plugins(budgets, pm, no_plugins, cfg, kept_from)
-    check_plugin_config(cfg, pm)  # plugin_config.output_budget.tokens: -5 stops here
-    resolved = resolve_all(specs, cfg, pm)
-    chair_model = resolve_all([chair], cfg, pm)[0] if chair else None
-    for model in {m.name: m for m in [*resolved, *([chair_model] if chair_model else [])]}.values():
-        check_key(model)  # before any spend: an unknown provider or a missing key is one line
-    check_briefing(briefing, prompt_source)  # the keys just read are registered: none goes out
-    if validate_models:  # a typo fails here, before any spend, with the closest names
-        from orchestrator.model_check import check_models_exist
-
-        check_models_exist([*resolved, *([chair_model] if chair_model else [])], cfg)
-    root, notice = choose_workspace(workspace, allow_any=workspace_any)
-    if notice and (tools_mode or "read") == "read" and not quiet:
-        click.echo(f"orch: {notice}", err=True)
-    spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
-                    timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
-                    project_dir=os.getcwd(), workspace=root, retry_of=retry_of, prior=prior or [],
-                    options={"plugins": not no_plugins, "tools": tools_mode or "read",
-                             "tools_asked": tools_asked,
-                             "workspace": str(root) if root else None, **budgets,
-                             **(retry_options or {})})
-    return spec, pm
 
 
 def run_wave(spec, pm, cfg, ledger, *, quiet: bool) -> dict:

@@ -87,7 +87,7 @@ def export(since_text: str, fmt: str) -> None:
       orch ledger export --since 30d --format csv > spend.csv
       orch ledger export --since all --format jsonl | jq -s 'group_by(.user)'
     """
-    from orchestrator.cli.spend import _missing_sqlite_file
+    from orchestrator.app.spend import _missing_sqlite_file
     from orchestrator.ledger import TABLE, Ledger, parse_since
 
     since = None if since_text.strip().lower() == "all" else parse_since(since_text)

@@ -10,8 +10,6 @@ import math
 
 import click
 
-from orchestrator.models import parse_model_list
-
 
 class FiniteFloat(click.ParamType):
     """A finite number, at least ``min`` (above it when ``min_open``), at most ``max``."""
@@ -40,12 +38,3 @@ class FiniteFloat(click.ParamType):
         if self.max is not None and number > self.max:
             self.fail(f"{value!r} must be at most {self.max:g}", param, ctx)
         return number
-
-
-def model_list(text: str, option: str = "--models") -> list[str]:
-    """The comma-separated models, or a usage error when the list names none (``,,,``)."""
-    names = parse_model_list(text)
-    if not names:
-        raise click.UsageError(f"{option} {text!r} names no model; pass e.g. "
-                               f"{option} openai/gpt-4o-mini,myvllm/qwen3-8b")
-    return names

@@ -66,11 +66,15 @@ class _PerLoopLoggingWorker:
 def warm() -> None:
     """Pay every start-up cost once: litellm and its first call, config, plugins, ledger."""
     import anyio
+    import click
 
     from orchestrator import runtime
-    from orchestrator.cli import bench, council, fanout  # noqa: F401 - the commands, loaded
+    from orchestrator.cli import cli
     from orchestrator.ledger import Ledger
     from orchestrator.local import manager  # noqa: F401 - the local-server manager
+
+    for name in ("bench", "council", "fanout"):  # the commands, loaded as a job's group does
+        cli.get_command(click.Context(cli), name)
 
     lm = runtime.litellm()
     from litellm.litellm_core_utils import logging_worker

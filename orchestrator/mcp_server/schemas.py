@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.cli.fanout import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
-from orchestrator.cli.runs import STATUSES as RUN_STATUSES
+from orchestrator.app.runs import STATUSES as RUN_STATUSES
+from orchestrator.app.wave import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
 from orchestrator.ledger import GROUP_BY
 from orchestrator.mcp_server.bounded import LIMIT_SCHEMA
 

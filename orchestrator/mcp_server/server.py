@@ -319,7 +319,7 @@ async def _serve(reader: io.TextIOBase, writer: io.TextIOBase) -> int:
 def serve() -> int:
     """Serve MCP on stdio until the client closes it (0) or a signal stops it (128+N)."""
     from orchestrator import runtime
-    from orchestrator.cli.common import import_litellm_quietly
+    from orchestrator.app.warm import import_litellm_quietly
 
     if sys.stdin.isatty():  # a person typed `orch mcp`: say what it is waiting for
         print("orch mcp: serving MCP on stdin/stdout for a client such as Claude Desktop, "

@@ -58,8 +58,9 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch fanout --json`: the wave document."""
     from orchestrator import config as config_mod
     from orchestrator import runtime
+    from orchestrator.app.model_choice import choose_models
+    from orchestrator.app.wave import DEFAULT_MAX_LEGS, prepare_wave
     from orchestrator.briefing import compose, read_context, read_prompt
-    from orchestrator.cli.fanout import DEFAULT_MAX_LEGS, choose_models, prepare_wave
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave
     from orchestrator.errors import OrchError
@@ -92,8 +93,8 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
 async def council_run(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch council run`: the verdict, tiers, top findings and where the report is."""
     from orchestrator import runtime
+    from orchestrator.app.council import prepare_council
     from orchestrator.briefing import read_prompt
-    from orchestrator.cli.council import prepare_council
 
     run = prepare_council(
         read_prompt(args["prompt"], None), "prompt", cfg=runtime.config(), models=_models(args),
@@ -125,7 +126,7 @@ def council_summary(doc: dict[str, Any], tally: dict[str, Any] | None,
 
 async def spend(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch spend --json`."""
-    from orchestrator.cli.spend import spend_json
+    from orchestrator.app.spend import spend_json
     from orchestrator.mcp_server.bounded import bounded
 
     doc = spend_json(args.get("since", "7d"), args.get("group_by"))
@@ -137,7 +138,7 @@ async def spend(args: dict[str, Any], job: Job) -> dict[str, Any]:
 
 async def runs(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch runs --json` or `orch runs show ID --json`."""
-    from orchestrator.cli.runs import listed, shown
+    from orchestrator.app.runs import listed, shown
     from orchestrator.errors import OrchError
 
     if args.get("action", "list") == "show":

@@ -1,0 +1,42 @@
+"""What the spend ledger says was spent, as every face reads it: ``orch spend`` and `orch
+mcp`'s spend tool (a missing SQLite file is no spend, never a new database)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from orchestrator.ledger import Ledger, parse_since
+
+
+def _since(since_text: str):
+    return None if since_text.strip().lower() == "all" else parse_since(since_text)
+
+
+def spend_json(since_text: str, group_by: str | None) -> dict[str, Any]:
+    """The rollup `orch spend --json` prints (and `orch mcp`'s spend tool returns); a missing
+    SQLite file reads as no spend and is not created."""
+    since = _since(since_text)
+    if _missing_sqlite_file() is not None:
+        return {"legs": 0, "total_cost_usd": 0.0, "unknown_cost_legs": 0, "failed_cost_usd": 0.0,
+                "suspect_legs": 0, "suspect_cost_usd": 0.0, "groups": []}
+    ledger = Ledger()
+    if ledger.replayed:  # rows an earlier command could not write in time (the outbox)
+        click.echo(f"replayed {_count(ledger.replayed, 'row')} from the ledger outbox",
+                   err=True)
+    return ledger.rollup(since=since, group_by=group_by)
+
+
+def _missing_sqlite_file() -> str | None:
+    """The path of a SQLite ledger that does not exist yet, else None."""
+    from orchestrator import outbox
+    from orchestrator.ledger_engine import default_url, missing_sqlite_file
+
+    if outbox.pending(default_url()):
+        return None  # rows wait to be replayed: the ledger is created to take them
+    return missing_sqlite_file(default_url())
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
