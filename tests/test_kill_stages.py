@@ -335,6 +335,22 @@ def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_on
     shown = CliRunner().invoke(cli, ["bench", "show", str(out)])
     assert shown.exit_code == 0 and "t1" in shown.output, shown.output
 
+    # a resume killed in turn (t2 hangs again) leaves the file as it found it, t1 graded
+    sent_before = scripted_server.count("solo")
+    again = subprocess.Popen([*ORCH, "bench", "resume", str(out), "--yes", "-q"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=tmp_path, env=env)
+    try:
+        wait_for(lambda: scripted_server.count("solo") > sent_before, what="t2 resent")
+        time.sleep(0.2)
+        kill(again)
+    finally:
+        if again.poll() is None:
+            again.kill()
+            again.communicate()
+    assert [t["task"] for t in json.loads(out.read_text())["trials"]] == ["t1"]
+    assert "Task t2" in json.dumps(scripted_server.requests_for("solo")[-1].body)
+
     # the resume pays for t2 only: t1's answer is not bought again
     scripted_server.script("solo", bench_reply(set()))  # t2 answers now (count restarts)
     sent_before = scripted_server.count("solo")

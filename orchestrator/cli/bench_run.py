@@ -302,19 +302,21 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
 
     def graded(row: dict[str, Any]) -> None:
         """Each trial, once graded, is in the results file at once (marked running, with
-        this process): a bench killed with -9 leaves every trial it paid for and graded,
-        so `orch bench resume` runs only the rest. The first run only: a resume's file is
-        the run it resumes until it ends."""
+        this process): a bench (or a resume) killed with -9 leaves every trial it paid for
+        and graded, so `orch bench resume` runs only the rest."""
         progress(row)
-        if previous is None:
-            save_partial(path, results([runner.rows[n] for n in sorted(runner.rows)]))
+        save_partial(path, results([runner.rows[n] for n in sorted(runner.rows)]))
 
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
                     on_trial=graded, guard=guard)
     if previous is not None:  # its own wave folders beside the first run's
         runner.wanted = set(again or {})
-        runner.wave_prefix = f"r{len(previous.get('resumes') or []) + 1}-"
+        n = len(previous.get("resumes") or []) + 1
+        # a resume killed before it graded a trial left its waves but no entry in the file
+        while any(config_mod.runs_dir().glob(f"{bench_id}-r{n}-*")):
+            n += 1
+        runner.wave_prefix = f"r{n}-"
     progress.runner = runner
     with progress:
         rows = anyio.run(partial(runner.run, handle_signals=True))
