@@ -192,6 +192,13 @@ def test_kill_9_of_a_council_loses_no_billed_request_of_any_stage(
     listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
     (entry,) = [r for r in listed["runs"] if r["id"] == run_id]
     assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+    # no seat review was read (the run died before its tally): each seat says why
+    why = {s["model"]: s["reason"] for s in doc["seats"]}
+    assert "but the run was killed before its review was read" in why["scripted/alpha"]
+    assert ("killed while it reviewed" if stage == "review" else "killed before its review"
+            ) in why["scripted/bravo"]
+    shown = CliRunner().invoke(cli, ["status", run_id])
+    assert shown.exit_code == 0 and f"${paid:.4f}" in shown.output, shown.output
 
 
 # -- orch mcp ---------------------------------------------------------------------------------

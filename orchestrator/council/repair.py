@@ -20,8 +20,9 @@ from orchestrator.store import read_json, write_json_atomic
 GONE = "the process that ran it is gone (killed?)"
 
 
-def stages(run_dir: Path, run_id: str) -> list[dict[str, Any]]:
-    """Each stage wave under ``run_dir/waves``, repaired, in the order they started."""
+def stage_waves(run_dir: Path) -> list[dict[str, Any]]:
+    """Each stage wave's document under ``run_dir/waves``, repaired, in the order they
+    started."""
     from orchestrator.engine.rebuild import load_wave
 
     waves_dir = run_dir / "waves"
@@ -32,6 +33,11 @@ def stages(run_dir: Path, run_id: str) -> list[dict[str, Any]]:
         except (OrchError, OSError, ValueError, KeyError, TypeError):
             continue  # `orch status` of that wave says what is wrong with it
     docs.sort(key=lambda d: (str(d.get("created_at") or ""), d["wave_id"]))
+    return docs
+
+
+def stages(docs: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    """The ``stages`` entries of run.json, from the stage waves' documents."""
     out = []
     for doc in docs:
         legs = [*(doc.get("legs") or []), *([doc["chair"]] if doc.get("chair") else [])]
@@ -46,11 +52,13 @@ def stages(run_dir: Path, run_id: str) -> list[dict[str, Any]]:
 def repaired(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` (a dead council's run.json, already marked interrupted) with its stages,
     usage and cost from the repaired stage waves; written back to ``run_dir/run.json``."""
-    found = stages(run_dir, str(doc.get("run_id") or ""))
+    run_id = str(doc.get("run_id") or "")
+    waves = stage_waves(run_dir)
+    found = stages(waves, run_id)
     if not found:
         return doc
     usage = sum((Usage(**s["usage"]) for s in found), Usage())
-    fixed = {**doc, "stages": found, "usage": usage.to_dict(),
+    fixed = {**doc, "stages": found, "usage": usage.to_dict(), "seats": seats(doc, waves, run_id),
              "cost_usd": round(sum(s["cost_usd"] or 0.0 for s in found), 8),
              "cost_exact": all(s["cost_exact"] for s in found),
              "repaired": True}
@@ -60,3 +68,24 @@ def repaired(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     except (OSError, ValueError, TypeError, AttributeError):
         pass  # left as it was: the next open repairs it again
     return fixed
+
+
+def seats(doc: dict[str, Any], waves: list[dict[str, Any]], run_id: str
+          ) -> list[dict[str, Any]]:
+    """run.json's seats as its start left them (each ``lost``, with no reason: their reviews
+    were never read), each given its review legs and why it has no review."""
+    reviews = [leg for w in waves if w["wave_id"] in (f"{run_id}-review", f"{run_id}-review-retry")
+               for leg in w.get("legs") or []]
+    out = []
+    for seat in doc.get("seats") or []:
+        legs = [leg for leg in reviews if leg.get("model") == seat.get("model")]
+        if seat.get("status") == "reviewed" or seat.get("reason") or not legs:
+            out.append(seat)
+            continue
+        last = legs[-1]
+        why = (f"it answered (leg {last['leg_id']}), but the run was killed before its "
+               "review was read" if last.get("status") == "complete" else
+               f"the run was killed while it reviewed (leg {last['leg_id']} "
+               f"{last.get('status')})")
+        out.append({**seat, "reason": why, "legs": [leg["leg_id"] for leg in legs]})
+    return out
