@@ -94,7 +94,7 @@ def entries(runs_dir: Path, bench_dir: Path | None = None) -> Iterator[RunEntry]
         except (OSError, ValueError):
             yield RunEntry(run_id, kind, "unreadable", 0, None, None, None, None, [path.parent])
             continue
-        doc = settled(doc)
+        doc = settled(doc, path.parent)
         yield RunEntry(doc.get("run_id", run_id), doc.get("kind", kind), doc.get("status", "?"),
                        len(doc.get("seats") or doc.get("legs") or []), doc.get("cost_usd"),
                        doc.get("created_at"), doc.get("tag"), doc.get("exit_code"),
@@ -115,18 +115,25 @@ def _bench_folders(runs_dir: Path) -> dict[str, list[Path]]:
 
 
 def _bench_waves(folders: list[Path]) -> list[dict[str, Any]]:
-    """A bench's trial waves as `orch runs` folds them under it: id, status, legs."""
+    """A bench's trial waves as `orch runs` folds them under it: id, status, legs, cost. A
+    wave whose process is gone is read as `orch status` reads it: repaired from the record
+    (a killed bench's waves are never shown ``running``, nor its paid trials $0)."""
+    from orchestrator.engine.rebuild import load_wave
+
     waves = []
     for folder in folders:
         name = "wave.json" if (folder / "wave.json").is_file() else "run.json"
         if not (folder / name).is_file():
             continue
         try:
-            doc = read_json(folder / name)
+            doc = load_wave(folder.parent, folder.name) if name == "wave.json" else \
+                settled(read_json(folder / name), folder)
             waves.append({"id": folder.name, "status": doc.get("status", "?"),
-                          "legs": len(doc.get("legs") or doc.get("seats") or [])})
-        except (OSError, ValueError):
-            waves.append({"id": folder.name, "status": "unreadable", "legs": 0})
+                          "legs": len(doc.get("legs") or doc.get("seats") or []),
+                          "cost_usd": doc.get("cost_usd")})
+        except (OrchError, OSError, ValueError, KeyError, TypeError):
+            waves.append({"id": folder.name, "status": "unreadable", "legs": 0,
+                          "cost_usd": None})
     return waves
 
 
@@ -186,6 +193,12 @@ def _benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
         status = "interrupted" if stopped else "partial" if excluded else "complete"
         code = (1 if not stopped["signal"] else 128 + stopped["signal"]) if stopped \
             else 2 if excluded else 0
+        marker = doc.get("running")  # a partial file, written as each trial is graded
+        if isinstance(marker, dict):
+            from orchestrator.pids import same_process
+
+            status, code = ("running", None) if same_process(
+                marker.get("pid"), marker.get("pid_started")) else ("interrupted", 1)
         yield RunEntry(bench_id, "bench", status, len(trials),
                        round(sum(known), 8) if known or not costs else None,
                        doc.get("started"), None, code,
@@ -195,9 +208,12 @@ def _benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
         waves = _bench_waves(mine)
         running = any(w["status"] == "running" for w in waves)
         made = datetime.fromtimestamp(min(p.stat().st_mtime for p in mine), UTC)
+        costs = [w["cost_usd"] for w in waves]  # what the trials were billed (repaired)
+        known = [c for c in costs if isinstance(c, int | float)]
         yield RunEntry(bench_id, "bench", "running" if running else "interrupted",
-                       sum(w["legs"] for w in waves), None, made.isoformat(), None,
-                       None if running else 1, mine, waves)
+                       sum(w["legs"] for w in waves),
+                       round(sum(known), 8) if known and len(known) == len(costs) else None,
+                       made.isoformat(), None, None if running else 1, mine, waves)
 
 
 def _object(doc: Any) -> dict[str, Any]:
@@ -245,16 +261,23 @@ def latest(runs_dir: Path, bench_dir: Path | None = None) -> RunEntry:
     return max(every, key=lambda e: e.created)
 
 
-def settled(doc: dict[str, Any]) -> dict[str, Any]:
+def settled(doc: dict[str, Any], folder: Path | None = None) -> dict[str, Any]:
     """A ``run.json`` that says ``running`` although the process that wrote it is gone (killed
     with -9, the machine rebooted) is ``interrupted``: listing, ``tail`` and ``gc`` never wait
-    on a run that cannot finish. Liveness is the pid with its start time, as for waves."""
+    on a run that cannot finish. Liveness is the pid with its start time, as for waves. A
+    dead council in ``folder`` is repaired from its stages' record (council/repair.py): its
+    run.json then shows what each stage was billed, not the $0 of its start."""
     from orchestrator.pids import same_process
 
     if doc.get("status") != "running" or same_process(doc.get("pid"), doc.get("pid_started")):
         return doc
-    return {**doc, "status": "interrupted", "exit_code": 1,
-            "error": doc.get("error") or "the process that ran it is gone (killed?)"}
+    doc = {**doc, "status": "interrupted", "exit_code": 1,
+           "error": doc.get("error") or "the process that ran it is gone (killed?)"}
+    if folder is not None and doc.get("kind") == "council":
+        from orchestrator.council.repair import repaired
+
+        doc = repaired(folder, doc)
+    return doc
 
 
 def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
@@ -265,12 +288,15 @@ def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
         return load_wave(runs_dir, entry.id)
     if entry.kind == "bench" and not entry.dirs[0].is_file():  # its waves, no results
         return {"bench_id": entry.id, "status": entry.status, "exit_code": entry.exit_code,
-                "waves": entry.waves or [], "trials": None,
+                "waves": entry.waves or [], "trials": None, "cost_usd": entry.cost_usd,
                 "error": "no results file: the bench is running, or was killed before "
                          "it wrote one"}
     path = entry.dirs[0] if entry.dirs[0].is_file() else entry.dirs[0] / "run.json"
     try:
-        return settled(read_json(path))
+        doc = settled(read_json(path), path.parent)
+        if entry.kind == "bench" and isinstance(doc, dict) and "running" in doc:
+            doc = {**doc, "status": entry.status, "exit_code": entry.exit_code}  # partial
+        return doc
     except (OSError, ValueError) as exc:
         raise OrchError(f"{path} cannot be read ({exc}); the run's other files are "
                         "beside it") from None

@@ -97,7 +97,8 @@ def merge(doc: dict[str, Any], rows: list[dict[str, Any]], why: dict[int, str]
     counts: dict[str, int] = {}
     for n in why:
         counts[why[n]] = counts.get(why[n], 0) + 1
-    out = {k: v for k, v in doc.items() if k not in ("interrupted", "stats")}
+    # "running": the marker of a partial file its killed process left (cli/bench_run.py)
+    out = {k: v for k, v in doc.items() if k not in ("interrupted", "stats", "running")}
     out.update(trials=merged, exclusions=exclusions(merged),
                finished=datetime.now(UTC).isoformat())
     out["resumes"] = [*doc.get("resumes", []),

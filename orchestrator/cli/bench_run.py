@@ -294,30 +294,71 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     planned = resume.total(plan)
     progress = BenchProgress(plan, quiet=quiet, maxfail=maxfail,
                              total=len(again) if again is not None else None)
+    started = datetime.now(UTC).isoformat()
+
+    def results(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        if previous is not None:
+            doc = resume.merge(previous, rows, again or {})
+            doc["ledger_errors"] = [*previous.get("ledger_errors", []), *ledger.errors]
+            return doc
+        return {"bench_id": bench_id, "started": started,
+                "finished": datetime.now(UTC).isoformat(), "versions": versions(),
+                "model_ids": {n: m.name for n, m in resolved.items()},
+                "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
+                "ledger_errors": ledger.errors,
+                "prompts": {t.id: plan.render(t) for t in plan.tasks}}  # for `bench show`
+
+    def graded(row: dict[str, Any]) -> None:
+        """Each trial, once graded, is in the results file at once (marked running, with
+        this process): a bench (or a resume) killed with -9 leaves every trial it paid for
+        and graded, so `orch bench resume` runs only the rest."""
+        progress(row)
+        save_partial(path, results([runner.rows[n] for n in sorted(runner.rows)]))
+
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
-                    on_trial=progress, guard=guard)
+                    on_trial=graded, guard=guard)
     if previous is not None:  # its own wave folders beside the first run's
         runner.wanted = set(again or {})
-        runner.wave_prefix = f"r{len(previous.get('resumes') or []) + 1}-"
+        n = len(previous.get("resumes") or []) + 1
+        # a resume killed before it graded a trial left its waves but no entry in the file
+        while any(config_mod.runs_dir().glob(f"{bench_id}-r{n}-*")):
+            n += 1
+        runner.wave_prefix = f"r{n}-"
     progress.runner = runner
-    started = datetime.now(UTC).isoformat()
     with progress:
         rows = anyio.run(partial(runner.run, handle_signals=True))
-    if previous is not None:
-        doc = resume.merge(previous, rows, again or {})
-        doc["ledger_errors"] = [*previous.get("ledger_errors", []), *ledger.errors]
-    else:
-        doc = {"bench_id": bench_id, "started": started,
-               "finished": datetime.now(UTC).isoformat(), "versions": versions(),
-               "model_ids": {n: m.name for n, m in resolved.items()},
-               "settings": plan.settings(), "trials": rows, "exclusions": exclusions(rows),
-               "ledger_errors": ledger.errors,
-               "prompts": {t.id: plan.render(t) for t in plan.tasks}}  # for `bench show`
+    doc = results(rows)
     if runner.signum is not None:
         doc["interrupted"] = interrupted(runner.signum, doc["trials"], planned,
                                          runner.stop_reason)
     finish(doc, path, as_json=as_json, probe=probe, junit=junit)
+
+
+RUNNING = "running"  # a partial results file's marker: the process still writing it
+
+
+def save_partial(path: Path, doc: dict[str, Any]) -> None:
+    """The results so far, atomically, marked with the process that writes them (`orch runs`
+    shows the bench running while it lives, interrupted once it is gone). A file that cannot
+    be written is said once on stderr; the final write says the rest."""
+    import os
+
+    from orchestrator.pids import process_started
+    from orchestrator.store import write_json_atomic
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, {**doc, RUNNING: {"pid": os.getpid(),
+                                                  "pid_started": process_started(os.getpid())}})
+    except OSError as exc:
+        if path not in _UNWRITABLE:
+            _UNWRITABLE.add(path)
+            click.echo(f"orch: warning: the partial results {path} cannot be written "
+                       f"({exc.strerror or exc})", err=True)
+
+
+_UNWRITABLE: set[Path] = set()
 
 
 def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: bool,
@@ -328,6 +369,13 @@ def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: b
     from orchestrator.bakeoff import resume
 
     doc = load_results(file)
+    marker = doc.get(RUNNING) or {}
+    if marker:
+        from orchestrator.pids import same_process
+
+        if same_process(marker.get("pid"), marker.get("pid_started")):
+            raise OrchError(f"{file} is still being written by orch bench (pid "
+                            f"{marker.get('pid')}); wait for it, or stop it first")
     plan = resume.plan_of(doc, file)
     if max_cost is not None:
         plan.max_cost = max_cost

@@ -208,7 +208,7 @@ class View:
         folder = self._council_dir(run_id)
         if folder is None:
             return not_found(f"no council {run_id} under {self.runs_dir}")
-        doc = settled(read_json(folder / "run.json"))
+        doc = settled(read_json(folder / "run.json"), folder)
         tally = read_json(folder / "tally.json") if (folder / "tally.json").is_file() else None
         chair = folder / "chair-output.md"
         synthesis = chair.read_text(encoding="utf-8", errors="replace") if chair.is_file() \

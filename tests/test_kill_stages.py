@@ -1,0 +1,375 @@
+"""`kill -9` of `orch council run` (every stage), `orch mcp` and `orch bench` (a model trial).
+
+The model is tests/test_kill_matrix.py: the real process runs against the scripted server,
+some requests are answered, the next one hangs, and the process gets SIGKILL. Then
+`orch spend` (which replays the outbox) and the ledger must hold what the server answered,
+request for request (each answer has its own usage, so the sums name the answers), and the
+run's files must be shown, and repaired, as what really happened: the cost that was paid, no
+stage wave left ``running``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_council_run import chair, kind_of, seat
+
+from orchestrator.cli import cli
+from orchestrator.testing.scripted_server import Reply
+
+pytestmark = pytest.mark.slow
+ORCH = [sys.executable, "-m", "orchestrator"]
+IN_PRICE, OUT_PRICE = 1000.0, 2000.0  # $ per million tokens: $0.001 and $0.002 a token
+KINDS = ("review", "judge", "chair")
+
+
+def usage_of(model: str, kind: str) -> dict[str, int]:
+    """Distinct per model and stage, so a sum of rows says which answers it holds."""
+    m = {"alpha": 1, "bravo": 2, "delta": 3, "solo": 4}[model]
+    k = 1 + KINDS.index(kind) if kind in KINDS else 4
+    return {"prompt_tokens": 1000 * k + 100 * m + 7, "completion_tokens": 10 * k + m}
+
+
+def cost(tokens: tuple[int, int]) -> float:
+    return (tokens[0] * IN_PRICE + tokens[1] * OUT_PRICE) / 1e6
+
+
+def wait_for(check, timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def answered(server, model: str) -> list:
+    """The requests of ``model`` the server answered (200), oldest first."""
+    return [r for r in server.requests_for(model) if r.status == 200]
+
+
+def ledger_rows(home: Path, ident: str | None, by: str = "run_id") -> list[dict]:
+    """The spend rows whose ``by`` column is ``ident`` (None: every row)."""
+    db = home / "ledger.db"
+    if not db.exists():
+        return []
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        if ident is None:
+            return [dict(r) for r in con.execute("select * from spend")]
+        return [dict(r) for r in con.execute(f"select * from spend where {by} = ?", (ident,))]
+    except sqlite3.OperationalError:  # the table is being made
+        return []
+    finally:
+        con.close()
+
+
+def settle(home: Path, run_id: str | None, server, models: list[str]) -> None:
+    """Give the runner the moment a real crash would not wait for: until the ledger holds
+    as many answers as the server gave (so a kill is after the durable write, as the
+    product promises it is, before the next step), or 10 s. A product that writes rows only
+    at a stage's end never gets there, and the checks after the kill fail."""
+    want = sum(len(answered(server, m)) for m in models)
+    try:
+        wait_for(lambda: sum(r["seq"] or 0 for r in ledger_rows(home, run_id)) >= want,
+                 timeout=10.0)
+    except AssertionError:
+        pass
+    time.sleep(0.2)
+
+
+def kill(proc: subprocess.Popen) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def the_ledger_holds_what_was_answered(server, home: Path, run_id: str,
+                                       models: list[str], by: str = "run_id") -> float:
+    """`orch spend` (which replays any outbox), then: per model, the rows' token sums are
+    the sums of the usages the server answered with, one billed answer per ``seq``; the
+    total is their cost. Returns that cost."""
+    spend = CliRunner().invoke(cli, ["spend", "--since", "all", "--json"])
+    assert spend.exit_code == 0, spend.output
+    rows = ledger_rows(home, run_id, by)
+    expected_total = 0.0
+    for model in models:
+        paid = [usage_of(model, kind_of(r.body) if model != "solo" else "bench")
+                for r in answered(server, model)]
+        tokens = (sum(u["prompt_tokens"] for u in paid),
+                  sum(u["completion_tokens"] for u in paid))
+        mine = [r for r in rows if r["model"] == f"scripted/{model}"]
+        assert (sum(r["input_tokens"] for r in mine), sum(r["output_tokens"] for r in mine),
+                sum(r["seq"] or 0 for r in mine)) == (*tokens, len(paid)), (model, mine)
+        assert sum(r["cost_usd"] or 0 for r in mine) == pytest.approx(cost(tokens))
+        expected_total += cost(tokens)
+    assert sum(r["cost_usd"] or 0 for r in rows) == pytest.approx(expected_total)
+    assert json.loads(spend.stdout)["total_cost_usd"] == pytest.approx(expected_total)
+    return expected_total
+
+
+# -- orch council run ------------------------------------------------------------------------
+
+def billed(name: str, reply_fn, hang: str | None):
+    """``reply_fn``'s answers with this model's usage per stage; ``hang``: the stage whose
+    request never gets an answer."""
+    def reply(body, n):
+        kind = kind_of(body)
+        if kind == hang:
+            return Reply(hang=True)
+        return replace(Reply.coerce(reply_fn(body, n)), usage=usage_of(name, kind))
+    return reply
+
+
+# stage -> (which seat hangs there, what the kill waits for: model -> requests arrived)
+STAGES = {
+    "review": ({"bravo": "review"}, {"alpha": 1, "bravo": 1}),
+    "judge": ({"bravo": "judge"}, {"alpha": 2, "bravo": 2}),
+    "chair": ({"delta": "chair"}, {"alpha": 2, "bravo": 2, "delta": 1}),
+}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_kill_9_of_a_council_loses_no_billed_request_of_any_stage(
+        stage, orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no daemon: the command runs it
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    hangs, until = STAGES[stage]
+    for name in ("alpha", "bravo"):
+        scripted_server.script(name, billed(name, seat(name), hangs.get(name)))
+    scripted_server.script("delta", billed("delta", chair(), hangs.get("delta")))
+    proc = subprocess.Popen(
+        [*ORCH, "council", "run", "-p", "Review this change to the query layer.",
+         "-m", "scripted/alpha,scripted/bravo", "--chair", "scripted/delta",
+         "--tools", "none", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        wait_for(lambda: all(scripted_server.count(m) >= n for m, n in until.items()),
+                 what=f"the {stage} stage's requests")
+        (run_dir,) = (orch_home / "runs").glob("council-*")
+        run_id = run_dir.name.removeprefix("council-")
+        models = ["alpha", "bravo", "delta"]
+        settle(orch_home, run_id, scripted_server, models)
+        kill(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # what was answered: every request but the hanging one
+    hung = next(iter(hangs))
+    assert len(answered(scripted_server, hung)) == until[hung] - 1
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, run_id, models)
+
+    # the run as `orch status` and `orch runs` show it: interrupted, at the cost that was
+    # paid, each stage's wave repaired (none left running), the files written back
+    status = CliRunner().invoke(cli, ["status", run_id, "--json"])
+    assert status.exit_code == 0, status.output
+    doc = json.loads(status.stdout)
+    assert doc["status"] == "interrupted" and doc["cost_usd"] == pytest.approx(paid)
+    names = {"review": ["review"], "judge": ["review", "judge"],
+             "chair": ["review", "judge", "chair-1"]}[stage]
+    assert [s["name"] for s in doc["stages"]] == names
+    assert [s["status"] for s in doc["stages"]] == ["complete"] * (len(names) - 1) + [
+        "partial" if stage != "chair" else "aborted"]
+    for entry in doc["stages"]:
+        wave = json.loads((run_dir / "waves" / entry["wave_id"] / "wave.json").read_text())
+        assert wave["status"] == entry["status"] != "running"
+        assert wave["cost_usd"] == pytest.approx(entry["cost_usd"])
+    assert sum(s["cost_usd"] for s in doc["stages"]) == pytest.approx(paid)
+    on_disk = json.loads((run_dir / "run.json").read_text())
+    assert (on_disk["status"], on_disk["cost_usd"]) == ("interrupted", doc["cost_usd"])
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    (entry,) = [r for r in listed["runs"] if r["id"] == run_id]
+    assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+    # no seat review was read (the run died before its tally): each seat says why
+    why = {s["model"]: s["reason"] for s in doc["seats"]}
+    assert "but the run was killed before its review was read" in why["scripted/alpha"]
+    assert ("killed while it reviewed" if stage == "review" else "killed before its review"
+            ) in why["scripted/bravo"]
+    shown = CliRunner().invoke(cli, ["status", run_id])
+    assert shown.exit_code == 0 and f"${paid:.4f}" in shown.output, shown.output
+
+
+# -- orch mcp ---------------------------------------------------------------------------------
+
+def test_kill_9_of_orch_mcp_mid_fanout_loses_no_billed_request_and_status_repairs_the_wave(
+        orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    """The real `orch mcp` over stdio (as tests/test_mcp.py makes it), its `fanout` tool
+    called with a model that answers (a tool call) and then hangs, and one that answers:
+    SIGKILL `orch mcp` while the call is in flight."""
+    import anyio
+
+    mcp = pytest.importorskip("mcp")
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "notes.txt").write_text("some notes\n")
+    scripted_server.script("solo", Reply(tool_calls=[{"name": "list", "arguments": {}}],
+                                         usage=usage_of("solo", "bench")), Reply(hang=True))
+    scripted_server.script("alpha", Reply(text="alpha's answer",
+                                          usage=usage_of("alpha", "review")))
+    pidfile = tmp_path / "mcp.pid"
+    env = dict(os.environ, ORCH_HOME=str(orch_home))
+    params = StdioServerParameters(
+        command="bash", args=["-c", f'echo $$ > "{pidfile}"; exec "{sys.executable}" -m '
+                                    'orchestrator mcp'], env=env, cwd=str(project))
+
+    async def session_killed_mid_call() -> None:
+        with anyio.fail_after(90), (tmp_path / "mcp-stderr.log").open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with mcp.ClientSession(read, write) as session:
+                    await session.initialize()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(session.call_tool, "fanout", {
+                            "models": ["scripted/solo", "scripted/alpha"],
+                            "prompt": "List the project's files, then say what is there."})
+                        while not (scripted_server.count("solo") >= 2
+                                   and answered(scripted_server, "alpha")):
+                            await anyio.sleep(0.05)
+                        await anyio.to_thread.run_sync(
+                            settle, orch_home, None, scripted_server, ["solo", "alpha"])
+                        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+                        await anyio.sleep(0.5)
+                        tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(session_killed_mid_call)
+    except Exception as exc:  # the server died under the session: its transport says so
+        assert not isinstance(exc, TimeoutError), exc
+    pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # it is dead (SIGKILL, reaped by the client)
+    (wave,) = [p.parent.name for p in (orch_home / "runs").glob("*/wave.json")]
+    stale = json.loads((orch_home / "runs" / wave / "wave.json").read_text())
+    assert stale["status"] == "running"  # as the kill left it
+    assert len(answered(scripted_server, "solo")) == 1
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, wave,
+                                              ["solo", "alpha"], by="wave_id")
+
+    status = CliRunner().invoke(cli, ["status", wave, "--json"])
+    assert status.exit_code == 0, status.output
+    doc = json.loads(status.stdout)
+    legs = {leg["model"]: leg for leg in doc["legs"]}
+    assert (legs["scripted/solo"]["status"], legs["scripted/solo"]["billed"]) == ("aborted", 1)
+    assert legs["scripted/alpha"]["status"] == "complete"
+    assert legs["scripted/solo"]["usage"]["input_tokens"] == \
+        usage_of("solo", "bench")["prompt_tokens"]
+    assert doc["status"] == "partial" and doc["cost_usd"] == pytest.approx(paid)
+    on_disk = json.loads((orch_home / "runs" / wave / "wave.json").read_text())
+    assert (on_disk["status"], on_disk["cost_usd"]) == ("partial", doc["cost_usd"])
+
+
+# -- orch bench -------------------------------------------------------------------------------
+
+def bench_reply(hang: set[str]):
+    """t1 answers (CODE-t1, the solo usage); a task in ``hang`` never gets an answer."""
+    def reply(body, n):
+        import re
+
+        prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        task = re.search(r"Task (t\d+)", prompt).group(1)
+        if task in hang:
+            return Reply(hang=True)
+        return Reply(text=f"CODE-{task}", usage=usage_of("solo", "bench"))
+    return reply
+
+
+def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_only_the_rest(
+        orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    """Two model trials (t1 answers, t2 hangs), one at a time: SIGKILL `orch bench`. The
+    answered trial is in the ledger and in the results file (written as each trial is
+    graded); `orch status` shows the bench interrupted at what it paid; `orch bench resume`
+    sends t2 only."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    scripted_server.script("solo", bench_reply({"t2"}))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    for task in ("t1", "t2"):
+        (cases / f"{task}.json").write_text(json.dumps(
+            {"id": task, "task": f"Task {task}: reply with CODE-{task}.",
+             "expect": {"contains": [f"CODE-{task}"]}, "solution": f"CODE-{task}"}))
+    config = tmp_path / "bench.toml"
+    config.write_text('[bench]\ncases = "cases"\ntrials = 1\njobs = 1\n\n[[contestants]]\n'
+                      'name = "solo"\nmodel = "scripted/solo"\ntools = "none"\n')
+    out = tmp_path / "results.json"
+    env = dict(os.environ, ORCH_HOME=str(orch_home))
+    proc = subprocess.Popen([*ORCH, "bench", "--config", str(config), "--yes", "--out",
+                             str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, env=env)
+    try:
+        wait_for(lambda: scripted_server.count("solo") >= 2, what="t2 on the wire")
+        wait_for(lambda: out.is_file() and json.loads(out.read_text())["trials"],
+                 timeout=15, what="t1 graded into the results file")
+        bench_id = json.loads(out.read_text())["bench_id"]
+        settle(orch_home, bench_id, scripted_server, ["solo"])
+        kill(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert len(answered(scripted_server, "solo")) == 1
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, bench_id, ["solo"])
+    assert paid == pytest.approx(cost((usage_of("solo", "bench")["prompt_tokens"],
+                                       usage_of("solo", "bench")["completion_tokens"])))
+
+    # shown as what happened: interrupted, t1 graded and paid, no wave left running
+    status = CliRunner().invoke(cli, ["status", bench_id, "--json"])
+    assert status.exit_code == 0, status.output
+    doc = json.loads(status.stdout)
+    assert doc["status"] == "interrupted"
+    assert [(t["task"], t["passed"], t["cost_usd"]) for t in doc["trials"]] == [
+        ("t1", True, pytest.approx(paid))]
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    (entry,) = [r for r in listed["runs"] if r["id"] == bench_id]
+    assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+    assert [w["status"] for w in entry["waves"]] == ["partial"]  # repaired, not running
+    shown = CliRunner().invoke(cli, ["bench", "show", str(out)])
+    assert shown.exit_code == 0 and "t1" in shown.output, shown.output
+
+    # a resume killed in turn (t2 hangs again) leaves the file as it found it, t1 graded
+    sent_before = scripted_server.count("solo")
+    again = subprocess.Popen([*ORCH, "bench", "resume", str(out), "--yes", "-q"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=tmp_path, env=env)
+    try:
+        wait_for(lambda: scripted_server.count("solo") > sent_before, what="t2 resent")
+        time.sleep(0.2)
+        kill(again)
+    finally:
+        if again.poll() is None:
+            again.kill()
+            again.communicate()
+    assert [t["task"] for t in json.loads(out.read_text())["trials"]] == ["t1"]
+    assert "Task t2" in json.dumps(scripted_server.requests_for("solo")[-1].body)
+
+    # the resume pays for t2 only: t1's answer is not bought again
+    scripted_server.script("solo", bench_reply(set()))  # t2 answers now (count restarts)
+    sent_before = scripted_server.count("solo")
+    resumed = subprocess.run([*ORCH, "bench", "resume", str(out), "--yes", "-q"],
+                             capture_output=True, text=True, cwd=tmp_path, env=env,
+                             timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 trial(s) to run (1 not run)" in resumed.stderr
+    sent = scripted_server.requests_for("solo")[sent_before:]
+    assert len(sent) == 1 and "Task t2" in json.dumps(sent[0].body)
+    final = json.loads(out.read_text())
+    assert "running" not in final and [(t["task"], t["passed"]) for t in final["trials"]] \
+        == [("t1", True), ("t2", True)]
+    rows = ledger_rows(orch_home, bench_id)
+    assert sum(r["seq"] or 0 for r in rows) == len(answered(scripted_server, "solo")) == 2
