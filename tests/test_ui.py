@@ -417,14 +417,14 @@ def test_broken_records_answer_a_line_and_the_server_stays_up(orch_home, ui):
         assert len(resp.body.decode().strip().splitlines()) == 1, path
         assert b"Traceback" not in resp.body
     assert get(ui, "/", cookie=good).status == 200
-    # a kind this view has no page for yet (a deliberation, say) is listed without a link
-    (runs / "deliberation-20260101-000000-z").mkdir()
-    (runs / "deliberation-20260101-000000-z" / "run.json").write_text(json.dumps(
-        {"run_id": "20260101-000000-z", "kind": "deliberation", "status": "complete"}))
+    # a kind this view has no page for yet (a future one, say) is listed without a link
+    (runs / "debate-20260101-000000-z").mkdir()
+    (runs / "debate-20260101-000000-z" / "run.json").write_text(json.dumps(
+        {"run_id": "20260101-000000-z", "kind": "debate", "status": "complete"}))
     body = get(ui, "/", cookie=good).body.decode()
-    assert "<td>20260101-000000-z</td>" in body and "/deliberation/" not in body
-    (runs / "deliberation-20260101-000000-z" / "run.json").unlink()
-    (runs / "deliberation-20260101-000000-z").rmdir()
+    assert "<td>20260101-000000-z</td>" in body and "/debate/" not in body
+    (runs / "debate-20260101-000000-z" / "run.json").unlink()
+    (runs / "debate-20260101-000000-z").rmdir()
     # the same listing from the CLI: no internal error on a run.json that is not an object
     listed = subprocess.run([str(Path(sys.executable).with_name("orch")), "runs", "--json"],
                             capture_output=True, text=True, timeout=60)

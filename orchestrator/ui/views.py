@@ -18,7 +18,7 @@ from orchestrator.ui.server import Reply
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
-KINDS = ("wave", "council", "bench")
+KINDS = ("wave", "deliberation", "council", "bench")
 BRIEFING_SHOWN = 200_000  # bytes of a wave's briefing.md the page shows
 PAGE = 200  # runs a page shows: 10,000 rows are megabytes of HTML
 
@@ -39,6 +39,16 @@ def _href(entry: Any) -> str | None:
     if entry.kind == "council":
         return f"/council/{entry.id}/"
     return f"/{entry.kind}/{entry.id}" if entry.kind in KINDS else None
+
+
+def _kind(entry: Any) -> Any:
+    """``orch runs`` lists a deliberation as the wave it is; this view has a page for its
+    rounds, kept beside its ``wave.json`` (``rounds/``)."""
+    from dataclasses import replace
+
+    if entry.kind == "wave" and (entry.dirs[0] / "rounds").is_dir():
+        return replace(entry, kind="deliberation")
+    return entry
 
 
 def not_found(what: str) -> Reply:
@@ -72,6 +82,8 @@ class View:
             return self.wave(rest[0])
         if head == "wave" and len(rest) == 2 and rest[1] == "legs.json":
             return self.wave_legs(rest[0])
+        if head == "deliberation" and len(rest) == 1:
+            return self.deliberation(rest[0])
         if head == "council" and len(rest) == 1:
             return self.council(rest[0])
         if head == "council" and len(rest) > 1:
@@ -93,7 +105,7 @@ class View:
 
         key = tuple(_mtime(d) for d in (self.runs_dir, self.bench_dir))
         if self._listing is None or self._listing[0] != key:
-            found = list(runs_mod.entries(self.runs_dir, self.bench_dir))
+            found = [_kind(e) for e in runs_mod.entries(self.runs_dir, self.bench_dir)]
             found.sort(key=lambda e: e.created, reverse=True)
             self._listing = (key, found)
         found = self._listing[1]
@@ -116,7 +128,8 @@ class View:
         from orchestrator import runs as runs_mod
 
         try:
-            doc = runs_mod.document(self.runs_dir, entry)
+            doc = runs_mod.document(self.runs_dir, replace(
+                entry, kind="wave" if entry.kind == "deliberation" else entry.kind))
         except (OrchError, OSError, ValueError):
             return entry
         return replace(entry, status=doc.get("status", entry.status),
@@ -174,7 +187,8 @@ class View:
         except OSError:
             text = None
         return Reply(page("wave.html", title=f"Wave {doc['wave_id']}", doc=doc, briefing=text,
-                          live=doc.get("status") == "running"))
+                          live=doc.get("status") == "running",
+                          deliberation=doc.get("kind") == "deliberation"))
 
     def wave_legs(self, wave_id: str) -> Reply:
         """What the wave page polls while the wave runs: each leg's progress, as on disk."""
@@ -193,6 +207,18 @@ class View:
                           "steps": str(leg.get("steps") or 0),
                           "answer": leg.get("answer") or ""} for leg in legs]}
         return Reply(json.dumps(body), 200, "application/json")
+
+    # --- a deliberation --------------------------------------------------------------------
+
+    def deliberation(self, run_id: str) -> Reply:
+        from orchestrator.ui.deliberation import rounds_view
+
+        doc = self._wave_doc(run_id)
+        if doc is None or doc.get("kind") != "deliberation":
+            return not_found(f"no deliberation {run_id} under {self.runs_dir}")
+        view = rounds_view(self.runs_dir / doc["wave_id"] / "rounds", doc)
+        return Reply(page("deliberation.html", title=f"Deliberation {doc['wave_id']}", doc=doc,
+                          **view))
 
     # --- a council ------------------------------------------------------------------------
 
