@@ -26,7 +26,8 @@ def ui(port: int, no_open: bool, runs_dir: Path | None) -> None:
     from orchestrator.ui.server import UIServer
     from orchestrator.ui.views import View
 
-    view = View(runs_dir or config_mod.runs_dir(), config_mod.home() / "bench")
+    view = View(runs_dir or config_mod.runs_dir(), config_mod.home() / "bench",
+                config_mod.home() / "cache")
     try:
         server = UIServer(view, port=port)
     except OSError as exc:
