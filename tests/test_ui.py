@@ -417,14 +417,14 @@ def test_broken_records_answer_a_line_and_the_server_stays_up(orch_home, ui):
         assert len(resp.body.decode().strip().splitlines()) == 1, path
         assert b"Traceback" not in resp.body
     assert get(ui, "/", cookie=good).status == 200
-    # a kind this view has no page for yet (a deliberation, say) is listed without a link
-    (runs / "deliberation-20260101-000000-z").mkdir()
-    (runs / "deliberation-20260101-000000-z" / "run.json").write_text(json.dumps(
-        {"run_id": "20260101-000000-z", "kind": "deliberation", "status": "complete"}))
+    # a kind this view has no page for yet (a future one, say) is listed without a link
+    (runs / "debate-20260101-000000-z").mkdir()
+    (runs / "debate-20260101-000000-z" / "run.json").write_text(json.dumps(
+        {"run_id": "20260101-000000-z", "kind": "debate", "status": "complete"}))
     body = get(ui, "/", cookie=good).body.decode()
-    assert "<td>20260101-000000-z</td>" in body and "/deliberation/" not in body
-    (runs / "deliberation-20260101-000000-z" / "run.json").unlink()
-    (runs / "deliberation-20260101-000000-z").rmdir()
+    assert "<td>20260101-000000-z</td>" in body and "/debate/" not in body
+    (runs / "debate-20260101-000000-z" / "run.json").unlink()
+    (runs / "debate-20260101-000000-z").rmdir()
     # the same listing from the CLI: no internal error on a run.json that is not an object
     listed = subprocess.run([str(Path(sys.executable).with_name("orch")), "runs", "--json"],
                             capture_output=True, text=True, timeout=60)
@@ -456,3 +456,57 @@ def test_orch_help_does_not_load_the_web_view():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60).stdout
     assert "ui " in out and "LOADED []" in out, out[-500:]
+
+
+def test_the_runs_summaries_are_read_once_and_follow_each_record(waves, orch, monkeypatch):
+    """A second view (a new process) finds every run's summary on disk and reads no record;
+    a record that changed is read again; filters still see every run, not only a page."""
+    import re as re_mod
+
+    from orchestrator.ui import views
+    from orchestrator.ui.server import UIServer
+
+    monkeypatch.setattr(views, "PAGE", 1)
+    runs, cache = orch.home / "runs", orch.home / "cache"
+    first, second = waves[0].doc["wave_id"], waves[1].doc["wave_id"]
+
+    def serve():
+        server = UIServer(views.View(runs, orch.home / "bench", cache))
+        server.start()
+        return server, SimpleNamespace(port=server.port), f"orch_ui_{server.port}={server.token}"
+
+    def ids(at, cookie, path: str) -> list[str]:
+        body = get(at, path, cookie=cookie).body.decode()
+        return re_mod.findall(r'<tr class="run"><td><a href="/wave/([^"]+)"', body)
+
+    server, at, cookie = serve()
+    try:
+        assert ids(at, cookie, "/") == [second]
+        assert server.router.index.read == 2  # nothing summarised yet: both read
+        assert ids(at, cookie, "/") == [second] and server.router.index.read == 2
+        server.router.index.flush()
+    finally:
+        server.shutdown()
+        server.server_close()
+    server, at, cookie = serve()
+    try:
+        assert ids(at, cookie, "/") == [second]
+        assert server.router.index.read == 0  # a new view: every summary from disk
+        # a filter over every run, not the page: the older wave's legs partly failed
+        assert ids(at, cookie, f"/?status={waves[0].doc['status']}") == [first]
+        assert ids(at, cookie, "/?kind=council") == []
+        # a record rewritten (as --retry-failed or a repair does) is read again
+        path = runs / second / "wave.json"
+        doc = json.loads(path.read_text())
+        path.write_text(json.dumps({**doc, "status": "error", "tag": "rewritten"}))
+        assert ids(at, cookie, "/?status=error") == [second]
+        assert server.router.index.read == 1
+        # a run removed (orch runs gc: its folder and its legs') is gone from the list
+        import shutil
+
+        for folder in runs.glob(f"{first}*"):
+            shutil.rmtree(folder)
+        assert ids(at, cookie, "/?page=2") == []
+    finally:
+        server.shutdown()
+        server.server_close()

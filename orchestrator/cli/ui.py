@@ -16,17 +16,24 @@ from orchestrator.errors import OrchError
 @click.option("--no-open", is_flag=True, help="Print the URL; do not open a browser.")
 @click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where the runs are (default ORCH_HOME/runs).")
-def ui(port: int, no_open: bool, runs_dir: Path | None) -> None:
+@click.option("--no-daemon", is_flag=True,
+              help="Serve from this process even when `orch serve` is up.")
+def ui(port: int, no_open: bool, runs_dir: Path | None, no_daemon: bool) -> None:
     """A local web view of runs, waves, councils, benches and spend: read-only, on
     127.0.0.1 only, behind a random token in the one URL it prints.
 
     It shows the records orch already writes (the runs folder, bench results, the spend
-    ledger) and can start nothing and spend nothing. Ctrl-C stops it.
+    ledger) and can start nothing and spend nothing. When `orch serve`'s daemon runs, the
+    view is served from the daemon's process (it lives as long as the daemon) and this
+    command prints its URL and returns; otherwise it serves until Ctrl-C.
     """
+    folder = (runs_dir or config_mod.runs_dir()).absolute()
+    if not no_daemon and _in_daemon(folder, port, no_open):
+        return
     from orchestrator.ui.server import UIServer
     from orchestrator.ui.views import View
 
-    view = View(runs_dir or config_mod.runs_dir(), config_mod.home() / "bench")
+    view = View(folder, config_mod.home() / "bench", config_mod.home() / "cache")
     try:
         server = UIServer(view, port=port)
     except OSError as exc:
@@ -44,3 +51,22 @@ def ui(port: int, no_open: bool, runs_dir: Path | None) -> None:
         server.serve_forever()
     finally:
         server.server_close()
+
+
+def _in_daemon(runs_dir: Path, port: int, no_open: bool) -> bool:
+    """Served by a running daemon: its URL printed (and opened); False: none could."""
+    from orchestrator.daemon.client import ask_ui
+
+    reply = ask_ui(runs_dir, port)
+    if reply is None:
+        return False
+    if reply.get("error"):
+        raise OrchError(str(reply["error"]))
+    click.echo(reply["url"])
+    click.echo(f"orch ui: served by the orch serve daemon (pid {reply.get('pid')}) until it "
+               "stops (`orch serve stop`); --no-daemon serves it from this process", err=True)
+    if not no_open:
+        import webbrowser
+
+        webbrowser.open(reply["url"])
+    return True

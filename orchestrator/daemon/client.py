@@ -259,3 +259,27 @@ class Relay:
             print("orch: the orch daemon died before the run began; run it again (or pass "
                   "--no-daemon)", file=sys.stderr)
         return 1
+
+
+def ask_ui(runs_dir: Path, port: int) -> dict | None:
+    """Ask a running daemon to serve ``orch ui``'s view of ``runs_dir`` in its process: its
+    reply (``url``, ``port``, ``pid``; or ``error``), or None when no daemon runs that could
+    (none, not ours, or one for another orch, home or config): then ``orch ui`` runs alone."""
+    try:
+        greeted = hello(paths.socket_path())
+    except paths.Untrusted as exc:  # nothing was sent
+        print(f"orch: {exc} (orch ui runs on its own)", file=sys.stderr)
+        return None
+    if greeted is None:
+        return None
+    chan, reply = greeted
+    try:
+        if not reply.get("ok"):
+            return None
+        chan.send({"t": "ui", "runs_dir": str(runs_dir), "port": port})
+        answer = chan.recv()
+    except (Closed, OSError, ValueError):
+        return None
+    finally:
+        chan.close()
+    return answer if answer.get("t") == "ui" else None

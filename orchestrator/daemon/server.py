@@ -124,6 +124,7 @@ class Daemon:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._listener: socket.socket | None = None
+        self._ui = None  # the web views it serves (orch ui), made when first asked
         self.log = log or (lambda text: print(f"orch serve: {text}", file=sys.__stderr__,
                                                flush=True))
 
@@ -203,6 +204,8 @@ class Daemon:
             path.unlink(missing_ok=True)
         with self._lock:
             jobs = list(self.jobs)
+        if self._ui is not None:
+            self._ui.close()
         for job in jobs:  # finalised as SIGTERM finalises an in-process run
             job.signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
@@ -227,6 +230,8 @@ class Daemon:
             kind = request.get("t")
             if kind == "run" and verdict is None:
                 self._run(chan, request, client_pid)
+            elif kind == "ui" and verdict is None:
+                chan.send({"t": "ui", **self.ui(request)})
             elif kind == "status":
                 chan.send({"t": "status", **self.status()})
             elif kind == "reload":
@@ -281,6 +286,27 @@ class Daemon:
                 job.signal(int(message.get("n", 2)))
             elif kind == "reply":
                 job.reply(message.get("id"), message.get("value"))
+
+    def ui(self, request: dict) -> dict:
+        """``orch ui`` asks for the web view in this process; its URL, or why not."""
+        from orchestrator.daemon.ui_host import UIHost
+
+        with self._lock:
+            if self._ui is None:
+                self._ui = UIHost(self._touch)
+        try:
+            port = int(request.get("port") or 0)
+            if not 0 <= port <= 65535:
+                raise ValueError(port)
+            return {**self._ui.serve(str(request.get("runs_dir") or ""), port),
+                    "pid": os.getpid()}
+        except OrchError as exc:
+            return {"error": str(exc)}
+        except (TypeError, ValueError):
+            return {"error": "the port must be a whole number from 0 to 65535"}
+
+    def _touch(self) -> None:
+        self.last_active = time.monotonic()
 
     def _job_done(self, job) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -18,16 +19,9 @@ from orchestrator.ui.server import Reply
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
-KINDS = ("wave", "council", "bench")
+KINDS = ("wave", "deliberation", "council", "bench")
 BRIEFING_SHOWN = 200_000  # bytes of a wave's briefing.md the page shows
 PAGE = 200  # runs a page shows: 10,000 rows are megabytes of HTML
-
-
-def _mtime(folder: Path | None) -> int | None:
-    try:
-        return folder.stat().st_mtime_ns if folder is not None else None
-    except OSError:
-        return None
 
 
 def _text(body: str, status: int) -> Reply:
@@ -49,10 +43,13 @@ class View:
     """Routes a GET path to a page; ``runs_dir``/``bench_dir`` as ``orch runs`` reads them,
     the ledger from ORCH_LEDGER_URL (else ORCH_HOME/ledger.db)."""
 
-    def __init__(self, runs_dir: Path, bench_dir: Path | None = None) -> None:
+    def __init__(self, runs_dir: Path, bench_dir: Path | None = None,
+                 cache_dir: Path | None = None) -> None:
         self.runs_dir = runs_dir
         self.bench_dir = bench_dir
-        self._listing: tuple[tuple, list[Any]] | None = None
+        from orchestrator.ui.index import RunIndex
+
+        self.index = RunIndex(runs_dir, bench_dir, cache_dir)
 
     def __call__(self, path: str, query: dict[str, list[str]]) -> Reply:
         q = {k: v[-1] for k, v in query.items() if v}
@@ -72,6 +69,8 @@ class View:
             return self.wave(rest[0])
         if head == "wave" and len(rest) == 2 and rest[1] == "legs.json":
             return self.wave_legs(rest[0])
+        if head == "deliberation" and len(rest) == 1:
+            return self.deliberation(rest[0])
         if head == "council" and len(rest) == 1:
             return self.council(rest[0])
         if head == "council" and len(rest) > 1:
@@ -85,43 +84,18 @@ class View:
     # --- runs -----------------------------------------------------------------------------
 
     def listing(self) -> list[Any]:
-        """Every run, newest first, from :func:`orchestrator.runs.entries`. Reading 10,000
-        waves takes most of a second, so the list is kept while the runs folder (and the bench
-        folder) are unchanged: a new run adds a folder and changes it. Runs still going are
-        read again each time (their own files change, not the folder)."""
-        from orchestrator import runs as runs_mod
-
-        key = tuple(_mtime(d) for d in (self.runs_dir, self.bench_dir))
-        if self._listing is None or self._listing[0] != key:
-            found = list(runs_mod.entries(self.runs_dir, self.bench_dir))
-            found.sort(key=lambda e: e.created, reverse=True)
-            self._listing = (key, found)
-        found = self._listing[1]
-        for n, entry in enumerate(found):
-            if entry.status in ("running", "pending"):
-                found[n] = self._fresh(entry)
-        return found
+        """Every run, newest first (:class:`orchestrator.ui.index.RunIndex`: each run's
+        record read once and kept under its mtime, so a page over 10,000 runs reads only
+        the records that are new or changed)."""
+        return self.index.rows()
 
     def warm(self) -> None:
         """Read the listing now (``orch ui`` calls it in a thread at start), so the first
-        visit of a large runs folder does not wait for it."""
+        visit of a large runs folder not yet summarised does not wait for it."""
         try:
             self.listing()
         except Exception:  # noqa: BLE001 - the page will say what is wrong when asked
             pass
-
-    def _fresh(self, entry: Any) -> Any:
-        from dataclasses import replace
-
-        from orchestrator import runs as runs_mod
-
-        try:
-            doc = runs_mod.document(self.runs_dir, entry)
-        except (OrchError, OSError, ValueError):
-            return entry
-        return replace(entry, status=doc.get("status", entry.status),
-                       cost_usd=doc.get("cost_usd", entry.cost_usd),
-                       legs=len(doc.get("legs") or doc.get("seats") or []) or entry.legs)
 
     def runs(self, q: dict[str, str]) -> Reply:
         from orchestrator.ledger import parse_since
@@ -134,9 +108,10 @@ class View:
             return _text(f"400 {exc}".replace("--since", "since"), 400)
         except ValueError:
             return _text("400 page must be a whole number (1, 2, ...)", 400)
+        after = since.astimezone(UTC).isoformat() if since is not None else None
         found = [e for e in self.listing()
                  if (not status or e.status == status) and (not kind or e.kind == kind)
-                 and (since is None or e.created >= since)]
+                 and (after is None or e.created_at >= after)]
         total = sum(e.cost_usd or 0 for e in found)
         shown = found[(page_no - 1) * PAGE:page_no * PAGE]
         rows = [{"id": e.id, "kind": e.kind, "status": e.status, "legs": e.legs,
@@ -174,7 +149,8 @@ class View:
         except OSError:
             text = None
         return Reply(page("wave.html", title=f"Wave {doc['wave_id']}", doc=doc, briefing=text,
-                          live=doc.get("status") == "running"))
+                          live=doc.get("status") == "running",
+                          deliberation=doc.get("kind") == "deliberation"))
 
     def wave_legs(self, wave_id: str) -> Reply:
         """What the wave page polls while the wave runs: each leg's progress, as on disk."""
@@ -193,6 +169,18 @@ class View:
                           "steps": str(leg.get("steps") or 0),
                           "answer": leg.get("answer") or ""} for leg in legs]}
         return Reply(json.dumps(body), 200, "application/json")
+
+    # --- a deliberation --------------------------------------------------------------------
+
+    def deliberation(self, run_id: str) -> Reply:
+        from orchestrator.ui.deliberation import rounds_view
+
+        doc = self._wave_doc(run_id)
+        if doc is None or doc.get("kind") != "deliberation":
+            return not_found(f"no deliberation {run_id} under {self.runs_dir}")
+        view = rounds_view(self.runs_dir / doc["wave_id"] / "rounds", doc)
+        return Reply(page("deliberation.html", title=f"Deliberation {doc['wave_id']}", doc=doc,
+                          **view))
 
     # --- a council ------------------------------------------------------------------------
 
