@@ -282,6 +282,26 @@ def test_errors_from_the_shared_checks_name_the_tools_arguments_not_cli_flags(
     assert scripted_server.count() == 0
 
 
+def test_a_model_the_provider_does_not_list_is_refused_unless_validate_models_is_false(
+        mcp_env, tmp_path, scripted_server):
+    async def body(session):
+        return [await session.call_tool(tool, {"prompt": "x", "tools": "none", **args})
+                for tool, args in (
+                    ("fanout", {"models": ["scripted/a", "scripted/bb"]}),
+                    ("council_run", {"models": ["scripted/a", "scripted/b"],
+                                     "chair": "scripted/cc"}),
+                    ("fanout", {"models": ["scripted/bb"], "validate_models": False}))]
+
+    _, (typo, chair, sent) = run_session(mcp_env, tmp_path, body)
+    assert ("scripted/bb is not among the 3 models scripted lists for the key in $SCRIPTED_KEY "
+            "(live); did you mean scripted/b?") in one_line(typo)
+    assert "or pass validate_models: false to send the name as is" in one_line(typo)
+    assert "--" not in one_line(typo).replace("`orch models`", "")
+    assert "scripted/cc is not among the 3 models" in one_line(chair)  # the chair is checked
+    assert not sent.is_error, sent.content
+    assert [r.model for r in scripted_server.chats] == ["bb"]  # only the one sent as given
+
+
 def test_a_missing_key_is_refused_before_any_request(mcp_env, tmp_path, scripted_server):
     env = {k: v for k, v in mcp_env.items() if k != "SCRIPTED_KEY"}
 
