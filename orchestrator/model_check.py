@@ -54,7 +54,11 @@ def problem(model, cfg, *, warn=None) -> str | None:
             models, source = provider_models(model.provider, entry, refresh=True, warn=warn)
         if not models or remote in models:
             return None  # unreachable with no cache, or an empty list: never blocks
-        return (f"{base} is not among the {len(models)} models {model.provider} lists "
+        # a gateway (LiteLLM proxy, OpenRouter) lists what the key it was asked with may use
+        var = entry.get("api_key_env")
+        whose = f" for the key in ${var}" if source == "live" and isinstance(var, str) and var \
+            else ""
+        return (f"{base} is not among the {len(models)} models {model.provider} lists{whose} "
                 f"({source}){suggest(base, [f'{model.provider}/{m}' for m in models])}")
     if model.provider not in CATALOGUED or model.sampling.get("api_base"):
         return None

@@ -62,6 +62,8 @@ def test_a_ceiling_refusal_leaves_a_partial_wave_with_exit_2(priced, scripted_se
 
 
 def test_the_notice_is_printed_and_the_chair_can_be_refused(priced, scripted_server):
+    for name in ("a", "b", "judge"):  # listed on GET /models, so the launch's check knows them
+        scripted_server.script(name, scripted_server.default)
     result = fanout("-m", "scripted/a,scripted/b", "-p", "q", "--max-cost", "4.5",
                     "--chair", "scripted/judge")
     assert result.exit_code == 2
@@ -130,11 +132,13 @@ def test_retry_failed_inherits_what_is_left_of_the_ceiling(orch, scripted_server
     # once the family spent it all, a retry is refused before anything, unless given its own
     scripted_server.script("d", Reply(text="d", usage={"prompt_tokens": 20,  # past its claim
                                                        "completion_tokens": 1500}))
+    scripted_server.script("e", scripted_server.default)  # listed on GET /models, as d is
     spent = json.loads(fanout("-m", "scripted/d,scripted/e", "-p", "q", "--max-cost", "1.5",
                               "--output-budget", "1000", "--json").stdout)
     assert [leg["status"] for leg in spent["legs"]] == ["complete", "refused"]
     none_left = fanout("--retry-failed", spent["wave_id"])
     assert none_left.exit_code == 1 and "nothing is left for a retry" in none_left.stderr
+    assert scripted_server.count("e") == 0  # refused by the ceiling, never sent
     own = fanout("--retry-failed", spent["wave_id"], "--max-cost", "5", "--json")
     assert own.exit_code == 0 and json.loads(own.stdout)["options"]["max_cost"] == 5.0
 

@@ -152,7 +152,17 @@ def test_an_rpm_limit_of_4_answers_429_and_the_gate_rides_it_out(team, orch_home
 
 def test_a_model_the_key_may_not_use_is_named_and_not_retried(team, orch_home):
     before = team.upstream.count("gpt-4o-mini")
+    # the proxy lists bob's key only deep: refused at launch, the key's variable named
     run, doc = _fanout(["team/fast"], team.keys["bob"])  # bob's key allows only deep
+    assert run.returncode == 2 and doc == {}, run.stderr
+    assert ("team/fast is not among the 1 models team lists for the key in $ORCH_TEAM_KEY "
+            "(live)") in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert team.keys["bob"] not in run.stderr
+    assert team.upstream.count("gpt-4o-mini") == before
+    assert not (orch_home / "ledger.db").exists()  # nothing sent, nothing billed
+    # sent anyway: the proxy's refusal is named, not retried, billed nothing
+    run, doc = _fanout(["team/fast"], team.keys["bob"], "--no-validate-models")
     assert run.returncode == 1
     leg = doc["legs"][0]
     assert leg["status"] == "error" and leg["reason"].startswith("model_not_allowed: ")
@@ -163,6 +173,8 @@ def test_a_model_the_key_may_not_use_is_named_and_not_retried(team, orch_home):
     assert row["status"] == "error" and row["reason"].startswith("model_not_allowed: ")
     assert row["cost_source"] == "none"
     run, doc = _fanout(["team/nosuch"], team.keys["alice"])  # a name the gateway routes not
+    assert run.returncode == 2 and "team/nosuch is not among the 2 models team" in run.stderr
+    run, doc = _fanout(["team/nosuch"], team.keys["alice"], "--no-validate-models")
     leg = doc["legs"][0]
     assert leg["reason"].startswith("bad_request: ") and "Invalid model name" in leg["reason"]
     assert leg["requests"] == 1

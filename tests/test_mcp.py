@@ -37,6 +37,8 @@ def mcp_env(orch_home, scripted_server, tmp_path):
     env.update(ORCH_HOME=str(orch_home), SCRIPTED_KEY=KEY, LOG_LEVEL="info")
     scripted_server.default = Reply(text="an answer", usage={"prompt_tokens": 20,
                                                              "completion_tokens": 10})
+    for name in ("a", "b", "c"):  # listed on GET /models, so the launch's model check knows them
+        scripted_server.script(name, scripted_server.default)
     return env
 
 
@@ -160,9 +162,9 @@ def test_fanout_returns_the_wave_document_with_progress_and_ledger_rows(
     assert on_disk["status"] == "complete" and on_disk["legs"] == doc["legs"]
     # what went on the wire: the briefing, with the key as the bearer, never in the body
     assert scripted_server.count() == 2
-    body_text = json.dumps(scripted_server.requests[0].body)
+    body_text = json.dumps(scripted_server.chats[0].body)
     assert "Why is the sky blue?" in body_text and KEY not in body_text
-    assert scripted_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
+    assert scripted_server.chats[0].headers["authorization"] == f"Bearer {KEY}"
     rows = ledger(orch_home, doc["wave_id"])
     assert [(r["model"], r["status"], r["tag"]) for r in rows] == [
         ("scripted/a", "complete", "from-mcp"), ("scripted/b", "complete", "from-mcp")]
@@ -261,7 +263,8 @@ def test_errors_from_the_shared_checks_name_the_tools_arguments_not_cli_flags(
         ("fanout", {"prompt": "x", "models": ["scripted/a"], "council": "c"},
          "fanout: pass either models or council, not both"),
         ("council_run", {"prompt": "x", "models": two, "chair": "scripted/a"},
-         "pass a chair that is not in models"),
+         "the chair scripted/a is also a seat (scripted/a: same model, same variant); the "
+         "chair must not judge its own review: pass another model or another variant as chair"),
         ("council_run", {"prompt": "x", "models": two, "chair": "scripted/c", "diff": "-x"},
          "council_run: diff '-x' is not a revision range"),
         ("council_run", {"prompt": "x", "council": "nope", "chair": "scripted/c"},
@@ -277,6 +280,26 @@ def test_errors_from_the_shared_checks_name_the_tools_arguments_not_cli_flags(
         flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", outside))
         assert flags <= {"--runs-dir"}, (name, text)
     assert scripted_server.count() == 0
+
+
+def test_a_model_the_provider_does_not_list_is_refused_unless_validate_models_is_false(
+        mcp_env, tmp_path, scripted_server):
+    async def body(session):
+        return [await session.call_tool(tool, {"prompt": "x", "tools": "none", **args})
+                for tool, args in (
+                    ("fanout", {"models": ["scripted/a", "scripted/bb"]}),
+                    ("council_run", {"models": ["scripted/a", "scripted/b"],
+                                     "chair": "scripted/cc"}),
+                    ("fanout", {"models": ["scripted/bb"], "validate_models": False}))]
+
+    _, (typo, chair, sent) = run_session(mcp_env, tmp_path, body)
+    assert ("scripted/bb is not among the 3 models scripted lists for the key in $SCRIPTED_KEY "
+            "(live); did you mean scripted/b?") in one_line(typo)
+    assert "or pass validate_models: false to send the name as is" in one_line(typo)
+    assert "--" not in one_line(typo).replace("`orch models`", "")
+    assert "scripted/cc is not among the 3 models" in one_line(chair)  # the chair is checked
+    assert not sent.is_error, sent.content
+    assert [r.model for r in scripted_server.chats] == ["bb"]  # only the one sent as given
 
 
 def test_a_missing_key_is_refused_before_any_request(mcp_env, tmp_path, scripted_server):
@@ -488,6 +511,7 @@ def test_a_cancelled_council_is_finalised_as_after_sigint(mcp_env, tmp_path, orc
                                                           scripted_server):
     for name in ("alpha", "bravo", "charlie"):
         scripted_server.script(name, Reply(hang=True))
+    scripted_server.script("delta", Reply(text="the chair's verdict"))  # listed, never reached
 
     async def body(session):
         with anyio.CancelScope() as scope:
@@ -590,12 +614,12 @@ def test_installed_plugins_reshape_the_request_as_on_the_cli(mcp_env, tmp_path, 
                                                   "tools": "none"})
 
     _, result = run_session(mcp_env, tmp_path, body)
-    via_mcp = json.dumps(scripted_server.requests[-1].body["messages"])
+    via_mcp = json.dumps(scripted_server.chats[-1].body["messages"])
     monkeypatch.setenv("SCRIPTED_KEY", KEY)
     cli_result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/a", "-p", prompt,
                                           "--tools", "none", "--json"])
     assert cli_result.exit_code == 0, cli_result.output
-    via_cli = json.dumps(scripted_server.requests[-1].body["messages"])
+    via_cli = json.dumps(scripted_server.chats[-1].body["messages"])
     assert "alice@example.com" not in via_mcp and "[redacted" in via_mcp
     assert via_mcp == via_cli
     leg = result.structured_content["legs"][0]

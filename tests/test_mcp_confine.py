@@ -74,7 +74,7 @@ def test_a_file_inside_the_project_is_sent(project, scripted_server):
 
     result = anyio.run(Session({**os.environ}, project).run, body)
     assert not result.is_error, result.content
-    (request,) = scripted_server.requests
+    (request,) = scripted_server.chats  # not the launch's GET /models
     assert "inside the project" in request.body["messages"][-1]["content"]
 
 
@@ -103,4 +103,4 @@ def test_the_cli_context_stays_the_humans_choice(project, scripted_server, monke
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/a", "-p", "x", "--tools",
                                       "none", "-c", str(outside)])
     assert result.exit_code == 0, result.output
-    assert "next to the project" in scripted_server.requests[0].body["messages"][-1]["content"]
+    assert "next to the project" in scripted_server.chats[0].body["messages"][-1]["content"]

@@ -79,16 +79,16 @@ def test_key_looking_identifiers_survive_provider_add_a_wave_a_retry_and_spend(
                                           "have access to it.")
         elif name.startswith("sk-lab/"):
             assert leg["answer"] == f"I am {model}." and f"I am {model}." in wave.stdout
-    assert {r.model for r in srv.requests} == set(models)
+    assert {r.model for r in srv.chats} == set(models)  # not the launch's GET /models
 
-    before = len(srv.requests)
+    before = len(srv.chats)
     retry = orch("fanout", "--retry-failed", doc["wave_id"], "--max-legs", "256", "--json")
     assert retry.stdout.startswith("{"), retry.output
     retried = json.loads(retry.stdout)
     expected = [f"sk-lab/{m}" for m in models if m in failing] + \
         [f"{pid}/m" for pid, _ in hosts[:10]]
     assert [leg["model"] for leg in retried["legs"]] == expected
-    assert sorted(r.model for r in srv.requests[before:]) == sorted(failing)
+    assert sorted(r.model for r in srv.chats[before:]) == sorted(failing)
 
     rows = sqlite3.connect(orch_home / "ledger.db").execute(
         "select model, provider, tag from spend").fetchall()

@@ -250,9 +250,10 @@ def test_a_header_a_plugin_adds_is_never_written(scripted_server, scratch, heade
     home, env = _fresh_home(scratch, "SCRIPTED_UNUSED", "x")
     env.update(HDRPLUG_HEADER=header, HDRPLUG_VAL=value)
     n = next(_n)
-    before = len(scripted_server.requests)
+    before = len(scripted_server.chats)
     scripted_server.script(f"t{n}", Reply(tool_calls=[{"name": "list", "arguments": {},
                                                        "id": "l"}]), Reply(text="done"))
+    scripted_server.script(f"u{n}", scripted_server.default)  # listed: the launch checks names
     ws = scratch / f"ws{n}"
     (ws / ".git").mkdir(parents=True)
     results = [_invoke(env, "provider", "add", "acme", "--base-url", scripted_server.url)]
@@ -260,7 +261,7 @@ def test_a_header_a_plugin_adds_is_never_written(scripted_server, scratch, heade
                            "--workspace", str(ws), "--json"))
     assert results[-1].exit_code == 0, results[-1].output
     results.append(_invoke(env, "status", json.loads(results[-1].stdout)["wave_id"]))
-    sent = scripted_server.requests[before:]
+    sent = scripted_server.chats[before:]  # not the launch's GET /models
     assert len(sent) == 3 and all(_sent_header(r, header) == value for r in sent)
     _assert_nowhere(value, home, results, [r.body for r in sent])
 
@@ -271,7 +272,8 @@ def test_a_header_a_variant_adds_is_never_written(scripted_server, scratch, head
     """config.json holds it (the user wrote it there); nothing orch writes does."""
     home, env = _fresh_home(scratch, "SCRIPTED_UNUSED", "x")
     n = next(_n)
-    before = len(scripted_server.requests)
+    scripted_server.script(f"v{n}", scripted_server.default)  # listed: the launch checks names
+    before = len(scripted_server.chats)
     results = [_invoke(env, "provider", "add", "acme", "--base-url", scripted_server.url)]
     config = json.loads((home / "config.json").read_text())
     config["variants"] = {"hdr": {"temperature": 0.1, "extra_headers": {header: value}}}
@@ -279,7 +281,7 @@ def test_a_header_a_variant_adds_is_never_written(scripted_server, scratch, head
     results.append(_invoke(env, "fanout", "-m", f"acme/v{n}@hdr", "-p", "Go.", "--json"))
     assert results[-1].exit_code == 0, results[-1].output
     results.append(_invoke(env, "runs", "--json"))
-    sent = scripted_server.requests[before:]
+    sent = scripted_server.chats[before:]  # not the launch's GET /models
     assert len(sent) == 1 and _sent_header(sent[0], header) == value
     (home / "config.json").unlink()
     _assert_nowhere(value, home, results, [r.body for r in sent])

@@ -47,6 +47,12 @@ _TOOLS = {"type": "string", "enum": ["read", "none"], "default": "read",
 _TAG = {"type": "string", "minLength": 1, "maxLength": 200,
         "description": "A label stored on every spend-ledger row of this call, so `spend` "
                        "with group_by 'tag' can add it up."}
+_VALIDATE = {"type": "boolean",
+             "description": "Default true: every model name (and the chair) is checked "
+                            "against the provider's model list, or litellm's catalogue, "
+                            "before any spend; a name neither has is refused with the "
+                            "closest names. false sends the names as given (a model the "
+                            "list does not show yet)."}
 
 FANOUT = {
     "name": "fanout",
@@ -86,6 +92,7 @@ FANOUT = {
             "timeout_minutes": _TIMEOUT,
             "max_cost": _MAX_COST,
             "tag": _TAG,
+            "validate_models": _VALIDATE,
             "rounds": {"type": "integer", "minimum": 1, "maximum": 20,
                        "description": "Deliberate over this many rounds (default 1: answer "
                                       "once). From round 2 each model reads the others' "
@@ -141,6 +148,7 @@ COUNCIL_RUN = {
             "timeout_minutes": _TIMEOUT,
             "max_cost": _MAX_COST,
             "tag": _TAG,
+            "validate_models": _VALIDATE,
         },
     },
 }

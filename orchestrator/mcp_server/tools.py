@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+
 from orchestrator.engine.record import RUNNING
 from orchestrator.mcp_server.confine import context_paths
 from orchestrator.secrets import scrub_doc
@@ -71,12 +73,14 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
     specs = choose_models(_models(args), args.get("council"), cfg, runtime.plugin_manager())
     briefing = compose(read_prompt(args["prompt"], None),
                        read_context(context_paths(args.get("context") or [])))
-    spec, pm = prepare_wave(
+    # in a worker thread: the model check's GET /models (up to 3 s) must not stall the
+    # event loop that answers the other calls and pumps their progress
+    spec, pm = await anyio.to_thread.run_sync(lambda: prepare_wave(
         specs, briefing, "prompt", cfg=cfg, runs=config_mod.runs_dir(), chair=args.get("chair"),
         timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
         tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
         max_legs=DEFAULT_MAX_LEGS, tag=args.get("tag"), no_plugins=False,
-        budgets=_budgets(args))
+        budgets=_budgets(args), validate_models=args.get("validate_models", True)))
     rounds = int(args.get("rounds") or 1)
     if rounds > 1:  # a deliberation (docs/deliberation.md): how many rounds run is not known
         from orchestrator.deliberation.run import Deliberation
@@ -96,14 +100,16 @@ async def council_run(args: dict[str, Any], job: Job) -> dict[str, Any]:
     from orchestrator.app.council import prepare_council
     from orchestrator.briefing import read_prompt
 
-    run = prepare_council(
-        read_prompt(args["prompt"], None), "prompt", cfg=runtime.config(), models=_models(args),
+    prompt, cfg = read_prompt(args["prompt"], None), runtime.config()
+    context = tuple(context_paths(args.get("context") or []))
+    run = await anyio.to_thread.run_sync(lambda: prepare_council(  # GET /models: off the loop
+        prompt, "prompt", cfg=cfg, models=_models(args),
         council_name=args.get("council"), chair=args.get("chair"), diff=args.get("diff"),
-        context=tuple(context_paths(args.get("context") or [])),
-        timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
-        tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
-        tag=args.get("tag"), no_plugins=False, runs_dir=None, budgets=_budgets(args),
-        observe=LegProgress(job, None))
+        context=context, timeout_min=float(args.get("timeout_minutes", 10.0)),
+        max_steps=MAX_STEPS, tools_mode=args.get("tools", "read"), workspace=None,
+        workspace_any=False, tag=args.get("tag"), no_plugins=False, runs_dir=None,
+        budgets=_budgets(args), observe=LegProgress(job, None),
+        validate_models=args.get("validate_models", True)))
     doc = await job.run(run.run, run.interrupt)
     return scrub_doc(council_summary(doc, run.tally, run.chair.synthesis))
 
