@@ -108,10 +108,11 @@ def start_in_background(chosen: bool) -> bool:
 def _spawn(run_dir: Path, fd: int) -> None:
     import subprocess
 
-    from orchestrator.daemon.client import _secret_named
+    from orchestrator.secrets import _NOT_SECRET_NAME, _SECRET_NAME
 
     # the daemon's own environment holds no key: a job asks its client for one (serve.md)
-    env = {k: v for k, v in os.environ.items() if not _secret_named(k)}
+    env = {k: v for k, v in os.environ.items()
+           if not _SECRET_NAME.search(k) or _NOT_SECRET_NAME.search(k)}
     env[LOCK_FD_ENV] = str(fd)
     with open(paths.log_path(), "ab") as log:
         subprocess.Popen([sys.executable, "-m", "orchestrator", "serve", "start",
