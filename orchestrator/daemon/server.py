@@ -176,6 +176,7 @@ class Daemon:
             os.close(self._lock_fd)
             self._lock_fd = None
             raise
+        self.last_active = time.monotonic()  # idle from now: a long warm-up is no idle time
         threading.Thread(target=_repair_dead_waves, daemon=True, name="orch-repair").start()
         self.log(f"listening on {self.path} (pid {os.getpid()}, orch {__version__}, "
                  f"idle stop after {self.idle_s / 60:g} min)")
