@@ -67,7 +67,10 @@ def start(foreground: bool, idle_min: float | None, quiet: bool) -> None:
     if idle_min is None:
         idle_min = _configured_idle()
     if foreground:
+        from orchestrator.daemon.autostart import wait_for_starter
         from orchestrator.daemon.server import run
+
+        wait_for_starter()  # started by a run (daemon: auto): warm up once it has ended
 
         run(idle_min)
         return

@@ -1,7 +1,8 @@
 """``daemon: auto``, the default: a job that finds no daemon starts one for the next runs.
 
-The run that starts it goes in-process; the daemon warms up beside it, and later runs relay
-to it until it stops after its idle time. Only a ``Popen`` on the client's path (no wait),
+The run that starts it goes in-process; the daemon warms up once that run has ended (not
+competing with it for the CPU), and later runs relay to it until it stops after its idle
+time. Only a ``Popen`` on the client's path (no wait),
 never two at once (an exclusive lock the daemon inherits and holds for its whole life), and
 nowhere it cannot work (no usable runtime directory, not Linux): then nothing is said.
 Standard library only: the client path never loads litellm.
@@ -18,6 +19,8 @@ from orchestrator.errors import OrchError
 
 MODES = ("auto", "manual", "off")
 LOCK_FD_ENV = "ORCH_SERVE_LOCK_FD"  # the inherited lock, taken over by the daemon
+AFTER_ENV = "ORCH_SERVE_AFTER_PID"  # the run that started it: warm up once it has ended
+STARTER_WAIT_S = 1800.0
 NOTED = "auto-noted"  # in the runtime directory: the note is said once per login session
 SUN_PATH_MAX = 107  # a Unix socket's path, in bytes, without its terminating NUL
 
@@ -114,6 +117,7 @@ def _spawn(run_dir: Path, fd: int) -> None:
     env = {k: v for k, v in os.environ.items()
            if not _SECRET_NAME.search(k) or _NOT_SECRET_NAME.search(k)}
     env[LOCK_FD_ENV] = str(fd)
+    env[AFTER_ENV] = str(os.getpid())  # its warm-up must not take the CPU this run needs
     with open(paths.log_path(), "ab") as log:
         subprocess.Popen([sys.executable, "-m", "orchestrator", "serve", "start",
                           "--foreground"],
@@ -131,3 +135,19 @@ def _note_once(run_dir: Path) -> None:
     print("orch: started a warm daemon in the background for the next runs (this one runs "
           "in-process; docs/serve.md); to keep every run in-process: --no-daemon, "
           "ORCH_DAEMON=off or \"daemon\": \"off\" in config.json", file=sys.stderr)
+
+
+def wait_for_starter() -> None:
+    """In a daemon a run started: wait until that run has ended before warming up (litellm's
+    import and the warm-up would compete with it for the CPU). The lock is held meanwhile,
+    so no other run starts a second daemon."""
+    import time
+
+    from orchestrator.pids import pid_alive
+
+    pid = os.environ.pop(AFTER_ENV, "")
+    if not pid.isdigit():
+        return
+    deadline = time.monotonic() + STARTER_WAIT_S
+    while pid_alive(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
