@@ -49,7 +49,7 @@ SCHEMA: dict[str, Any] = {
                      "properties": {"models": _STRINGS, "chair": _STR,
                                     "max_concurrent": _POS_INT}},
         "local": {"type": "object"},
-        "daemon": _STR,  # "auto": the first fanout/council/bench starts `orch serve`
+        "daemon": _STR,  # "auto" (default), "manual", "off": daemon/autostart.py
         "serve": {"type": "object", "properties": {"idle_minutes": _NUM}},
     },
 }

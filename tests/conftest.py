@@ -8,3 +8,26 @@ os.environ.update({
     "LITELLM_MODE": "PRODUCTION",
 })
 
+
+def pytest_sessionfinish(session, exitstatus):
+    """No daemon outlives the suite: an `orch serve` still running under this session's tmp
+    directory (started by a test by hand or by `daemon: auto`) is named, stopped, and fails
+    the session."""
+    import signal
+    import sys
+
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    base = getattr(factory, "_basetemp", None)
+    if base is None or not sys.platform.startswith("linux"):
+        return
+    from orchestrator.testing.daemon import serve_processes
+
+    leaked = serve_processes(base)
+    for pid in leaked:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    if leaked:
+        print(f"\nleaked `orch serve` processes (stopped now): {leaked}", file=sys.stderr)
+        session.exitstatus = 1

@@ -308,7 +308,8 @@ def test_another_uid_is_refused(xdg, daemon_process, monkeypatch, request):
         os.chmod(path, 0o600)
 
 
-def test_idle_stop_and_daemon_auto(orch, scripted_server, xdg):
+def test_idle_stop_and_daemon_auto(orch, scripted_server, xdg, monkeypatch):
+    monkeypatch.delenv("ORCH_DAEMON")  # the suite's "manual" would override config.json
     orch.provider()
     orch.config(daemon="auto", serve={"idle_minutes": 0.05})
     scripted_server.script("m", Reply(text="hi"), Reply(text="hi"))

@@ -49,7 +49,8 @@ def serve() -> None:
     \b
     One per user, on a Unix socket in $XDG_RUNTIME_DIR/orch/ (else ORCH_HOME/run/), only
     for your uid. Clients use it when it runs the same orch version and config; pass
-    --no-daemon to run in-process. `"daemon": "auto"` in config.json starts it on first use.
+    --no-daemon to run in-process. By default the first such command with none up starts it
+    (`daemon: auto`); ORCH_DAEMON=off or `"daemon": "off"` in config.json: never.
     """
 
 
@@ -66,7 +67,10 @@ def start(foreground: bool, idle_min: float | None, quiet: bool) -> None:
     if idle_min is None:
         idle_min = _configured_idle()
     if foreground:
+        from orchestrator.daemon.autostart import wait_for_starter
         from orchestrator.daemon.server import run
+
+        wait_for_starter()  # started by a run (daemon: auto): warm up once it has ended
 
         run(idle_min)
         return

@@ -1,7 +1,7 @@
 """The client side of ``orch serve``: send this command to a warm daemon and relay it back.
 
 ``orch fanout``, ``orch council run`` and ``orch bench`` go to a compatible daemon when one
-listens (the same orch version, ``ORCH_HOME``, ``config.json`` and plugin switches); their
+listens (and start one for the next runs when none does: autostart.py) (the same orch version, ``ORCH_HOME``, ``config.json`` and plugin switches); their
 stdout, stderr and exit code come back as the command wrote them. This module imports only
 the standard library (and orch's own stdlib-only modules): a client never loads litellm.
 """
@@ -53,30 +53,19 @@ def hello(path: Path, timeout: float = 5.0) -> tuple[Channel, dict] | None:
     return chan, reply
 
 
-def _config_daemon() -> str:
-    import json
-
-    try:
-        data = json.loads((paths.home() / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "off"
-    value = data.get("daemon") if isinstance(data, dict) else None
-    return value if isinstance(value, str) else "off"
-
-
-def spawn_daemon() -> None:
-    """Start ``orch serve`` in the background, detached from this terminal."""
-    import subprocess
-
-    subprocess.Popen([sys.executable, "-m", "orchestrator", "serve", "start", "--quiet"],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
-
-
 def delegate(argv: list[str]) -> int | None:
     """Run ``argv`` on the daemon and return its exit code; None: run it in-process."""
+    from orchestrator.daemon import autostart
+
     command = job_command(argv)
     if command is None:
+        return None
+    try:
+        mode, chosen = autostart.mode()
+    except autostart.BadMode as exc:
+        print(f"orch: error: {exc}", file=sys.stderr)
+        return 1
+    if mode == "off":  # ORCH_DAEMON=off or "daemon": "off": in-process, a daemon up or not
         return None
     path = paths.socket_path()
     try:
@@ -85,8 +74,8 @@ def delegate(argv: list[str]) -> int | None:
         print(f"orch: {exc} (this run goes in-process)", file=sys.stderr)
         return None
     if greeted is None:
-        if _config_daemon() == "auto":
-            spawn_daemon()  # this run goes in-process; the next finds it warm
+        if mode == "auto":
+            autostart.start_in_background(chosen)  # this run in-process; the next warm
         return None
     chan, reply = greeted
     if not reply.get("ok"):

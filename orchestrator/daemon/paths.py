@@ -18,6 +18,7 @@ from orchestrator.config import home
 from orchestrator.errors import OrchError
 
 SOCKET = "orch.sock"
+LOCK = "orch.lock"  # held by the daemon for its whole life: one starts at a time
 _FIX = "set XDG_RUNTIME_DIR to a directory only you can enter"
 PROTOCOL = 1
 
@@ -51,6 +52,28 @@ def ensure_run_dir() -> Path:
     if stat.S_IMODE(st.st_mode) & 0o077:
         os.chmod(path, 0o700)
     return path
+
+
+def take_lock() -> int:
+    """The daemon's life lock (``flock`` on ``orch.lock``), as an open descriptor: the one a
+    client that started this daemon passed down (autostart.py), else a new one. Raises
+    :class:`OrchError` when another daemon holds it (it runs, or is warming up)."""
+    import fcntl
+
+    inherited = os.environ.pop("ORCH_SERVE_LOCK_FD", None)
+    if inherited and inherited.isdigit():
+        fd = int(inherited)
+    else:
+        fd = os.open(ensure_run_dir() / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+    os.set_inheritable(fd, False)  # no job's subprocess keeps the daemon's lock
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise OrchError(f"another daemon runs or is starting on {socket_path()}: "
+                        "`orch serve status`") from None
+    return fd
 
 
 class Untrusted(OrchError):  # noqa: N818 - a verdict on a path, carried to the caller

@@ -125,6 +125,7 @@ class Daemon:
         self._stop = threading.Event()
         self._listener: socket.socket | None = None
         self._ui = None  # the web views it serves (orch ui), made when first asked
+        self._lock_fd: int | None = None
         self.log = log or (lambda text: print(f"orch serve: {text}", file=sys.__stderr__,
                                                flush=True))
 
@@ -161,15 +162,22 @@ class Daemon:
 
         if not hasattr(socket, "SO_PEERCRED") or not per_thread_cwd_works():
             raise OrchError("orch serve needs Linux (SO_PEERCRED and a per-thread current "
-                            "directory); run commands in-process (drop `daemon` from config)")
+                            "directory); run commands in-process (ORCH_DAEMON=off)")
         from orchestrator.daemon.client import hello
 
-        if self.path.exists() and hello(self.path) is not None:  # said before the warm-up
-            raise OrchError(f"a daemon already listens on {self.path}; stop it first: "
-                            "`orch serve stop`")
-        warm()
-        jobio.install()
-        self.bind()
+        self._lock_fd = paths.take_lock()  # one daemon at a time, decided before the warm-up
+        try:
+            if self.path.exists() and hello(self.path) is not None:  # before the warm-up
+                raise OrchError(f"a daemon already listens on {self.path}; stop it first: "
+                                "`orch serve stop`")
+            warm()
+            jobio.install()
+            self.bind()
+        except BaseException:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise
+        self.last_active = time.monotonic()  # idle from now: a long warm-up is no idle time
         threading.Thread(target=_repair_dead_waves, daemon=True, name="orch-repair").start()
         self.log(f"listening on {self.path} (pid {os.getpid()}, orch {__version__}, "
                  f"idle stop after {self.idle_s / 60:g} min)")
@@ -202,6 +210,9 @@ class Daemon:
             self._listener.close()
         for path in (self.path, paths.pid_path()):
             path.unlink(missing_ok=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # the socket is gone: the next run may start a daemon
+            self._lock_fd = None
         with self._lock:
             jobs = list(self.jobs)
         if self._ui is not None:

@@ -87,3 +87,29 @@ def daemon_in_thread(idle_s: float = 3600.0) -> Iterator[object]:
         daemon.stop()
         thread.join(60)
         jobio.uninstall()
+
+
+def serve_processes(under: str | Path) -> list[int]:
+    """The pids of this user's ``orch serve`` processes whose ``XDG_RUNTIME_DIR`` or
+    ``ORCH_HOME`` lies under ``under`` (a test's tmp directory): a daemon a test started, by
+    hand or by ``daemon: auto``, found from ``/proc`` (Linux), so none outlives its test."""
+    root = os.fsencode(os.path.realpath(under))
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"serve" not in argv or not any(a.endswith((b"orchestrator", b"orch"))
+                                                for a in argv):
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or another user's
+            continue
+        for var in environ:
+            name, _, value = var.partition(b"=")
+            if name in (b"XDG_RUNTIME_DIR", b"ORCH_HOME") and value and \
+                    os.path.realpath(value).startswith(root + b"/"):
+                found.append(int(entry.name))
+                break
+    return found

@@ -1,6 +1,7 @@
 """pytest fixtures for orch and its plugins (registered through the ``pytest11`` entry point).
 
-``orch_home``: a temporary ORCH_HOME, litellm kept offline. ``scripted_server``: the scripted
+``orch_home``: a temporary ORCH_HOME, litellm kept offline, ``ORCH_DAEMON=manual`` (no run
+starts a daemon by itself; a test that wants one starts it). ``scripted_server``: the scripted
 OpenAI-compatible server on 127.0.0.1. ``orch``: an :class:`~orchestrator.testing.kit.OrchKit`
 bound to both, with ``run_wave``/``run_leg`` that return the requests on the wire.
 ``ledger_url``: each test that uses it runs twice, on a SQLite ledger and on a fresh database
@@ -22,6 +23,8 @@ def pytest_configure(config):
 
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
+    # no run of a test starts a daemon that outlives it; a daemon a test starts is still used
+    os.environ["ORCH_DAEMON"] = "manual"
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +54,7 @@ def orch_home(tmp_path, monkeypatch):
     monkeypatch.setenv("ORCH_OUTBOX_DIR", str(tmp_path / "outbox-fallback"))
     monkeypatch.delenv("ORCH_PLUGINS", raising=False)
     monkeypatch.delenv("ORCH_DISABLE_PLUGINS", raising=False)
+    monkeypatch.setenv("ORCH_DAEMON", "manual")  # a test starts its daemon itself (both_ways)
     for key, value in OFFLINE_ENV.items():
         monkeypatch.setenv(key, value)
     runtime.config.cache_clear()
