@@ -134,7 +134,7 @@ def builtin_plugins() -> list[str]:
     what orch ships, not whatever third-party plugins happen to be installed."""
     from importlib import metadata
 
-    from orchestrator.plugins import GROUP, OWN_DISTRIBUTION
+    from orchestrator.plugin_host.plugins import GROUP, OWN_DISTRIBUTION
 
     return sorted({ep.name for ep in metadata.entry_points(group=GROUP)
                    if ep.dist is not None and ep.dist.name == OWN_DISTRIBUTION})
@@ -159,7 +159,7 @@ def engine_setup(home: Path, url: str, *, builtins: bool = True,
     os.environ.update(plugin_env(builtins))
     from orchestrator import runtime
     from orchestrator.config import Config
-    from orchestrator.plugins import load
+    from orchestrator.plugin_host.plugins import load
 
     runtime.config.cache_clear()
     runtime.plugin_manager.cache_clear()
@@ -177,7 +177,7 @@ def engine_wave(cfg, pm, runs: Path, models: list[str], *, max_steps: int = 20):
     """Build the wave `orch fanout` would run (WaveSpec as in orchestrator.testing.kit)."""
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave, WaveSpec
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
 
     resolved = resolve_all([f"{PROVIDER}/{m}" for m in models], cfg, pm)
     spec = WaveSpec(models=resolved, briefing="Benchmark briefing: call noop, then answer.",
@@ -185,7 +185,7 @@ def engine_wave(cfg, pm, runs: Path, models: list[str], *, max_steps: int = 20):
     return Wave(spec, pm=pm, config=cfg, ledger=LedgerSink())
 
 
-# What orch's Server also tells litellm for a declared endpoint (orchestrator.server.
+# What orch's Server also tells litellm for a declared endpoint (orchestrator.models.server.
 # litellm_prices): per-token prices, so litellm's calculator skips its price-map search.
 PRICED = {"input_cost_per_token": 0.0, "output_cost_per_token": 0.0}
 
@@ -194,7 +194,7 @@ async def bare_chain(lm, url: str, model: str, steps: int, **extra) -> int:
     """The physical limit: what any agent loop on litellm must do, and nothing else.
 
     Same requests as a leg (briefing, tool schema, assistant turn and tool result appended
-    each step), same litellm arguments as orchestrator.server.Server but for the prices it
+    each step), same litellm arguments as orchestrator.models.server.Server but for the prices it
     passes for a declared endpoint (``extra=PRICED`` adds them: the bare loop as orch would
     write it, so a comparison against it is orch's own overhead and nothing else).
     """

@@ -46,7 +46,7 @@ def bench_run(cfg, pm, runs: Path, prefix: str) -> float:
     from orchestrator.bakeoff.run import Runner, new_bench_id
     from orchestrator.bakeoff.tasks import load_tasks, suite_dir
     from orchestrator.engine.ledger_sink import LedgerSink
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
 
     tasks = load_tasks(suite_dir("reading"))[:TASKS]
     contestants = [Contestant(name=f"{prefix}{i}", kind="model", model=f"{PROVIDER}/{prefix}{i}")
@@ -74,7 +74,7 @@ def fanout_run(cfg, pm, runs: Path, prefix: str) -> float:
     from orchestrator.bakeoff.tasks import load_tasks, make_folder, remove_folder, suite_dir
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave, WaveSpec
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
 
     tasks = load_tasks(suite_dir("reading"))[:TASKS]
     briefings = [t.text for t in tasks for _ in range(CONTESTANTS) for _ in range(TRIALS)]

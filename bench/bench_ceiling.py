@@ -37,7 +37,7 @@ def run_leg(cfg, pm, runs: Path, model: str, steps: int, ceiling: float | None) 
 
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave, WaveSpec
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
 
     resolved = resolve_all([f"{PROVIDER}/{model}"], cfg, pm)
     options = {} if ceiling is None else {"max_cost": ceiling}

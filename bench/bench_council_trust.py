@@ -3,7 +3,7 @@ tools, the tally with the new grouping against one with nothing to group, and re
 identifier against redaction by full name only.
 
 Run by hand: ``.venv/bin/python bench/bench_council_trust.py``. Everything is in-process and
-pure (no server): token counts use ``orchestrator.estimate`` with gpt-4o's tokenizer (bundled
+pure (no server): token counts use ``orchestrator.models.estimate`` with gpt-4o's tokenizer (bundled
 with litellm, offline); times are the best of 5 repeats. Writes bench/results/council_trust.json.
 """
 
@@ -32,7 +32,7 @@ def prompt_tokens() -> dict:
     from orch_plugins.text_tools import as_text
     from orch_plugins.workspace import SCHEMAS
 
-    from orchestrator.estimate import estimate_messages
+    from orchestrator.models.estimate import estimate_messages
     from orchestrator.tools import Tool
 
     tools = [Tool(n, d, p, None).schema() for n, (d, p) in SCHEMAS.items()]
@@ -71,7 +71,7 @@ def tally_time() -> dict:
 def redaction() -> dict:
     from orchestrator.council.anonymity import identifying_terms, ordinary_words
     from orchestrator.council.bundle import redact
-    from orchestrator.models import ResolvedModel
+    from orchestrator.models.addressing import ResolvedModel
 
     t = time.perf_counter()
     ordinary_words()

@@ -62,7 +62,7 @@ class Scan:
     """Switch the scan off (finds nothing) and back on, in place."""
 
     def __init__(self) -> None:
-        from orchestrator import credential_content
+        from orchestrator.security import credential_content
 
         self.func = credential_content.withhold
         self.code = self.func.__code__
@@ -77,7 +77,7 @@ def alone(reps: int = 20) -> dict[str, float]:
     from detect_secrets.core.scan import scan_line
     from detect_secrets.settings import default_settings
 
-    from orchestrator.credential_content import withhold
+    from orchestrator.security.credential_content import withhold
 
     withhold(RESULT)
     t0 = time.perf_counter()

@@ -117,7 +117,7 @@ def wall_part(legs: int, latency_ms: float, reps: int) -> dict:
     from orchestrator.deliberation.run import Deliberation
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave, WaveSpec
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
 
     runs_total = reps * 2
     names = [[f"d{rep}m{i}" for i in range(legs)] for rep in range(runs_total)]

@@ -57,7 +57,7 @@ def main() -> None:
         script = write_script(tmp / "script.json", names.all(), STEPS)
         with scripted_server(latency_ms=args.latency_ms, script=script) as url:
             cfg, pm = engine_setup(tmp / "home", url, max_concurrent=args.n)
-            from orchestrator.ledger import Ledger
+            from orchestrator.ledger.spend import Ledger
             from orchestrator.runtime import litellm
 
             lm = litellm()

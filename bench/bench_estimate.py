@@ -4,7 +4,7 @@ Run by hand: ``.venv/bin/python bench/bench_estimate.py``. The corpus is built a
 from files the pinned environment already has (CPython's licence text and stdlib modules,
 litellm's model-price JSON, numpy's test CSVs, this project's docs) plus generated CSV and
 chat-message JSON, cut into 6 KB samples: prose, code, JSON, CSV. For each sample it compares
-characters/4 and the format-aware count (orchestrator.estimate.heuristic_tokens) with
+characters/4 and the format-aware count (orchestrator.models.estimate.heuristic_tokens) with
 ``litellm.token_counter`` (tiktoken cl100k_base, what the estimator itself uses when it can),
 and times each. Writes bench/results/estimate.json.
 """
@@ -57,7 +57,7 @@ def corpus() -> dict[str, list[tuple[str, str]]]:
             add("prose", f"docs/{name}", doc.read_text(encoding="utf-8"), 2)
     for name in ("textwrap.py", "argparse.py", "json/decoder.py", "asyncio/locks.py"):
         add("code", f"stdlib {name}", (stdlib / name).read_text(encoding="utf-8"), 2)
-    for name in ("orchestrator/engine/leg.py", "orchestrator/server.py"):
+    for name in ("orchestrator/engine/leg.py", "orchestrator/models/server.py"):
         add("code", name, (ROOT / name).read_text(encoding="utf-8"), 2)
 
     prices = json.loads((Path(litellm.__file__).parent /
@@ -116,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     offline()
     sys.path.insert(0, str(ROOT))
-    from orchestrator import estimate
+    from orchestrator.models import estimate
     from orchestrator.runtime import litellm
 
     lm = litellm()

@@ -34,11 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def one_wave(srv, legs: int, mode: str, runs_dir: Path) -> dict:
     import anyio
 
-    from orchestrator import gate, runtime
+    from orchestrator import runtime
     from orchestrator.engine.wave import Wave, WaveSpec
-    from orchestrator.plugins import load
-    from orchestrator.resolve import resolve_all
-    from orchestrator.server import Server
+    from orchestrator.models import gate
+    from orchestrator.models.resolve import resolve_all
+    from orchestrator.models.server import Server
+    from orchestrator.plugin_host.plugins import load
 
     gate.reset()
     srv.reset()

@@ -5,7 +5,7 @@ Run by hand (needs the ``gateway`` extra): ``.venv/bin/python bench/bench_gatewa
 [--requests 40] [--burst 16] [--rounds 3]``. Each round, interleaved so background load hits
 both alike: ``--requests`` calls one after another (latency per request), then ``--burst``
 calls at once (the wall time of a 16-leg wave's requests). Both go through
-``orchestrator.server.Server.complete`` — rate gate, usage and cost included — to a scripted
+``orchestrator.models.server.Server.complete`` — rate gate, usage and cost included — to a scripted
 server answering at once, so the figures are the proxy's own overhead. Writes
 bench/results/gateway.json.
 """
@@ -33,8 +33,8 @@ async def calls(model, n: int, concurrent: bool) -> list[float]:
     """Seconds per call (sequential), or the one wall time of ``n`` calls at once."""
     import anyio
 
+    from orchestrator.models.server import Server
     from orchestrator.request import Request
-    from orchestrator.server import Server
 
     server = Server(timeout_s=60)
     request = Request(model=model.name, messages=[{"role": "user", "content": "Say hello."}])
@@ -61,8 +61,8 @@ def main() -> None:
     offline()
     import anyio
 
-    from orchestrator import gate
-    from orchestrator.models import ResolvedModel
+    from orchestrator.models import gate
+    from orchestrator.models.addressing import ResolvedModel
     from orchestrator.testing.litellm_proxy import LiteLLMProxy, missing_modules
     from orchestrator.testing.scripted_server import Reply, ScriptedServer
 

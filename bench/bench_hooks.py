@@ -61,7 +61,7 @@ def noop_plugins(n: int) -> list[tuple[str, object]]:
 
 def managers(n: int):
     """(baseline, with n no-op plugins): plugin managers with no entry points loaded."""
-    from orchestrator.plugins import load
+    from orchestrator.plugin_host.plugins import load
 
     return (load(enabled=False, extra=[("bench_noop", noop_plugin())]),
             load(enabled=False, extra=[("bench_noop", noop_plugin()), *noop_plugins(n)]))
@@ -105,7 +105,7 @@ def chain(pm, requests: int) -> float:
     them: before_request and after_response pipelines, step_end notification."""
     import anyio
 
-    from orchestrator.hooks import HookRunner
+    from orchestrator.plugin_host.hooks import HookRunner
     from orchestrator.request import Request, Response
 
     hooks = HookRunner(pm)

@@ -30,7 +30,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="orch-bench-") as tmp:
         os.environ["ORCH_HOME"] = tmp
         os.environ["ORCH_OUTBOX_DIR"] = str(Path(tmp) / "fallback")
-        from orchestrator.ledger import Ledger
+        from orchestrator.ledger.spend import Ledger
 
         ledger = Ledger()
         row = {"wave_id": "w", "leg_id": "w-1", "kind": "leg", "model": "p/m", "provider": "p",

@@ -31,7 +31,7 @@ def _row(writer: int, n: int) -> dict:
 
 
 def _writer(url: str, writer: int, rows: int, ready, start, out) -> None:
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     ledger = Ledger(url, replay=False)
     ledger.append_many([_row(writer, -1)])  # connected and warm before the clock starts

@@ -290,7 +290,7 @@ def bench_engine(tokens: int, threads: int, reps: int, threads_batch: int | None
     from orchestrator.engine.wave import Wave, WaveSpec
     from orchestrator.local import manager
     from orchestrator.local.settings import LocalSettings
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
 
     home = Path(tempfile.mkdtemp(prefix="orch-bench-local-"))
     os.environ["ORCH_HOME"] = str(home)

@@ -47,7 +47,7 @@ def keys() -> None:
     os.environ.update({"BENCH_OPENAI_API_KEY": "sk-bench-0123456789abcdefghijklmnop",
                        "BENCH_TOGETHER_APIKEY": "tg-bench-9876543210zyxwvutsrqpo",
                        "BENCH_OPENROUTER_AUTH": "or-bench-5555666677778888aaaa"})
-    from orchestrator.secrets import register, secret_values
+    from orchestrator.security.secrets import register, secret_values
 
     register("declared-provider-key-0011223344556677", "$BENCH_DECLARED_KEY")
     assert len(secret_values()) >= 4
@@ -57,7 +57,7 @@ class Scrubbing:
     """Switch the scrubbers off (identity) and back on, in place."""
 
     def __init__(self) -> None:
-        from orchestrator import secrets
+        from orchestrator.security import secrets
 
         self.funcs = (secrets.scrub, secrets.scrub_values, secrets.scrub_doc)
         self.code = [f.__code__ for f in self.funcs]
@@ -73,7 +73,7 @@ def run(cfg, pm, runs: Path, models: list[str]) -> None:
     import anyio
 
     from orchestrator.cli.common import print_json
-    from orchestrator.scrubbed_io import ScrubbedStream
+    from orchestrator.security.scrubbed_io import ScrubbedStream
 
     wave = engine_wave(cfg, pm, runs, models)
     wave.spec.briefing = f"Benchmark: call noop, then answer.\n\n## Context\n\n{CONTEXT}"

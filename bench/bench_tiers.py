@@ -5,7 +5,7 @@ against the scripted server with the built-in plugins loaded, exactly as ``orch 
 send it; the first request's body is taken off the wire and its system prompt and ``tools``
 are counted with ``litellm.token_counter`` (tiktoken's o200k encoding for ``gpt-4o``, bundled
 with litellm, so it works offline) and with orch's own estimator
-(``orchestrator.estimate.heuristic_tokens``, what is used where litellm's counter is not).
+(``orchestrator.models.estimate.heuristic_tokens``, what is used where litellm's counter is not).
 The default tier is the baseline; minimal is reported as a ratio of it. Writes
 bench/results/tiers.json.
 """
@@ -45,7 +45,7 @@ def wire_bodies(home: Path, workspace: Path) -> dict[str, dict]:
 
 
 def count(body: dict) -> dict:
-    from orchestrator.estimate import heuristic_tokens
+    from orchestrator.models.estimate import heuristic_tokens
     from orchestrator.runtime import litellm
 
     lm = litellm()
@@ -84,7 +84,7 @@ def main() -> None:
               f"{row['total_tokens']:>6} {ratio:>9.2f} {row['total_estimate']:>8}  "
               f"{','.join(row['tools']) or '-'}")
     print(f"counted with litellm.token_counter(model={TOKENIZER!r}); estimate = "
-          "orchestrator.estimate.heuristic_tokens")
+          "orchestrator.models.estimate.heuristic_tokens")
     write_result("tiers", {"machine": machine(), "tokenizer": TOKENIZER, "cases": rows})
 
 

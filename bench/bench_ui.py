@@ -54,7 +54,7 @@ def make_waves_at(runs: Path, first: int, n: int) -> None:
 
 
 def make_rows(n: int) -> None:
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     ledger = Ledger()
     now = datetime.now(UTC)
@@ -109,7 +109,7 @@ def main() -> None:
         runs = Path(tmp) / "runs"
         make_waves(runs, args.waves)
         make_rows(args.rows)
-        from orchestrator import runs as runs_mod
+        from orchestrator.operations import runs as runs_mod
         from orchestrator.ui.server import UIServer
         from orchestrator.ui.views import View
 

@@ -50,8 +50,8 @@ def prompt_source_name(prompt: str | None, prompt_file: str | None) -> str:
 def read_context(paths: tuple[str, ...] | list[str]) -> str:
     """Each file as a fenced section, in the order given, its credential content (a
     private key, a token in a URL, ...) withheld with the rule named, and said on stderr."""
-    from orchestrator.credential_content import Withheld, withhold
-    from orchestrator.secrets import find_position
+    from orchestrator.security.credential_content import Withheld, withhold
+    from orchestrator.security.secrets import find_position
 
     sections, total = [], 0
     for raw in paths:
@@ -109,7 +109,7 @@ _SECTION = re.compile(r"^### (?:File: (.+)|Diff: (git diff .+))\n\n```[a-z]*\n",
 def check_briefing(briefing: str, prompt_source: str = "the prompt") -> None:
     """Refuse, before any spend, a briefing that holds a registered key value: one line
     naming the file and line, never the value."""
-    from orchestrator.secrets import find_position
+    from orchestrator.security.secrets import find_position
 
     found = find_position(briefing)
     if found is None:

@@ -131,7 +131,7 @@ def _register_url_credentials(data: dict[str, Any]) -> None:
     """A hand-edited ``base_url`` with ``user:pass@`` or ``?key=``: its credentials are
     secrets from the moment config.json is read, so no output (a listing, doctor, an error)
     shows them."""
-    from orchestrator.secrets import register_url
+    from orchestrator.security.secrets import register_url
 
     providers = data.get("providers")
     for entry in providers.values() if isinstance(providers, dict) else ():

@@ -8,7 +8,7 @@ change and the error is recorded on the leg — except the deliberate ones:
 ``LegError`` / ``OrchError`` end it ``error``.
 Implementations run in pluggy's order (``tryfirst``, plain, ``trylast``; built-ins are
 ``trylast``); ``wrapper=True`` implementations surround the chain and see its result.
-Every call crosses the boundary in ``orchestrator.hooks``: a third party's synchronous code
+Every call crosses the boundary in ``orchestrator.plugin_host.hooks``: a third party's synchronous code
 runs on a worker thread within a deadline, each answer is checked against the type named
 below, and a plugin may declare ``FAIL_CLOSED`` (docs/plugins.md, Isolation).
 """

@@ -49,7 +49,7 @@ class Request:
         # By construction: a request's credentials (a plugin's or a variant's headers, URL
         # credentials, query keys) are secrets from the moment it exists, before any log of
         # it is written (a plugin's request.evolve() builds a new one and passes here too).
-        from orchestrator.secrets import register_params
+        from orchestrator.security.secrets import register_params
 
         register_params(self.params)
 
@@ -84,7 +84,7 @@ class Response:
     finish_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
-    cost_source: str = "unknown"  # one of orchestrator.ledger.COST_SOURCES
+    cost_source: str = "unknown"  # one of orchestrator.ledger.spend.COST_SOURCES
     reasoning_text: str | None = None
     usage_note: str | None = None  # what was wrong with the provider's usage (suspect)
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 from orchestrator.config import Config
-from orchestrator.plugins import PluginManager, load, stderr_warn
+from orchestrator.plugin_host.plugins import PluginManager, load, stderr_warn
 
 
 @functools.cache
@@ -111,7 +111,7 @@ def human_line(logger, method, event: dict) -> str:
 
 
 def _scrub_event(logger, method, event: dict) -> dict:
-    from orchestrator.secrets import scrub_doc
+    from orchestrator.security.secrets import scrub_doc
 
     return scrub_doc({k: v if k == "exc_info" or isinstance(
         v, str | int | float | bool | None | list | dict) else str(v) for k, v in event.items()})
@@ -154,7 +154,7 @@ def litellm():
     _litellm.set_verbose = False
     _litellm.drop_params = True
     _litellm.telemetry = False
-    from orchestrator.litellm_patch import honest_usage, no_blind_resend
+    from orchestrator.models.litellm_patch import honest_usage, no_blind_resend
 
     no_blind_resend(_litellm)  # a 422 that names no parameter is not sent twice
     honest_usage(_litellm)  # usage litellm cannot read keeps its billed answer

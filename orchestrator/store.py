@@ -1,6 +1,6 @@
 """Files on disk: atomic JSON writes and append-only JSONL, so a killed process leaves valid files.
 
-Every document passes through :func:`orchestrator.secrets.scrub_doc` on the way (registered
+Every document passes through :func:`orchestrator.security.secrets.scrub_doc` on the way (registered
 key values everywhere, key shapes in free-text fields only): no artifact ever holds a key
 value, even one a model echoed. ``config.json`` opts out (``scrubber=None``): it holds names,
 never values, and a shape scrubber would corrupt them."""
@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from orchestrator.secrets import scrub, scrub_doc
+from orchestrator.security.secrets import scrub, scrub_doc
 
 
 def write_json_atomic(path: Path, data: Any, *, scrubber: Any = scrub_doc) -> None:

@@ -2,7 +2,7 @@
 
 - **Starvation.** When the window leaves no room beyond the answer's reserve (window -
   estimate - reserve <= 1; the reserve is proportional to the window,
-  :func:`orchestrator.reserve.answer_reserve`) the request is refused, never sent, with one line:
+  :func:`orchestrator.models.reserve.answer_reserve`) the request is refused, never sent, with one line:
   ``output starvation: refused (<model>): context estimate E, window W, output budget B``.
 - **Overrun.** When estimate + reservation passes the window, the reservation is *fitted*
   instead of letting the provider reject the whole request. The estimate anchors on the
@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import math
 
-from orchestrator.catalog import model_info
 from orchestrator.errors import LegError, Refusal
-from orchestrator.estimate import estimate_messages
 from orchestrator.hookspecs import hookimpl
-from orchestrator.reserve import answer_reserve
+from orchestrator.models.catalog import model_info
+from orchestrator.models.estimate import estimate_messages
+from orchestrator.models.reserve import answer_reserve
 
 NAME = "context_guard"
-CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_host.config_check
     "margin": {"type": "integer", "minimum": 0},
     "inflation": {"type": "number", "minimum": 1},
     "min_answer": {"type": "integer", "minimum": 1}}}

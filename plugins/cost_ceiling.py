@@ -37,11 +37,11 @@ import json
 import math
 import threading
 
-from orchestrator.catalog import model_info
-from orchestrator.catalog import prices as catalog_prices
 from orchestrator.errors import PreflightError, Refusal
-from orchestrator.estimate import REPLY_PRIMING, estimate_message, estimate_text
 from orchestrator.hookspecs import hookimpl
+from orchestrator.models.catalog import model_info
+from orchestrator.models.catalog import prices as catalog_prices
+from orchestrator.models.estimate import REPLY_PRIMING, estimate_message, estimate_text
 
 NAME = "cost_ceiling"
 DEFAULT_RESERVATION = 4096  # output tokens assumed (and sent) when no ceiling is known

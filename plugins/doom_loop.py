@@ -19,7 +19,7 @@ from typing import Any
 from orchestrator.hookspecs import hookimpl
 
 DEFAULTS = {"repeats": 3, "repeats_minimal": 2, "cycle_rounds": 2}
-CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_host.config_check
     key: {"type": "integer", "minimum": 2} for key in DEFAULTS}}
 _PREVIEW = 120
 

@@ -21,7 +21,7 @@ from orchestrator.hookspecs import hookimpl
 
 NAME = "exploration"
 DEFAULTS = {"steps": 12, "steps_minimal": 6}
-CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_host.config_check
     key: {"type": "integer", "minimum": 0} for key in DEFAULTS}}
 NOTE = ("Exploration note: you have made {n} read-only tool calls in a row without answering. "
         "Answer now from what you have found; if something is still missing, say exactly what "

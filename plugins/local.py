@@ -54,7 +54,7 @@ def resolve_model(spec, config):
     if provider != PROVIDER:
         return None
     from orchestrator.local.model import catalogue
-    from orchestrator.models import ResolvedModel
+    from orchestrator.models.addressing import ResolvedModel
 
     models = catalogue(_settings(config).models)
     if name not in models:

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from orchestrator.catalog import model_info
 from orchestrator.errors import PreflightError, Refusal
 from orchestrator.hookspecs import hookimpl
+from orchestrator.models.catalog import model_info
 
 NAME = "output_budget"
-# plugin_config.output_budget, checked before any request (orchestrator.plugin_config_check):
+# plugin_config.output_budget, checked before any request (orchestrator.plugin_host.config_check):
 # tokens 0 or below would be sent as max_tokens, or silently mean no budget.
 CONFIG_SCHEMA = {"type": "object", "properties": {
     "tokens": {"type": "integer", "minimum": 1}, "thinking": {"type": "string"}}}

@@ -172,7 +172,7 @@ def _lifting(leg) -> str | None:
 
 
 def _native_tools(leg) -> bool | None:
-    from orchestrator.catalog import model_info
+    from orchestrator.models.catalog import model_info
 
     model = leg.model
     declared = leg.config.providers.get(model.provider) if model.declared else None

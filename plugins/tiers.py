@@ -100,7 +100,7 @@ def decide(model, config) -> tuple[str, str]:
     if chosen in TIERS:
         return chosen, "config"
     if not model.declared:
-        from orchestrator.catalog import model_info
+        from orchestrator.models.catalog import model_info
 
         try:
             if model_info(model).supports_tools:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import time
 
-from orchestrator.estimate import estimate_text
 from orchestrator.hookspecs import hookimpl
+from orchestrator.models.estimate import estimate_text
 
 NAME = "turn_budget"
-CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_host.config_check
     "tokens": {"type": "integer", "minimum": 1},
     "seconds": {"type": "number", "exclusiveMinimum": 0}}}
 FINAL_AT = 0.95

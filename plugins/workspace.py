@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator import tool_thread
-from orchestrator.credential_content import MARK, KeyBlocks, note, withhold
 from orchestrator.hookspecs import hookimpl
+from orchestrator.security.credential_content import MARK, KeyBlocks, note, withhold
 from orchestrator.tools import Tool
 from orchestrator.workspace.paths import Refused, Workspace, glob_regex, kind
 from orchestrator.workspace.policy import withheld_note
@@ -44,7 +44,7 @@ DEFAULTS: dict[str, int] = {
     "max_scan_bytes": 64_000_000,  # bytes one grep reads before it stops and says so
     "max_seconds": 10,  # wall time of one call (walking a big tree included)
 }
-CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_config_check
+CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_host.config_check
     **{key: {"type": "integer", "minimum": 1} for key in DEFAULTS},
     "reserve_tokens": {"type": "integer", "minimum": 0},
     "deny": {"type": "array", "items": {"type": "string"}},
@@ -210,8 +210,8 @@ class WorkspaceTools:
 
     def _check_room(self, rel: str, offset: int, n_lines: int, result: str) -> None:
         """Refuse a result the next request has no room for, with the arithmetic."""
-        from orchestrator.estimate import estimate_messages, estimate_text
-        from orchestrator.reserve import answer_reserve
+        from orchestrator.models.estimate import estimate_messages, estimate_text
+        from orchestrator.models.reserve import answer_reserve
 
         window = self._window()
         if not window or n_lines == 0:
@@ -244,7 +244,7 @@ class WorkspaceTools:
                       "content: answer from what you have already read")
 
     def _window(self) -> int | None:
-        from orchestrator.catalog import model_info
+        from orchestrator.models.catalog import model_info
 
         model = self.leg.model
         declared = self.leg.config.providers.get(model.provider) if model.declared else None

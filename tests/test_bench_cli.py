@@ -277,7 +277,7 @@ timeout_s = 0.5
     claude, sleeper = doc["trials"]
     assert claude["passed"] and claude["cost_source"] == "reported"
     assert "timeout" in sleeper["reason"] and not sleeper["passed"]
-    from orchestrator.ledger import Ledger  # SQLite or PostgreSQL: ledger_url runs both
+    from orchestrator.ledger.spend import Ledger  # SQLite or PostgreSQL: ledger_url runs both
 
     rows = [(r["kind"], r["model"], r["cost_usd"], r["cost_source"], r["run_id"],
              r["input_tokens"]) for r in Ledger().rows()]

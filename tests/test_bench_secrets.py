@@ -7,8 +7,8 @@ import textwrap
 
 from click.testing import CliRunner
 
-from orchestrator import secrets
 from orchestrator.cli import cli
+from orchestrator.security import secrets
 from orchestrator.testing.scripted_server import Reply
 
 KEY = "sk-bench-leak-0123456789abcdef"

@@ -193,7 +193,7 @@ def provider_counting(ratio: float, steps: int, out_share: float, seen: list):
     whose output is ``out_share`` of what the request reserved (never more), and whose legs
     call the tool until they took ``steps`` steps. Each request's reported input goes to
     ``seen``."""
-    from orchestrator.estimate import estimate_messages
+    from orchestrator.models.estimate import estimate_messages
 
     def reply(body, n):
         estimate = estimate_messages(body["messages"], body.get("tools"))

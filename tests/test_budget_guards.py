@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from orchestrator.cli import cli
 from orchestrator.hookspecs import hookimpl
-from orchestrator.reserve import answer_reserve
+from orchestrator.models.reserve import answer_reserve
 from orchestrator.testing.scripted_server import Reply
 from orchestrator.tools import Tool
 

@@ -10,8 +10,8 @@ import sqlite3
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator import outbox
-from orchestrator.ledger import default_url
+from orchestrator.ledger import outbox
+from orchestrator.ledger.spend import default_url
 from orchestrator.testing.scripted_server import Reply
 
 SEED = 12

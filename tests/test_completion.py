@@ -73,7 +73,7 @@ def test_completing_never_imports_litellm(configured, monkeypatch):
     assert "openai/gpt-4o-mini" in offered  # litellm's names, from its JSON file
     imported = {line.rsplit("|", 1)[-1].strip() for line in imports.splitlines()
                 if line.startswith("import time:")}
-    assert "orchestrator.completion" in imported
+    assert "orchestrator.operations.completion" in imported
     assert not [m for m in imported if m.split(".")[0] == "litellm"]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.council.anonymity import identifying_terms, is_ordinary, name_tokens
 from orchestrator.council.bundle import REDACTED, leaks, redact
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
 
 SEATS = [
     ("openai/gpt-4o-mini", "openai", False),

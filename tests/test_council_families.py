@@ -17,7 +17,7 @@ from test_council_run import first_user, kind_of, run_council
 
 from orchestrator.council.anonymity import FAMILIES, families
 from orchestrator.council.bundle import Bundle, one_line, quote
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
 from orchestrator.testing.scripted_server import Reply
 
 SEATS = {

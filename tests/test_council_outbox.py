@@ -12,11 +12,11 @@ import sqlite3
 from click.testing import CliRunner
 from test_council_run import chair, run_council, script_bench
 
-from orchestrator import outbox
 from orchestrator.cli import cli
-from orchestrator.council.ledger import CouncilLedger
 from orchestrator.engine import ledger_sink
-from orchestrator.ledger import Ledger, default_url
+from orchestrator.ledger import outbox
+from orchestrator.ledger.council_rows import CouncilLedger
+from orchestrator.ledger.spend import Ledger, default_url
 
 
 def count(home, table: str, run_id: str) -> int:

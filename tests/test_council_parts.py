@@ -11,7 +11,7 @@ from orchestrator.council.bundle import build_bundle, identifying_terms, leaks, 
 from orchestrator.council.chair import parse_verdict
 from orchestrator.council.findings import Review, extract
 from orchestrator.council.judging import parse_judgement
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
 
 ONE = {"id": "1", "severity": "major", "claim": "off by one", "location": "a.py:3",
        "rationale": "loop bound"}

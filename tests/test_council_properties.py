@@ -11,7 +11,7 @@ from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.bundle import leaks, redact
 from orchestrator.council.chair import VERDICTS, parse_verdict
 from orchestrator.council.tally import TIERS, tally
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
 
 prose = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
 

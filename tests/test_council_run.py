@@ -416,7 +416,7 @@ def test_a_variant_of_a_seats_model_may_chair_with_one_notice(orch, scripted_ser
 @both_ways
 def test_a_failed_chair_walks_retry_then_promotion_then_null(
         orch, scripted_server, orch_home, echo, expected_verdict, exit_code):
-    from orchestrator.council.ledger import CouncilLedger
+    from orchestrator.ledger.council_rows import CouncilLedger
 
     orch.provider()
     CouncilLedger().append([  # an earlier track record: echo has the best non-seat cred
@@ -541,8 +541,8 @@ def test_human_output_and_council_stats(orch, scripted_server, ledger_url):
     table = council("stats")
     assert table.exit_code == 0 and "scripted/charlie" in table.stdout
     assert "street-cred" in table.stdout
-    from orchestrator.council.ledger import CouncilLedger
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.council_rows import CouncilLedger
+    from orchestrator.ledger.spend import Ledger
 
     who = {(r["user"], r["host"]) for r in CouncilLedger().rows() + Ledger().rows()}
     assert len(who) == 1 and all(who.pop())  # every row says who and where
@@ -683,7 +683,7 @@ def test_a_saved_council_and_the_default_chair(orch, scripted_server):
 
 
 def test_stats_show_runs_and_a_95_interval_from_five_ranked_runs(orch):
-    from orchestrator.council.ledger import CouncilLedger, interval95
+    from orchestrator.ledger.council_rows import CouncilLedger, interval95
 
     rows = []
     for i, cred in enumerate([1.0, 0.5, 1.0, 0.5, 0.75]):

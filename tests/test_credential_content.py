@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from orch_plugins.workspace_paths import Refused, Workspace
 
-from orchestrator.credential_content import KeyBlocks, withhold
+from orchestrator.security.credential_content import KeyBlocks, withhold
 from orchestrator.testing.scripted_server import Reply
 from orchestrator.tools import Tool
 
@@ -251,8 +251,8 @@ def test_the_cheap_prefilters_cover_every_keyword_and_key_shape():
     detect-secrets' keywords and orch's key shapes, or a credential would pass unseen."""
     from detect_secrets.plugins.keyword import DENYLIST
 
-    from orchestrator.credential_content import _ASSIGNMENT_STEMS, _SHAPE_PREFIXES
-    from orchestrator.secrets import key_shape_pattern
+    from orchestrator.security.credential_content import _ASSIGNMENT_STEMS, _SHAPE_PREFIXES
+    from orchestrator.security.secrets import key_shape_pattern
 
     for keyword in [*DENYLIST, "token", "credential", "access_?key"]:
         plain = keyword.replace("_?", "")
@@ -268,5 +268,5 @@ def test_the_cheap_prefilters_cover_every_keyword_and_key_shape():
         assert re.search(key_shape_pattern(), example), example
         assert any(example.startswith(p) for p in _SHAPE_PREFIXES), example
         assert withhold(f"x {example} y").rules, example
-    # a tripwire: a new shape in orchestrator.secrets changes this; add its example above
+    # a tripwire: a new shape in orchestrator.security.secrets changes this; add its example above
     assert len(key_shape_pattern().split("|")) == 13

@@ -59,8 +59,8 @@ def test_a_priced_endpoint_is_billed_at_its_declared_prices(orch, scripted_serve
 def test_a_litellm_model_keeps_litellm_pricing(monkeypatch):
     """A model orch reaches by litellm's own name is priced by litellm's map: no prices are
     passed for it (they would override the map)."""
-    from orchestrator.models import ResolvedModel
-    from orchestrator.server import litellm_prices
+    from orchestrator.models.addressing import ResolvedModel
+    from orchestrator.models.server import litellm_prices
 
     assert litellm_prices(ResolvedModel(name="openai/gpt-4o-mini", provider="openai",
                                         litellm_model="openai/gpt-4o-mini")) == {}

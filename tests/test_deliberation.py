@@ -197,7 +197,7 @@ def test_peers_needs_rounds(orch):
 def test_spend_groups_by_round_on_every_backend(ledger_url):
     """The round is read from the wave id (``<run>-round-<N>``) in SQL on SQLite and
     PostgreSQL; rows of other runs (a council's ``<run>-review``) have no round."""
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     def row(wave_id, run_id, cost):
         return {"wave_id": wave_id, "leg_id": f"{wave_id}-1", "kind": "leg", "model": "s/m",
@@ -286,8 +286,8 @@ def test_an_interrupt_in_round_two_aborts_with_the_document(orch, scripted_serve
     from orchestrator.deliberation.run import Deliberation
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import WaveSpec
-    from orchestrator.plugins import load
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
+    from orchestrator.plugin_host.plugins import load
 
     orch.provider()
     for model in MODELS:

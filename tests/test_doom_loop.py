@@ -161,7 +161,7 @@ def _leg(orch_home):
     from orchestrator.config import Config
     from orchestrator.engine.context import LegContext
     from orchestrator.engine.record import LegRecord
-    from orchestrator.models import ResolvedModel
+    from orchestrator.models.addressing import ResolvedModel
 
     model = ResolvedModel(name="p/m", provider="p", litellm_model="openai/m")
     return LegContext(leg_id="w-1", wave_id="w", model=model, briefing="b",

@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator.errors import LegError
 from orchestrator.hookspecs import hookimpl
-from orchestrator.in_flight import IN_FLIGHT
+from orchestrator.ledger.in_flight import IN_FLIGHT
 from orchestrator.testing.scripted_server import Reply
 
 
@@ -21,7 +21,7 @@ class Peek:
 
     @hookimpl(tryfirst=True)
     def after_response(self, leg, request, response):
-        from orchestrator.ledger import Ledger
+        from orchestrator.ledger.spend import Ledger
 
         rows = [r for r in Ledger().rows(wave_id=leg.wave_id) if r["leg_id"] == leg.leg_id]
         self.seen.append((leg.kind, leg.step, [(r["seq"], r["status"], r["reason"],
@@ -54,7 +54,7 @@ def test_each_answer_is_in_the_ledger_before_any_hook_runs(orch, scripted_server
         (kind, 3, [(3, "aborted", IN_FLIGHT, 600)]),
         ("chair", 1, [(1, "aborted", IN_FLIGHT, 50)]),
     ]
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     rows = {r["kind"]: (r["seq"], r["status"], r["input_tokens"]) for r in Ledger().rows()}
     assert rows == {kind: (3, "complete", 600), "chair": (1, "complete", 50)}
@@ -65,7 +65,7 @@ def test_a_hook_that_ends_the_leg_after_a_paid_answer_keeps_it_once(orch, script
     scripted_server.script("m", listing(100), listing(200))
     run = orch.run_wave(["m"], plugins=[("peek", Peek(raise_at=2))], workspace=tmp_path)
     assert run.leg["status"] == "error" and run.leg["reason"].startswith("STOP")
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     (row,) = Ledger().rows()
     assert (row["seq"], row["status"], row["input_tokens"]) == (2, "error", 300)

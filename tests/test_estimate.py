@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from orchestrator import estimate
+from orchestrator.models import estimate
 from orchestrator.runtime import litellm
 
 PROSE = ("Every request reserves output tokens before the model runs, and some gateways refuse "

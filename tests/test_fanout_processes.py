@@ -88,7 +88,7 @@ def test_an_api_key_never_appears_in_output_logs_artifacts_or_ledger(
     doc = json.loads(proc.stdout)
     assert doc["legs"][1]["reason"].startswith("auth:")
     assert secret not in proc.stdout and secret not in proc.stderr
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     rows = {r["model"]: r for r in Ledger().rows()}
     assert rows["scripted/ok"]["status"] == "complete"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from orchestrator import outbox
-from orchestrator.ledger import Ledger, default_url
+from orchestrator.ledger import outbox
+from orchestrator.ledger.spend import Ledger, default_url
 from orchestrator.testing.scripted_server import Reply
 
 LEGS = ["m1", "m2", "m3"]

@@ -7,8 +7,8 @@ import time
 import anyio
 import pytest
 
-from orchestrator import gate as gate_mod
 from orchestrator.errors import ProviderError
+from orchestrator.models import gate as gate_mod
 from orchestrator.testing.scripted_server import Reply
 
 
@@ -134,7 +134,7 @@ def test_backoff_without_retry_after_doubles_and_the_limit_regrows():
 
 
 def test_one_gate_per_endpoint_and_key_never_naming_the_key(monkeypatch):
-    from orchestrator.models import ResolvedModel
+    from orchestrator.models.addressing import ResolvedModel
 
     monkeypatch.setenv("GATE_TEST_KEY", "sk-abcdefghijklmnop")
     a = ResolvedModel("p/a", "p", "openai/a", api_base="http://u:pw@h:9/v1",

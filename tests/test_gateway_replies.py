@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import gate as gate_mod
-from orchestrator.gateway import reported_cost
+from orchestrator.models import gate as gate_mod
+from orchestrator.models.proxy import reported_cost
 from orchestrator.testing.scripted_server import Reply
 
 HASH = "502f8e35ed3efd7a7d727462c572a6e2e1edaa17175be954edf891669d07f457"
@@ -82,7 +82,7 @@ def test_the_gateways_cost_header_is_the_legs_reported_cost(orch, scripted_serve
     costs = sorted(leg["cost_usd"] for leg in run.legs)
     assert costs == [pytest.approx(1.1e-05), pytest.approx(2.5e-05)]
     assert {leg["cost_source"] for leg in run.legs} == {"reported"}
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     rows = Ledger().rows()
     assert sorted(r["cost_usd"] for r in rows) == costs
@@ -124,7 +124,7 @@ def test_suspect_usage_is_not_laundered_by_a_header(orch, scripted_server):
 
 def test_a_422_naming_a_parameter_is_still_mended_and_resent(orch, scripted_server):
     """litellm drops what a validation error names and sends again (drop_params); only a
-    422 naming nothing is no longer sent twice (orchestrator/litellm_patch.py)."""
+    422 naming nothing is no longer sent twice (orchestrator/models/litellm_patch.py)."""
     orch.provider()
     import json
 
@@ -165,6 +165,6 @@ def test_a_refusal_that_echoes_the_key_is_masked(orch, scripted_server, monkeypa
                                   {"error": {"type": ["budget_exceeded"]}},
                                   {"error": {"type": None, "message": 5}}])
 def test_odd_error_bodies_are_no_refusal(body):
-    from orchestrator.gateway import refusal
+    from orchestrator.models.proxy import refusal
 
     assert refusal(body, "boom") is None

@@ -149,7 +149,7 @@ def kill_at(point: str, server, workspace: Path, home: Path, runner_pid) -> tupl
 
 
 def check_the_record(point: str, server, home: Path, wave: str) -> None:
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     spend = CliRunner().invoke(cli, ["spend", "--since", "all", "--json"])
     assert spend.exit_code == 0, spend.output

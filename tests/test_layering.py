@@ -266,7 +266,7 @@ def copy_tree(to: Path) -> None:
     # errors <- models <- council.chair: the errors module reaching back up, late
     ("orchestrator/errors.py", "\n\ndef _late():\n    from orchestrator.council import chair\n"),
     # the ledger's old circle, at the top of the outbox
-    ("orchestrator/outbox.py", "\nfrom orchestrator.ledger import Ledger  # noqa\n"),
+    ("orchestrator/ledger/outbox.py", "\nfrom orchestrator.ledger.spend import Ledger  # noqa\n"),
     # under TYPE_CHECKING, as council/summary.py once named the run
     ("orchestrator/council/summary.py",
      "\nif TYPE_CHECKING:\n    from orchestrator.council.run import CouncilRun\n"),

@@ -10,8 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from orchestrator.catalog import model_info, windows_of
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
+from orchestrator.models.catalog import model_info, windows_of
 
 
 class FakeEndpoint:
@@ -88,7 +88,7 @@ def test_a_learned_window_arms_the_guard(orch, scripted_server, orch_home, endpo
 
 
 def test_the_local_plugin_declares_its_n_ctx(orch):
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
     from orchestrator.runtime import config, plugin_manager
 
     orch.config(local={"n_ctx": 3072})

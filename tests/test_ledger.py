@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from orchestrator.errors import OrchError
-from orchestrator.ledger import GROUP_BY, Ledger, parse_since
+from orchestrator.ledger.spend import GROUP_BY, Ledger, parse_since
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -219,7 +219,7 @@ def test_password_never_shown(monkeypatch):
 WRITER = """
 import sys, time
 from pathlib import Path
-from orchestrator.ledger import Ledger
+from orchestrator.ledger.spend import Ledger
 go, n = Path(sys.argv[1]), sys.argv[2]
 (go.parent / f"ready-{n}").touch()
 while not go.exists():

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from orchestrator import outbox
-from orchestrator.in_flight import IN_FLIGHT
-from orchestrator.ledger import Ledger
+from orchestrator.ledger import outbox
+from orchestrator.ledger.in_flight import IN_FLIGHT
+from orchestrator.ledger.spend import Ledger
 
 LEGS, STEPS = 120, 3
 
@@ -46,7 +46,7 @@ def test_two_processes_replaying_one_journal_at_once_write_each_request_once(
         shutil.copy(journal, spool / journal.name)
         hosts.append(spool)
     journal.unlink()
-    code = ("import sys; from orchestrator.ledger import Ledger; "
+    code = ("import sys; from orchestrator.ledger.spend import Ledger; "
             "sys.stdin.readline(); print(Ledger().replayed)")
     procs = [subprocess.Popen([sys.executable, "-c", code], text=True, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -91,7 +91,7 @@ def test_a_row_only_moves_forward(ledger_url, orch_home):
 def test_billed_legs_reads_the_ledger_and_the_outbox_furthest_first(ledger_url, orch_home):
     """What retries and repair plan from: per leg, the furthest of the ledger's row and the
     outbox's lines, and whether the leg ended or completed."""
-    from orchestrator.billed import billed_legs
+    from orchestrator.ledger.billed import billed_legs
 
     ledger = Ledger(ledger_url)
     base = {"wave_id": "w", "kind": "leg", "model": "p/m", "provider": "p",

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from orchestrator.cli import cli
 from orchestrator.cli.ledger_cmds import FORMULA_START
-from orchestrator.ledger import Ledger
+from orchestrator.ledger.spend import Ledger
 
 TEXT_COLUMNS = ("model", "provider", "reason", "tag", "project_dir", "user", "host",
                 "finish_reason")

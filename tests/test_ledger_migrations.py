@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
-from orchestrator.ledger import Ledger, SchemaOutOfDate
-from orchestrator.ledger_schema import HEAD
+from orchestrator.ledger.schema import HEAD
+from orchestrator.ledger.spend import Ledger, SchemaOutOfDate
 from orchestrator.testing.scripted_server import Reply
 
 LEGACY_DDL = Path(__file__).parent / "data" / "ledger_schema_pre_alembic.sql"
@@ -81,7 +81,7 @@ def test_head_is_the_newest_migration():
     """The constant a ledger open compares with (no Alembic import) is Alembic's own head."""
     from alembic.script import ScriptDirectory
 
-    from orchestrator import ledger_migrate
+    from orchestrator.ledger import migrate as ledger_migrate
 
     script = ScriptDirectory.from_config(ledger_migrate._config())
     assert script.get_current_head() == HEAD
@@ -89,8 +89,8 @@ def test_head_is_the_newest_migration():
 
 
 def test_an_empty_database_is_made_at_head_and_matches_the_models(ledger_url):
-    from orchestrator.council.ledger import TABLE as COUNCIL
-    from orchestrator.ledger import TABLE as SPEND
+    from orchestrator.ledger.council_rows import TABLE as COUNCIL
+    from orchestrator.ledger.spend import TABLE as SPEND
 
     Ledger().append({"wave_id": "w", "leg_id": "w-a", "kind": "leg", "model": "p/m",
                      "provider": "p", "status": "complete"})
@@ -128,7 +128,7 @@ def test_a_ledger_made_before_migrations_is_refused_then_upgraded_with_every_row
     assert [(r["leg_id"], r["cost_usd"], r["input_tokens"], r["tag"], r["user"])
             for r in rows] == [("old-0", 0.25, 10, "x", None), ("old-1", 0.5, 10, "x", None),
                                ("old-2", 0.75, 10, "x", None)]
-    from orchestrator.council.ledger import CouncilLedger
+    from orchestrator.ledger.council_rows import CouncilLedger
 
     (seat,) = CouncilLedger().rows()
     assert (seat["run_id"], seat["reviewed"], seat["street_cred"]) == ("run-1", True, 0.5)
@@ -146,7 +146,7 @@ def test_a_ledger_made_before_migrations_is_refused_then_upgraded_with_every_row
 def test_an_older_revision_names_the_upgrade_and_a_newer_one_names_orch(ledger_url):
     from alembic import command
 
-    from orchestrator import ledger_migrate
+    from orchestrator.ledger import migrate as ledger_migrate
 
     engine = engine_for(ledger_url)
     with engine.begin() as conn:
@@ -163,7 +163,7 @@ def test_an_older_revision_names_the_upgrade_and_a_newer_one_names_orch(ledger_u
     with engine.begin() as conn:
         conn.execute(sa.text("update alembic_version set version_num = '9999'"))
     engine.dispose()
-    from orchestrator import ledger_engine
+    from orchestrator.ledger import connection as ledger_engine
 
     ledger_engine.dispose_all()  # as a new process would: nothing known about this database
     with pytest.raises(SchemaOutOfDate, match="revision 9999, newer than this orch knows"):
@@ -207,8 +207,9 @@ def test_0003_adopts_old_rows_without_a_sequence_even_two_of_one_leg(ledger_url)
     the leg rows written afterwards are keyed."""
     from alembic import command
 
-    from orchestrator import ledger_engine, ledger_migrate
-    from orchestrator.in_flight import IN_FLIGHT
+    from orchestrator.ledger import connection as ledger_engine
+    from orchestrator.ledger import migrate as ledger_migrate
+    from orchestrator.ledger.in_flight import IN_FLIGHT
 
     engine = engine_for(ledger_url)
     with engine.begin() as conn:

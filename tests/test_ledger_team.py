@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
-from orchestrator.ledger import Ledger
+from orchestrator.ledger.spend import Ledger
 from orchestrator.testing.scripted_server import Reply
 
 ORCH = [sys.executable, "-m", "orchestrator"]
@@ -195,7 +195,7 @@ def test_postgres_down_rows_wait_in_the_outbox_and_replay_once(
         assert '"ledger"' in outputs[-4] and "does not answer" in outputs[-4]  # doctor
     finally:
         pg_cluster.start()
-    from orchestrator import ledger_engine
+    from orchestrator.ledger import connection as ledger_engine
 
     ledger_engine.dispose_all()  # connections from before the restart
     spent = subprocess.run([*ORCH, "spend", "--since", "all", "--group-by", "user"],
@@ -282,7 +282,7 @@ def test_a_plain_postgresql_url_means_psycopg_3(pg_cluster, orch_home, monkeypat
     monkeypatch.setenv("ORCH_LEDGER_URL", url)
     Ledger().append(row())
     assert Ledger().engine.dialect.driver == "psycopg"
-    from orchestrator import ledger_engine
+    from orchestrator.ledger import connection as ledger_engine
 
     ledger_engine.dispose_all()
 
@@ -318,13 +318,13 @@ def test_a_locked_postgres_table_costs_one_bound_and_loses_no_row(
     spent = orch_cli("spend", "--since", "all", "--json")
     assert "replayed 3 rows" in spent.output
     assert json.loads(spent.stdout)["legs"] == 3
-    from orchestrator import ledger_engine
+    from orchestrator.ledger import connection as ledger_engine
 
     ledger_engine.dispose_all()
 
 
 def test_rows_spooled_before_a_password_change_still_replay(orch_home):
-    from orchestrator import outbox
+    from orchestrator.ledger import outbox
 
     old = outbox.locations("postgresql+psycopg://team:first-pw@db.example/orch")
     new = outbox.locations("postgresql+psycopg://team:second-pw@db.example/orch")

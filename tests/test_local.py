@@ -456,8 +456,8 @@ def run_wave_in_thread(models: list[str], prompt: str) -> tuple[threading.Thread
     from orchestrator import runtime
     from orchestrator.engine.ledger_sink import LedgerSink
     from orchestrator.engine.wave import Wave, WaveSpec
-    from orchestrator.plugins import load
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
+    from orchestrator.plugin_host.plugins import load
 
     runtime.litellm()  # imported quietly, before the thread starts
     cfg = runtime.config()
@@ -707,8 +707,8 @@ def test_with_the_local_plugin_off_and_no_keys_no_models_is_a_usage_error(local_
 
 def test_the_catalog_says_the_local_model_has_no_native_tool_calling(local_home):
     from orchestrator import runtime
-    from orchestrator.catalog import model_info
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.catalog import model_info
+    from orchestrator.models.resolve import resolve_all
 
     model = resolve_all(["local/gemma3-270m@hot"], runtime.config(),
                         runtime.plugin_manager())[0]

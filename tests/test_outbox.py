@@ -9,10 +9,10 @@ import sqlite3
 import pytest
 from click.testing import CliRunner
 
-from orchestrator import outbox
 from orchestrator.cli import cli
 from orchestrator.engine import ledger_sink
-from orchestrator.ledger import Ledger, default_url
+from orchestrator.ledger import outbox
+from orchestrator.ledger.spend import Ledger, default_url
 from orchestrator.testing.scripted_server import Reply
 
 

@@ -171,7 +171,7 @@ def test_wave_level_hooks_past_their_deadline_end_only_their_call(
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
 def test_a_bad_deadline_setting_is_one_line_naming_it(monkeypatch, value):
     from orchestrator.errors import OrchError
-    from orchestrator.hook_deadline import hook_deadline_s
+    from orchestrator.plugin_host.deadline import hook_deadline_s
 
     monkeypatch.setenv("ORCH_HOOK_DEADLINE_S", value)
     with pytest.raises(OrchError, match=r"^ORCH_HOOK_DEADLINE_S must be a number of seconds "

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
-from orchestrator.plugins import add_commands, load
+from orchestrator.plugin_host.plugins import add_commands, load
 from orchestrator.testing.scripted_server import Reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -364,7 +364,7 @@ def test_typos_name_the_attribute_pluggy_found_not_the_function(orch_home, site)
 
 # What a command list or a command's help must not import: the built-in plugins' modules and
 # what they pull in (pathspec, the credential scanner, the catalog), and the daemon's client.
-HEAVY_FOR_HELP = ("orchestrator.catalog", "orchestrator.credential_content",
+HEAVY_FOR_HELP = ("orchestrator.models.catalog", "orchestrator.security.credential_content",
                   "orchestrator.daemon.client", "orchestrator.workspace.paths")
 
 
@@ -382,7 +382,7 @@ def test_help_imports_no_built_in_plugin_and_no_daemon_client(orch_home, args):
 def test_the_built_ins_that_add_commands_are_declared():
     """``orch --help`` loads only BUILTIN_COMMANDS of the built-ins: a built-in that gains a
     ``register_commands`` must be named there, or its commands would vanish from the list."""
-    from orchestrator.plugins import BUILTIN_COMMANDS
+    from orchestrator.plugin_host.plugins import BUILTIN_COMMANDS
 
     pm = load(third_party=False)
     adders = {impl.plugin_name for impl in pm.hook.register_commands.get_hookimpls()}

@@ -1,7 +1,7 @@
 """Rate limits read from headers and body: the providers' documented error bodies, table-driven.
 
 Each fixture copies the shape a provider documents (the sources are cited per provider in
-orchestrator/ratelimit.py); the values are illustrative. Every row is checked twice: by the
+orchestrator/models/ratelimit.py); the values are illustrative. Every row is checked twice: by the
 pure classifier, and end to end - the body served with its status by the scripted server,
 through litellm, into the shared server's failure naming and the rate gate.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import gate as gate_mod
-from orchestrator.ratelimit import OVERLOADED, QUOTA, RATE_LIMITED, classify, duration
+from orchestrator.models import gate as gate_mod
+from orchestrator.models.ratelimit import OVERLOADED, QUOTA, RATE_LIMITED, classify, duration
 from orchestrator.testing.scripted_server import Reply
 
 NOW = 1_700_000_000.0

@@ -158,7 +158,7 @@ def test_after_a_full_disk_the_retry_sees_the_outboxed_legs_as_paid(
     # the disk is back: opening the ledger replays the lines as one row per leg, at the
     # furthest seq each leg reached, and the retry reads them there
     (broken / "ledger.db").rmdir()
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     ledger = Ledger(env["ORCH_LEDGER_URL"])
     assert ledger.replayed == 4
@@ -179,7 +179,7 @@ def test_after_a_full_disk_the_retry_sees_the_outboxed_legs_as_paid(
 def _furthest_per_leg(rows: list[dict]) -> dict[str, tuple[str, int]]:
     """leg id -> (status, seq) of its furthest line: the highest seq, an ended row over one
     in flight at the same seq (as the ledger's unique key keeps it)."""
-    from orchestrator.in_flight import IN_FLIGHT
+    from orchestrator.ledger.in_flight import IN_FLIGHT
 
     furthest: dict[str, dict] = {}
     for row in rows:
@@ -222,7 +222,7 @@ def test_after_a_full_disk_the_retry_runs_only_the_failed_leg_with_what_the_reco
     assert [scripted_server.count(f"m{n}") for n in range(4)] == [1, 1, 1, 2]
     # the disk is back: the replay leaves one row per paid leg, none paid twice
     (broken / "ledger.db").rmdir()
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
 
     Ledger(env["ORCH_LEDGER_URL"]).close()
     con = sqlite3.connect(broken / "ledger.db")
@@ -234,7 +234,7 @@ def test_after_a_full_disk_the_retry_runs_only_the_failed_leg_with_what_the_reco
 
 
 def _fingerprint(url: str) -> str:
-    from orchestrator.outbox import locations
+    from orchestrator.ledger.outbox import locations
 
     return locations(url)[0].name.removeprefix("ledger-outbox-").removesuffix(".jsonl")
 
@@ -316,9 +316,9 @@ def test_paid_legs_takes_the_furthest_copy_of_a_row_updated_in_place(orch_home):
     """A leg's row written at each billed request (seq 1, 2, 3: running totals), copies in
     the outbox and the ledger: the furthest is the leg's total, never their sum; a row in
     flight (aborted) does not complete the leg."""
-    from orchestrator import outbox
     from orchestrator.engine.paid import paid_legs
-    from orchestrator.ledger_engine import default_url
+    from orchestrator.ledger import outbox
+    from orchestrator.ledger.connection import default_url
 
     base = {"wave_id": "w", "kind": "leg", "model": "p/m", "provider": "p"}
     lines = [{**base, "leg_id": "w-1", "seq": n, "status": "aborted", "cost_usd": n * 1.0}

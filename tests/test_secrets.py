@@ -2,7 +2,7 @@
 
 import os
 
-from orchestrator.secrets import scrub, scrub_values, secret_values
+from orchestrator.security.secrets import scrub, scrub_values, secret_values
 from orchestrator.store import JsonlFile, write_json_atomic
 
 
@@ -29,7 +29,7 @@ def test_store_writes_are_scrubbed(monkeypatch, tmp_path):
 # -- the registry ---------------------------------------------------------------------------
 
 def test_unusual_variable_names_are_registered(monkeypatch):
-    from orchestrator.secrets import source_of
+    from orchestrator.security.secrets import source_of
 
     for name in ("ACME_KEY_PROD", "OPENROUTER_AUTH", "TOGETHER_APIKEY", "OPENAI_API_KEY_2"):
         monkeypatch.setenv(name, f"value-of-{name.lower()}-123")
@@ -41,7 +41,7 @@ def test_unusual_variable_names_are_registered(monkeypatch):
 
 
 def test_a_value_read_to_be_sent_is_registered_whatever_its_name(monkeypatch):
-    from orchestrator.models import ResolvedModel
+    from orchestrator.models.addressing import ResolvedModel
 
     monkeypatch.setenv("PLAIN_NAME", "q8Zr-plain-but-sent-4711")
     assert scrub("q8Zr-plain-but-sent-4711") == "q8Zr-plain-but-sent-4711"  # not yet read
@@ -53,12 +53,12 @@ def test_a_value_read_to_be_sent_is_registered_whatever_its_name(monkeypatch):
 
 
 def test_litellm_provider_variables_are_registered_by_name_litellm_reads(monkeypatch):
-    from orchestrator.models import ResolvedModel, register_litellm_keys
+    from orchestrator.models.addressing import ResolvedModel, register_litellm_keys
 
     monkeypatch.setenv("OPENAI_API_KEY", "litellm-reads-this-one-99")
     register_litellm_keys(ResolvedModel(name="openai/gpt-4o-mini", provider="openai",
                                         litellm_model="openai/gpt-4o-mini"))
-    from orchestrator.models import _litellm_names
+    from orchestrator.models.addressing import _litellm_names
 
     assert _litellm_names["openai/gpt-4o-mini"] == ("OPENAI_API_KEY",)
     assert os.environ["OPENAI_API_KEY"] == "litellm-reads-this-one-99"  # environment restored
@@ -72,8 +72,8 @@ def test_learning_litellm_names_never_swaps_the_process_environment(monkeypatch)
     import sys
     import threading
 
-    from orchestrator import models
-    from orchestrator.models import ResolvedModel, register_litellm_keys
+    from orchestrator.models import addressing as models
+    from orchestrator.models.addressing import ResolvedModel, register_litellm_keys
 
     monkeypatch.setenv("ORCH_RACE_PROBE", "still-here")
     monkeypatch.setenv("OPENAI_API_KEY", "race-openai-value-8181")
@@ -117,7 +117,7 @@ def test_learning_litellm_names_never_swaps_the_process_environment(monkeypatch)
 
 
 def test_headers_and_url_credentials_are_registered():
-    from orchestrator.secrets import register_headers, register_url
+    from orchestrator.security.secrets import register_headers, register_url
 
     register_headers({"Authorization": "Bearer hdr-token-5566778899", "X-Trace": "t-1"})
     register_url("https://user:url-pass-112233@gw.example/v1?api_key=url-key-445566")
@@ -126,8 +126,8 @@ def test_headers_and_url_credentials_are_registered():
 
 
 def test_key_shapes_are_masked_in_free_text_but_never_in_identifiers():
-    from orchestrator.models import ResolvedModel
-    from orchestrator.secrets import scrub_doc
+    from orchestrator.models.addressing import ResolvedModel
+    from orchestrator.security.secrets import scrub_doc
 
     key = "sk-proj-0123456789abcdefABCDEF"
     ResolvedModel(name="dead/sk-mixtral-8x7b-instruct-v0.1-0123456789", provider="dead",

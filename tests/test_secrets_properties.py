@@ -28,7 +28,7 @@ from test_council_run import script_bench, seat
 from orchestrator import runtime
 from orchestrator.cli import cli
 from orchestrator.cli.config_cmds import _looks_like_key
-from orchestrator.secrets import scrub, scrub_doc, scrub_values
+from orchestrator.security.secrets import scrub, scrub_doc, scrub_values
 from orchestrator.testing.kit import OFFLINE_ENV
 from orchestrator.testing.scripted_server import Reply
 
@@ -49,7 +49,7 @@ _n = itertools.count()
 @settings(max_examples=300, deadline=None)
 @given(value=keys, user=st.text("abcdefghij:", max_size=12), noise=st.text(max_size=40))
 def test_a_registered_value_never_survives_any_encoding(value, user, noise):
-    from orchestrator.secrets import register
+    from orchestrator.security.secrets import register
 
     register(value, "$PROPERTY_KEY")
     forms = [value, f"Bearer {value}", quote(value, safe=""), json.dumps(value),

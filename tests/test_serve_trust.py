@@ -265,7 +265,7 @@ def test_the_key_table_holds_litellms_own_names():
     secret-named variables are withheld and asked for (the others travel with the job)."""
     from orchestrator.daemon.client import _secret_named
     from orchestrator.daemon.keyset import LITELLM_KEYS
-    from orchestrator.models import _names_litellm_checks
+    from orchestrator.models.addressing import _names_litellm_checks
 
     checked = 0
     for provider, names in LITELLM_KEYS.items():

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from orchestrator.reserve import answer_reserve
+from orchestrator.models.reserve import answer_reserve
 from orchestrator.testing.scripted_server import Reply
 
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
-from orchestrator.ledger import Ledger
+from orchestrator.ledger.spend import Ledger
 
 CONTRACT = {"legs", "total_cost_usd", "unknown_cost_legs", "failed_cost_usd", "suspect_legs",
             "suspect_cost_usd", "groups"}

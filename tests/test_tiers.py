@@ -241,7 +241,7 @@ def test_the_decision_order_config_catalogue_name(tmp_path):
     from orch_plugins.tiers import decide
 
     from orchestrator.config import Config
-    from orchestrator.models import resolve
+    from orchestrator.models.addressing import resolve
 
     cfg = Config(path=tmp_path / "c.json", data={
         "providers": {"box": {"base_url": "http://127.0.0.1:1/v1"}}, "aliases": {},

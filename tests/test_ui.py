@@ -369,8 +369,8 @@ def test_spend_series_and_groups_agree_with_the_rollup_on_both_backends(ledger_u
     rollup, on SQLite and PostgreSQL; a row of unknown cost stays out of the dollars."""
     from datetime import UTC, datetime, timedelta
 
-    from orchestrator.ledger import Ledger
-    from orchestrator.spend_series import daily
+    from orchestrator.ledger.spend import Ledger
+    from orchestrator.ledger.spend_series import daily
     from orchestrator.ui import spend as spend_mod
 
     ledger = Ledger()

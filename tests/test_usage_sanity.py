@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from orchestrator.cli import cli
 from orchestrator.engine.record import LegRecord
-from orchestrator.ledger import COST_SOURCES, STATUSES, Ledger
-from orchestrator.server import MAX_TOKEN_COUNT, usage_of
+from orchestrator.ledger.spend import COST_SOURCES, STATUSES, Ledger
+from orchestrator.models.server import MAX_TOKEN_COUNT, usage_of
 from orchestrator.testing.scripted_server import Reply
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -124,7 +124,7 @@ def _leg_context(root: Path, tmp: Path):
     from orchestrator.config import Config
     from orchestrator.engine.context import LegContext
     from orchestrator.engine.record import LegRecord
-    from orchestrator.models import ResolvedModel
+    from orchestrator.models.addressing import ResolvedModel
 
     model = ResolvedModel(name="p/m", provider="p", litellm_model="openai/m", declared=True)
     return LegContext(leg_id="w-1", wave_id="w", model=model, briefing="",

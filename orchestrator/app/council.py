@@ -28,19 +28,19 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
     from orchestrator.app.warm import import_litellm_quietly
     from orchestrator.council.preflight import preflight
     from orchestrator.council.run import CouncilRun
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
 
     specs = choose_models(models, council_name, cfg)
     chair = chair or cfg.defaults.get("chair")
     if not chair:
         raise OrchError("no chair: pass --chair MODEL (a model that is not a seat) or set "
                         "`defaults.chair` in config.json")
-    from orchestrator.workspace_root import choose as choose_workspace
+    from orchestrator.security.workspace_root import choose as choose_workspace
 
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
     pm = runtime.plugin_manager(enabled=not no_plugins)
     require_budget_plugins(budgets, pm, no_plugins, cfg)
-    from orchestrator.plugin_config_check import check_plugin_config
+    from orchestrator.plugin_host.config_check import check_plugin_config
 
     check_plugin_config(cfg, pm)  # plugin_config.output_budget.tokens: -5 stops here
     seats = resolve_all(specs, cfg, pm)
@@ -49,7 +49,7 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
     plan = preflight(seats=seats, chair=chair_model, prompt=text, diff=diff, paths=context,
                      cwd=Path.cwd(), prompt_source=prompt_source)
     if validate_models:  # a typo fails here, before any spend, with the closest names
-        from orchestrator.model_check import check_models_exist
+        from orchestrator.models.check import check_models_exist
 
         check_models_exist([*seats, chair_model], cfg)
     if notice and tools_mode == "read" and not quiet:  # said once the run is sure to start

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from orchestrator.errors import OrchError
-from orchestrator.models import parse_model_list
+from orchestrator.models.addressing import parse_model_list
 
 
 def model_list(text: str, option: str = "--models") -> list[str]:
@@ -49,8 +49,8 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
 def default_models(pm, cfg) -> dict | None:
     """The first plugin's default models, through the hook boundary: a plugin that raises,
     answers the wrong shape or takes too long is skipped with one warning naming it."""
-    from orchestrator.hooks import HookRunner
-    from orchestrator.plugins import one_line, stderr_warn
+    from orchestrator.plugin_host.hooks import HookRunner
+    from orchestrator.plugin_host.plugins import one_line, stderr_warn
 
     def skipped(plugin: str, hook: str, exc: BaseException) -> None:
         stderr_warn(f"plugin {plugin}: {hook} failed and was skipped: {one_line(exc)}")

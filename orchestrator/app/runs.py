@@ -1,6 +1,6 @@
 """Past runs as every face lists them: ``orch runs`` and ``orch status``, and `orch mcp`'s
 runs tool (the files under the runs directory and the bench directory, read by
-``orchestrator.runs``)."""
+``orchestrator.operations.runs``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _bench_dir() -> Path:
 
 
 def _moment(option: str, text: str):
-    from orchestrator.ledger import parse_since
+    from orchestrator.ledger.spend import parse_since
 
     try:
         return parse_since(text)
@@ -38,7 +38,7 @@ def _statuses(values: tuple[str, ...]) -> set[str]:
 
 def listed(runs_dir: Path | None, since: str | None, status) -> list:
     """The runs `orch runs` lists (and `orch mcp`'s runs tool), newest first."""
-    from orchestrator import runs as runs_mod
+    from orchestrator.operations import runs as runs_mod
 
     wanted = _statuses(tuple(status))
     after = _moment("--since", since) if since else None
@@ -51,7 +51,7 @@ def listed(runs_dir: Path | None, since: str | None, status) -> list:
 def shown(runs_dir: Path | None, run_id: str | None):
     """One run and its document, as `orch runs show` (and `orch mcp`'s runs tool) reads it;
     ``run_id`` None: the latest."""
-    from orchestrator import runs as runs_mod
+    from orchestrator.operations import runs as runs_mod
 
     base = runs_dir or config_mod.runs_dir()
     entry = (runs_mod.latest(base, _bench_dir()) if run_id is None

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from orchestrator.ledger import Ledger, parse_since
+from orchestrator.ledger.spend import Ledger, parse_since
 
 
 def _since(since_text: str):
@@ -30,8 +30,8 @@ def spend_json(since_text: str, group_by: str | None) -> dict[str, Any]:
 
 def _missing_sqlite_file() -> str | None:
     """The path of a SQLite ledger that does not exist yet, else None."""
-    from orchestrator import outbox
-    from orchestrator.ledger_engine import default_url, missing_sqlite_file
+    from orchestrator.ledger import outbox
+    from orchestrator.ledger.connection import default_url, missing_sqlite_file
 
     if outbox.pending(default_url()):
         return None  # rows wait to be replayed: the ledger is created to take them

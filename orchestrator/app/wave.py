@@ -12,16 +12,16 @@ import click
 from orchestrator.app.budgets import require_budget_plugins
 from orchestrator.briefing import check_briefing
 from orchestrator.errors import OrchError
-from orchestrator.models import check_key
-from orchestrator.resolve import resolve_all
-from orchestrator.workspace_root import choose as choose_workspace
+from orchestrator.models.addressing import check_key
+from orchestrator.models.resolve import resolve_all
+from orchestrator.security.workspace_root import choose as choose_workspace
 
 DEFAULT_MAX_LEGS = 10
 MAX_TIMEOUT_MIN = 7 * 24 * 60  # a week: past that a leg's time limit means nothing
 
 
 def check_plugin_config(cfg, pm) -> None:
-    from orchestrator.plugin_config_check import check_plugin_config as check
+    from orchestrator.plugin_host.config_check import check_plugin_config as check
 
     check(cfg, pm)
 
@@ -52,7 +52,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
         check_key(model)  # before any spend: an unknown provider or a missing key is one line
     check_briefing(briefing, prompt_source)  # the keys just read are registered: none goes out
     if validate_models:  # a typo fails here, before any spend, with the closest names
-        from orchestrator.model_check import check_models_exist
+        from orchestrator.models.check import check_models_exist
 
         check_models_exist([*resolved, *([chair_model] if chair_model else [])], cfg)
     root, notice = choose_workspace(workspace, allow_any=workspace_any)

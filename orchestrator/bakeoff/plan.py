@@ -233,8 +233,8 @@ def _pick(flag, configured, default, key, low, high):
 
 def estimate(plan: Plan, resolved: dict[str, Any]) -> dict[str, Any]:
     """contestants × tasks × trials × estimated tokens × price, naming unknown prices."""
-    from orchestrator.catalog import prices
-    from orchestrator.estimate import estimate_text
+    from orchestrator.models.catalog import prices
+    from orchestrator.models.estimate import estimate_text
 
     per_contestant, unknown, total = {}, [], 0.0
     for c in plan.contestants:

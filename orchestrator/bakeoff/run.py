@@ -40,11 +40,11 @@ from orchestrator.bakeoff.tasks import (
     snapshot,
     start_key,
 )
-from orchestrator.capped import cap
 from orchestrator.engine.record import ABORTED, PENDING
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.hookspecs import hookimpl
-from orchestrator.secrets import scrub
+from orchestrator.security.capped import cap
+from orchestrator.security.secrets import scrub
 
 OUTPUT_KEEP = 20_000  # characters of a command's stdout/stderr kept in the results (the end)
 ANSWER_KEEP = 100_000  # characters of an answer kept in the results (the start)
@@ -126,7 +126,7 @@ class Runner:
             self.interrupt(0)
 
     async def run(self, *, handle_signals: bool = False) -> list[dict[str, Any]]:
-        from orchestrator.server import Server
+        from orchestrator.models.server import Server
 
         slots = self.slots()
         self.server = Server(timeout_s=self.plan.timeout_s)

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from orchestrator.capped import cap
 from orchestrator.errors import OrchError
+from orchestrator.security.capped import cap
 
 if TYPE_CHECKING:
     from orchestrator.bakeoff.guard import Guard

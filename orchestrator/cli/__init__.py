@@ -49,7 +49,7 @@ class LazyGroup(click.Group):
             return None
         module, attr = target.split(":")
         command = getattr(importlib.import_module(module), attr)
-        from orchestrator import completion
+        from orchestrator.operations import completion
 
         return completion.install(command) if completion.completing() else command
 
@@ -62,7 +62,7 @@ class LazyGroup(click.Group):
             formatter.write_dl(sorted(rows))
 
     def invoke(self, ctx: click.Context):
-        from orchestrator.scrubbed_io import scrubbed_output
+        from orchestrator.security.scrubbed_io import scrubbed_output
 
         with scrubbed_output():  # no registered key value is ever printed
             return self._invoke(ctx)
@@ -84,7 +84,7 @@ class LazyGroup(click.Group):
             raise  # BrokenPipeError: stdout's reader left; main() ends quietly
         except Exception as exc:  # a bug, not bad input: still one line, the trace in the log
             from orchestrator.runtime import log
-            from orchestrator.secrets import scrub
+            from orchestrator.security.secrets import scrub
 
             log().debug("internal_error", exc_info=True)
             first = (str(exc).splitlines() or [""])[0]
@@ -161,7 +161,7 @@ def _register_plugin_commands() -> None:
     if word in COMMANDS:
         return  # a built-in command runs: plugin commands can't be what was asked for
     from orchestrator import runtime
-    from orchestrator.plugins import add_commands, load, stderr_warn
+    from orchestrator.plugin_host.plugins import add_commands, load, stderr_warn
 
     if word in (None, "--help", "-h", "--version"):  # the command list (or a TAB on the
         # command word): only the plugins that can add a command; the built-ins declare

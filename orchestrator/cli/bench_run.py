@@ -24,8 +24,8 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     from orchestrator import runtime
     from orchestrator.bakeoff.run import TierPin
     from orchestrator.budget_guards import require_guards
-    from orchestrator.plugins import load, stderr_warn
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
+    from orchestrator.plugin_host.plugins import load, stderr_warn
 
     cfg = runtime.config()
     resolved, pms = {}, {}
@@ -67,7 +67,7 @@ def check_contestants(plan: Plan, resolved: dict[str, Any], unsafe: bool = False
     """found / missing per contestant, and the sandbox when the plan needs one; no model is
     called."""
     from orchestrator.bakeoff.guard import UNSAFE_FLAG
-    from orchestrator.models import check_key
+    from orchestrator.models.addressing import check_key
     from orchestrator.sandbox import bwrap
 
     missing = 0
@@ -265,7 +265,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     from orchestrator.bakeoff import resume
     from orchestrator.bakeoff.run import Runner, exclusions, new_bench_id
     from orchestrator.engine.ledger_sink import LedgerSink
-    from orchestrator.models import check_key
+    from orchestrator.models.addressing import check_key
 
     for c in plan.contestants:
         if c.kind != "command":
@@ -283,7 +283,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     if path.exists() and path.is_dir():
         raise OrchError(f"--out {path} is a directory; pass a file name")
     if out is not None and previous is None:  # `orch runs` finds it through this link
-        from orchestrator.runs import LINK
+        from orchestrator.operations.runs import LINK
         from orchestrator.store import write_text_atomic
 
         write_text_atomic(config_mod.home() / "bench" / f"{bench_id}{LINK}",

@@ -10,6 +10,6 @@ import click
 
 def print_json(doc: Any) -> None:
     """``--json`` output, scrubbed like the artifacts: CI logs keep it."""
-    from orchestrator.secrets import scrub_doc
+    from orchestrator.security.secrets import scrub_doc
 
     click.echo(json.dumps(scrub_doc(doc), indent=2, default=str))

@@ -20,7 +20,7 @@ def completion(shell: str) -> None:
     from click.shell_completion import get_completion_class
 
     from orchestrator.cli import cli
-    from orchestrator.completion import ENV_VAR
+    from orchestrator.operations.completion import ENV_VAR
 
     script = get_completion_class(shell)(cli, {}, "orch", ENV_VAR)
     click.echo(script.source())

@@ -17,8 +17,8 @@ import click
 
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
-from orchestrator.models import resolve
-from orchestrator.secrets import mask_url
+from orchestrator.models.addressing import resolve
+from orchestrator.security.secrets import mask_url
 
 # Names that end up inside model specs (`ID/MODEL`, `--models a,b`, `MODEL@VARIANT`): keep them
 # free of the separators those specs use.

@@ -17,7 +17,7 @@ from orchestrator.cli.fanout import budget_options
 from orchestrator.cli.params import FiniteFloat
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
-from orchestrator.models import parse_model_list, resolve
+from orchestrator.models.addressing import parse_model_list, resolve
 
 
 @click.group()
@@ -218,7 +218,7 @@ def council_stats(as_json: bool) -> None:
       orch council stats --json
     """
     from orchestrator.council.display import print_stats
-    from orchestrator.council.ledger import CouncilLedger
+    from orchestrator.ledger.council_rows import CouncilLedger
 
     stats = CouncilLedger().stats()
     if as_json:

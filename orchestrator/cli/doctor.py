@@ -23,16 +23,16 @@ def doctor(as_json: bool, deep: bool) -> None:
       orch doctor
       orch doctor --json | jq '.checks[] | select(.status != "ok")'
     """
-    from orchestrator import doctor as checks
-    from orchestrator.doctor_local import local_rows
-    from orchestrator.secrets import scrub
+    from orchestrator.operations import doctor as checks
+    from orchestrator.operations.doctor_local import local_rows
+    from orchestrator.security.secrets import scrub
 
     rows, cfg = checks.environment()
     if cfg is not None:
         provider_rows, listed = _guarded("providers", lambda: checks.providers(cfg), ([], {}))
         plugin_rows, pm = _guarded("plugins", lambda: checks.plugins(cfg), ([], None))
         rows += provider_rows
-        from orchestrator.doctor_keys import key_rows
+        from orchestrator.operations.doctor_keys import key_rows
 
         rows += _guarded("vendor keys", key_rows, [])
         rows += _guarded("names", lambda: checks.names(cfg, pm, listed), [])
@@ -62,7 +62,7 @@ def _guarded(section: str, check, empty):
     try:
         return check()
     except Exception as exc:
-        from orchestrator.doctor import FAIL, Check
+        from orchestrator.operations.doctor import FAIL, Check
 
         row = Check(section, "check", FAIL, f"could not run: {type(exc).__name__}: {exc}",
                     "fix what it names, then run orch doctor again")

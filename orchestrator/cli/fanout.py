@@ -230,7 +230,7 @@ def _money(value) -> str:
 
 
 def print_human(doc: dict) -> None:
-    from orchestrator.secrets import scrub_doc
+    from orchestrator.security.secrets import scrub_doc
 
     doc = scrub_doc(doc)  # answers and reasons are free text: key shapes masked too
     for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:

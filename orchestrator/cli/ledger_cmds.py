@@ -39,9 +39,10 @@ def upgrade() -> None:
     import sqlalchemy as sa
     from sqlalchemy import exc as sa_exc
 
-    from orchestrator import ledger_engine, ledger_migrate
     from orchestrator.errors import OrchError
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger import connection as ledger_engine
+    from orchestrator.ledger import migrate as ledger_migrate
+    from orchestrator.ledger.spend import Ledger
 
     url = ledger_engine.default_url()
     location = ledger_engine.redact(url)
@@ -88,7 +89,7 @@ def export(since_text: str, fmt: str) -> None:
       orch ledger export --since all --format jsonl | jq -s 'group_by(.user)'
     """
     from orchestrator.app.spend import _missing_sqlite_file
-    from orchestrator.ledger import TABLE, Ledger, parse_since
+    from orchestrator.ledger.spend import TABLE, Ledger, parse_since
 
     since = None if since_text.strip().lower() == "all" else parse_since(since_text)
     columns = [c.name for c in TABLE.columns]

@@ -19,7 +19,7 @@ SECTION = "tiers"
 
 def _canonical(spec: str, cfg: Config) -> str:
     from orchestrator import runtime
-    from orchestrator.resolve import resolve_all
+    from orchestrator.models.resolve import resolve_all
 
     if not spec.strip():
         raise OrchError("empty model name; pass PROVIDER/MODEL, e.g. myvllm/qwen3-4b")

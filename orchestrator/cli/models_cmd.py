@@ -35,7 +35,8 @@ def models(pattern, as_json, refresh):
       orch models
       orch models myvllm/ --json
     """
-    from orchestrator import model_list, runtime
+    from orchestrator import runtime
+    from orchestrator.models import listing as model_list
 
     doc = model_list.listing(runtime.config(), runtime.plugin_manager(), pattern,
                              refresh=refresh)

@@ -20,7 +20,7 @@ def plugins(plugin_name: str | None, as_json: bool) -> None:
     `plugins.enabled` / `plugins.disabled` in config.json; docs/plugins.md has the rest.
     """
     from orchestrator import runtime
-    from orchestrator.plugins import load, selection
+    from orchestrator.plugin_host.plugins import load, selection
 
     section = runtime.config().section("plugins")
     pm = load(section)  # no stderr warnings: this listing is where they are shown

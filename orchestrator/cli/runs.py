@@ -38,7 +38,7 @@ def runs(ctx, since, status, as_json, runs_dir):
     """
     if ctx.invoked_subcommand is not None:
         return
-    from orchestrator import runs as runs_mod
+    from orchestrator.operations import runs as runs_mod
 
     found = listed(runs_dir, since, status)
     if as_json:
@@ -121,7 +121,7 @@ def _echo_run(entry, doc: dict) -> None:
 def tail(run_id, interval, runs_dir):
     """Follow a live run from its files until it ends, then exit with the run's own exit
     code. A rich table on a terminal, one line per change otherwise."""
-    from orchestrator import runs as runs_mod
+    from orchestrator.operations import runs as runs_mod
 
     base = runs_dir or config_mod.runs_dir()
     entry = runs_mod.find(base, run_id, _bench_dir())
@@ -133,9 +133,9 @@ def tail(run_id, interval, runs_dir):
 
 
 def _follow_wave(base: Path, wave_id: str, interval: float) -> int:
-    from orchestrator import runs as runs_mod
     from orchestrator.engine.rebuild import load_wave
     from orchestrator.engine.record import LegRecord
+    from orchestrator.operations import runs as runs_mod
     from orchestrator.progress import LiveProgress, PlainProgress
 
     progress = LiveProgress() if sys.stdout.isatty() else PlainProgress(stream=sys.stdout)
@@ -155,7 +155,7 @@ def _follow_wave(base: Path, wave_id: str, interval: float) -> int:
 
 
 def _follow_run(base: Path, entry, interval: float) -> int:
-    from orchestrator import runs as runs_mod
+    from orchestrator.operations import runs as runs_mod
 
     said = None
     while True:
@@ -181,7 +181,7 @@ def _follow_run(base: Path, entry, interval: float) -> int:
 def gc(older_than, dry_run, as_json, runs_dir):
     """Remove the folders of finished runs older than --older-than. The ledger keeps every
     row, so `orch spend` still counts them; running runs are never touched."""
-    from orchestrator import runs as runs_mod
+    from orchestrator.operations import runs as runs_mod
 
     cutoff = _moment("--older-than", older_than)
     old = runs_mod.collect(runs_dir or config_mod.runs_dir(), cutoff, _bench_dir())

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from orchestrator.app.spend import _count, _missing_sqlite_file, _since, spend_json
-from orchestrator.ledger import GROUP_BY, Ledger
+from orchestrator.ledger.spend import GROUP_BY, Ledger
 
 TOKEN_COLUMNS = (("input_tokens", "input"), ("output_tokens", "output"),
                  ("reasoning_tokens", "reasoning"), ("cached_tokens", "cached"))

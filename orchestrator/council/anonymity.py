@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import re
 
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
 
 MIN_TOKEN = 4
 _CHUNK = re.compile(r"[A-Za-z0-9]+")

@@ -26,7 +26,7 @@ from typing import Any
 from orchestrator.council.anonymity import identifying_terms, pattern
 from orchestrator.council.continuable import closed
 from orchestrator.council.findings import Review
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
 
 REDACTED = "[redacted]"
 

@@ -24,7 +24,7 @@ from orchestrator.council.continuable import SYNTHESIS_CUE, closed, cued
 from orchestrator.council.findings import Review
 from orchestrator.council.tally import CONCURRENCE_LINE, TIERS, dissent
 from orchestrator.engine.record import COMPLETE, LegRecord
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
 
 VERDICTS = ("ship", "fix-first", "rethink")
 

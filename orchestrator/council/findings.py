@@ -17,7 +17,7 @@ import json_repair
 
 from orchestrator.council.continuable import REVIEW_CUE, closed, cued
 from orchestrator.council.tally import SEVERITIES
-from orchestrator.secrets import scrub
+from orchestrator.security.secrets import scrub
 
 FORMAT = """```json
 [

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from orchestrator.briefing import MAX_CONTEXT_BYTES, check_briefing, compose, read_context
 from orchestrator.errors import OrchError
-from orchestrator.models import BUILTIN_VARIANTS, ResolvedModel, check_key
+from orchestrator.models.addressing import BUILTIN_VARIANTS, ResolvedModel, check_key
 
 
 @dataclass

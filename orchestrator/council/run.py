@@ -30,12 +30,12 @@ from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import ABORTED, COMPLETE, REFUSED, LegRecord, now_iso
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.errors import OrchError, PreflightError
-from orchestrator.models import ResolvedModel, check_key
-from orchestrator.models import resolve as resolve_model
+from orchestrator.models.addressing import ResolvedModel, check_key
+from orchestrator.models.addressing import resolve as resolve_model
+from orchestrator.models.server import Server
 from orchestrator.pids import process_started
 from orchestrator.request import Usage
-from orchestrator.secrets import scrub
-from orchestrator.server import Server
+from orchestrator.security.secrets import scrub
 
 QUORUM = 2
 COVERAGE = 0.8  # a judge that voted on fewer of the findings it was shown is short
@@ -310,7 +310,7 @@ class CouncilRun:
     def _promote(self) -> ResolvedModel | None:
         """The non-seat model with the best street-cred in council stats that resolves and has
         its key."""
-        from orchestrator.council.ledger import CouncilLedger
+        from orchestrator.ledger.council_rows import CouncilLedger
 
         exclude = {s.base_name for s in self.plan.seats} | {self.plan.chair.base_name}
         try:

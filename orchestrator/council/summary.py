@@ -61,7 +61,7 @@ def verdict_doc(run: CouncilRun) -> dict[str, Any]:
 def council_rows(run: CouncilRun) -> None:
     """One row per run × model in the council ledger. A failure here is a notice, never
     fatal: the review itself is done and on disk."""
-    from orchestrator.council.ledger import CouncilLedger
+    from orchestrator.ledger.council_rows import CouncilLedger
 
     scores = (run.tally or {}).get("seats", {})
     rows: list[dict[str, Any]] = []
@@ -87,12 +87,12 @@ def council_rows(run: CouncilRun) -> None:
 
 
 def _outbox(run: CouncilRun, rows: list[dict[str, Any]], why: str) -> None:
-    """The run's rows journaled as one batch, as spend rows are (orchestrator/outbox.py):
+    """The run's rows journaled as one batch, as spend rows are (orchestrator/ledger/outbox.py):
     the next command that opens the ledger replays them, once."""
-    from orchestrator import outbox
-    from orchestrator.council.ledger import prepare
-    from orchestrator.ledger_engine import default_url
-    from orchestrator.secrets import scrub
+    from orchestrator.ledger import outbox
+    from orchestrator.ledger.connection import default_url
+    from orchestrator.ledger.council_rows import prepare
+    from orchestrator.security.secrets import scrub
 
     why = scrub(why)[:300]
     try:

@@ -111,7 +111,7 @@ def start_in_background(chosen: bool) -> bool:
 def _spawn(run_dir: Path, fd: int) -> None:
     import subprocess
 
-    from orchestrator.secrets import _NOT_SECRET_NAME, _SECRET_NAME
+    from orchestrator.security.secrets import _NOT_SECRET_NAME, _SECRET_NAME
 
     # the daemon's own environment holds no key: a job asks its client for one (serve.md)
     env = {k: v for k, v in os.environ.items()

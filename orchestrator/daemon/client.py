@@ -99,7 +99,7 @@ def delegate(argv: list[str]) -> int | None:
 
 
 def _secret_named(name: str) -> bool:
-    from orchestrator.secrets import _NOT_SECRET_NAME, _SECRET_NAME
+    from orchestrator.security.secrets import _NOT_SECRET_NAME, _SECRET_NAME
 
     return bool(_SECRET_NAME.search(name)) and not _NOT_SECRET_NAME.search(name)
 
@@ -140,7 +140,7 @@ class Relay:
                 "secret_names": sorted(secret & self.allowed)}
 
     def run(self) -> int:
-        from orchestrator.secrets import scrub_values
+        from orchestrator.security.secrets import scrub_values
 
         self._scrub = scrub_values  # the client's own keys too, whatever the daemon knew
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -208,7 +208,7 @@ class Relay:
             self._send({"t": "reply", "id": message.get("id"),
                         "value": self._key(message.get("name"))})
         elif kind == "find":  # the briefing check: a variable's name comes back, no value
-            from orchestrator.secrets import find_position
+            from orchestrator.security.secrets import find_position
 
             hit = find_position(str(message.get("text", "")))
             self._send({"t": "reply", "id": message.get("id"),

@@ -106,7 +106,7 @@ class Job:
     def fetch_env(self, name: str) -> None:
         """A key-named variable the job reads: asked of the client now, registered with the
         scrubber before it is used, kept in memory for this job only."""
-        from orchestrator.secrets import register
+        from orchestrator.security.secrets import register
 
         value = self._ask({"t": "env", "name": name})
         self.secret_names.discard(name)

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from orchestrator import secrets
+from orchestrator.security import secrets
 
 _job: contextvars.ContextVar[Any] = contextvars.ContextVar("orch_daemon_job", default=None)
 
@@ -272,7 +272,7 @@ def ensure_streams() -> None:
     """The process's streams as the job proxies (again, if a host such as pytest swapped
     them). Scrubbed once for good: a command's own scrubbed_output() is then a no-op, so two
     jobs never swap the process's streams under each other."""
-    from orchestrator.scrubbed_io import ScrubbedStream
+    from orchestrator.security.scrubbed_io import ScrubbedStream
 
     for name, kind in (("stdout", "out"), ("stderr", "err")):
         stream = getattr(sys, name)

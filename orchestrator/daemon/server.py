@@ -70,7 +70,7 @@ def warm() -> None:
 
     from orchestrator import runtime
     from orchestrator.cli import cli
-    from orchestrator.ledger import Ledger
+    from orchestrator.ledger.spend import Ledger
     from orchestrator.local import manager  # noqa: F401 - the local-server manager
 
     for name in ("bench", "council", "fanout"):  # the commands, loaded as a job's group does
@@ -326,7 +326,7 @@ class Daemon:
 
     # -- control -----------------------------------------------------------------------------
     def status(self) -> dict:
-        from orchestrator import gate
+        from orchestrator.models import gate
 
         with self._lock:
             running = len(self.jobs)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.catalog import model_info, prices
-from orchestrator.estimate import estimate_text
+from orchestrator.models.catalog import model_info, prices
+from orchestrator.models.estimate import estimate_text
 
 DEFAULT_RESERVATION = 4096  # output tokens assumed when neither a budget nor a ceiling is known
 FRAMING = 64  # tokens of roles and separators around a request

@@ -34,11 +34,11 @@ from orchestrator.deliberation.reply import (
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import COMPLETE, ERROR, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
-from orchestrator.ledger_schema import ROUND_INFIX
-from orchestrator.models import ResolvedModel
+from orchestrator.ledger.schema import ROUND_INFIX
+from orchestrator.models.addressing import ResolvedModel
+from orchestrator.models.server import Server
 from orchestrator.request import Usage
-from orchestrator.secrets import scrub
-from orchestrator.server import Server
+from orchestrator.security.secrets import scrub
 from orchestrator.store import write_json_atomic
 
 CHAIR_BRIEF = """You are the chair. Several models were given the briefing below and \

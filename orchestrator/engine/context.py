@@ -8,7 +8,7 @@ from typing import Any
 
 from orchestrator.config import Config
 from orchestrator.engine.record import LegRecord
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
 from orchestrator.tools import Tool
 
 

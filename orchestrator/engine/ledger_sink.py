@@ -2,7 +2,7 @@
 
 The ledger gets ``BUDGET_S`` seconds in total per wave (lock waits, retries, slow disks),
 not per row: past that, or when a write fails, the rows go to the outbox journal
-(:mod:`orchestrator.outbox`), fsync'd, and the next command that opens the ledger replays
+(:mod:`orchestrator.ledger.outbox`), fsync'd, and the next command that opens the ledger replays
 them. Only when no outbox location takes a row either is it an error: said once on stderr,
 kept in ``errors`` (``wave.json``'s ``ledger_errors``) and raised to the leg, which records it.
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator.secrets import scrub
+from orchestrator.security.secrets import scrub
 
 BUDGET_S = 30.0  # the ledger's total wait per wave before rows go to the outbox
 
@@ -41,8 +41,8 @@ class LedgerSink:
         (one line, before any request). One that cannot be reached is not refused: its rows
         will wait in the outbox."""
         from orchestrator.errors import OrchError
-        from orchestrator.ledger_engine import default_url, missing_sqlite_file
-        from orchestrator.ledger_migrate import SchemaOutOfDate
+        from orchestrator.ledger.connection import default_url, missing_sqlite_file
+        from orchestrator.ledger.migrate import SchemaOutOfDate
 
         if missing_sqlite_file(self.url or default_url()):
             return self  # a new ledger is made at head, when a row first needs it
@@ -67,7 +67,7 @@ class LedgerSink:
 
     def _open(self):
         if self._ledger is None:
-            from orchestrator.ledger import Ledger
+            from orchestrator.ledger.spend import Ledger
 
             self._ledger = Ledger(self.url)
         return self._ledger
@@ -118,8 +118,8 @@ class LedgerSink:
             self._to_outbox(row, error)
 
     def _to_outbox(self, row: dict[str, Any], error: BaseException) -> None:
-        from orchestrator import outbox
-        from orchestrator.ledger import default_url
+        from orchestrator.ledger import outbox
+        from orchestrator.ledger.spend import default_url
 
         why = _brief(error)
         try:

@@ -14,14 +14,14 @@ from typing import Any
 
 import anyio
 
-from orchestrator.credential_content import note, withhold
 from orchestrator.engine.context import LegContext
 from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_iso
 from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
-from orchestrator.hooks import HookRunner
+from orchestrator.models.server import Server
+from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Request, Response
-from orchestrator.secrets import scrub, scrub_values
-from orchestrator.server import Server
+from orchestrator.security.credential_content import note, withhold
+from orchestrator.security.secrets import scrub, scrub_values
 from orchestrator.store import BackgroundWriter, JsonlFile
 from orchestrator.tools import Tool
 
@@ -299,7 +299,7 @@ class Leg:
         The rebuilt request is a new request on the wire: it passes every before_request
         hook once, built fresh, as ``attempt`` 2 so a hook that acts once per step gives the
         same change again (docs/plugins.md)."""
-        from orchestrator.catalog import record_no_tools, tools_unsupported
+        from orchestrator.models.catalog import record_no_tools, tools_unsupported
 
         if (not request.tools or request.tool_format != "native" or not tools_unsupported(exc)
                 or "tools_rejected" in self.record.extra):

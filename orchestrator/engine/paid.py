@@ -1,5 +1,5 @@
 """What the record says a wave family's legs were billed, and which of them completed: the
-retry's view of :func:`orchestrator.billed.billed_legs` over every member of the family.
+retry's view of :func:`orchestrator.ledger.billed.billed_legs` over every member of the family.
 
 A retry plans from this as well as from ``wave.json``: a crash or a full disk can leave a
 wave's files saying ``running`` or ``aborted`` for legs whose answers arrived and were billed
@@ -25,7 +25,7 @@ class Paid:
 def paid_legs(wave_ids: Iterable[str], url: str | None = None) -> dict[str, Paid]:
     """leg id -> what was paid for it, for every leg of ``wave_ids`` found in the ledger at
     ``url`` (default: the configured one) or in its outbox."""
-    from orchestrator.billed import billed_legs
+    from orchestrator.ledger.billed import billed_legs
 
     paid: dict[str, Paid] = {}
     for wave_id in sorted(set(wave_ids)):

@@ -14,7 +14,7 @@ from typing import Any
 from orchestrator.engine.record import ABORTED, RUNNING, LegRecord, now_iso
 from orchestrator.engine.wave import build_document, wave_status
 from orchestrator.errors import OrchError
-from orchestrator.in_flight import IN_FLIGHT
+from orchestrator.ledger.in_flight import IN_FLIGHT
 from orchestrator.pids import same_process
 from orchestrator.store import read_json
 

@@ -108,7 +108,7 @@ class LegRecord:
         """The leg's one ledger row as of now. ``in_flight``: written while the leg runs,
         right after an answer was billed, saying what is true if the process dies now
         (aborted, with what was billed so far); the leg's end replaces it in place."""
-        from orchestrator.in_flight import IN_FLIGHT
+        from orchestrator.ledger.in_flight import IN_FLIGHT
 
         duration = self.duration_s
         if in_flight and self._t0:

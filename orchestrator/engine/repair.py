@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.billed import Billed, billed_legs
 from orchestrator.engine.record import ABORTED, RUNNING, LegRecord
 from orchestrator.errors import OrchError
+from orchestrator.ledger.billed import Billed, billed_legs
 from orchestrator.store import write_json_atomic
 
 UNFINISHED = (RUNNING, "pending")

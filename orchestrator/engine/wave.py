@@ -34,12 +34,12 @@ from orchestrator.engine.record import (
     now_iso,
 )
 from orchestrator.errors import OrchError, PreflightError, Refusal
-from orchestrator.hooks import HookRunner
-from orchestrator.models import ResolvedModel
+from orchestrator.models.addressing import ResolvedModel
+from orchestrator.models.server import Server
 from orchestrator.pids import process_started
+from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Usage
-from orchestrator.secrets import register_identifier, scrub
-from orchestrator.server import Server
+from orchestrator.security.secrets import register_identifier, scrub
 from orchestrator.store import write_json_atomic, write_text_atomic
 
 EXIT_COMPLETE, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2

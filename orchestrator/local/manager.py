@@ -28,7 +28,7 @@ from orchestrator.local import state as st
 from orchestrator.local.model import LocalModel, catalogue, prepare
 from orchestrator.local.server_choice import Choice, choose
 from orchestrator.local.settings import HOST, LocalSettings
-from orchestrator.secrets import _SECRET_NAME, secret_values
+from orchestrator.security.secrets import _SECRET_NAME, secret_values
 
 MAX_RESTARTS, WINDOW_S = 3, 300.0  # restarts allowed in the window, then a clear error
 PORT_ATTEMPTS = 3

@@ -20,8 +20,8 @@ def _workspace(cwd: Path, first: str):
     orch mcp runs in (as the workspace tools'), else that directory itself, never a home
     directory or /; with the workspace plugin's deny/allow."""
     from orchestrator import runtime
+    from orchestrator.security.workspace_root import _too_wide, choose
     from orchestrator.workspace.paths import Workspace
-    from orchestrator.workspace_root import _too_wide, choose
 
     root, _notice = choose(None, cwd=cwd)
     if root is None and not _too_wide(cwd):

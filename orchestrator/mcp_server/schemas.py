@@ -10,7 +10,7 @@ from typing import Any
 
 from orchestrator.app.runs import STATUSES as RUN_STATUSES
 from orchestrator.app.wave import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
-from orchestrator.ledger import GROUP_BY
+from orchestrator.ledger.spend import GROUP_BY
 from orchestrator.mcp_server.bounded import LIMIT_SCHEMA
 
 _MODEL = {"type": "string", "minLength": 1, "maxLength": 300, "pattern": r"^[^,\s]+$",

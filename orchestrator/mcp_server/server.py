@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from orchestrator.errors import OrchError
-from orchestrator.secrets import scrub, scrub_values
+from orchestrator.security.secrets import scrub, scrub_values
 
 MAX_LINE = 1000  # a one-line reason, not a document
 FLUSH_GRACE_S = 0.5  # after a signal: time for the last answers to reach the wire

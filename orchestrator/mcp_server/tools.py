@@ -13,7 +13,7 @@ import anyio
 
 from orchestrator.engine.record import RUNNING
 from orchestrator.mcp_server.confine import context_paths
-from orchestrator.secrets import scrub_doc
+from orchestrator.security.secrets import scrub_doc
 
 TOP_FINDINGS = 10  # council_run returns the most agreed-on findings; report.md has them all
 MAX_STEPS = 20  # `orch fanout`'s default --max-steps

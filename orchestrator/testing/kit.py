@@ -125,8 +125,8 @@ class OrchKit:
         from orchestrator import runtime
         from orchestrator.engine.ledger_sink import LedgerSink
         from orchestrator.engine.wave import Wave, WaveSpec
-        from orchestrator.plugins import load
-        from orchestrator.resolve import resolve_all
+        from orchestrator.models.resolve import resolve_all
+        from orchestrator.plugin_host.plugins import load
 
         if not self._declared:
             self.provider()

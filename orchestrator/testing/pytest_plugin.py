@@ -32,7 +32,7 @@ def _secrets_as_at_start():
     """Each test ends with the secret registry as it began: in orch one process is one run,
     and values left by earlier tests (hypothesis registers hundreds) would make every later
     scrub walk them all, and mask text that is no secret of this test."""
-    from orchestrator import secrets
+    from orchestrator.security import secrets
 
     saved = secrets.registry().snapshot()
     yield
@@ -109,7 +109,7 @@ def ledger_url(request, orch_home, monkeypatch):
         url = request.getfixturevalue("pg_cluster").new_database()
     monkeypatch.setenv("ORCH_LEDGER_URL", url)
     yield url
-    from orchestrator import ledger_engine
+    from orchestrator.ledger import connection as ledger_engine
 
     ledger_engine.dispose_all()  # no idle connection outlives its test database
 

@@ -7,7 +7,7 @@ that is new or changed is read again, and a run still going is read each time (i
 files change, not its record). Reading 10,000 ``wave.json`` takes most of a second; listing
 and stat'ing them a few tens of milliseconds, and a new process finds the summaries on disk.
 The summaries are a cache of the records, never a second source: a stale one is one whose
-record changed, and then it is read again. Benches come from :func:`orchestrator.runs.entries`'s
+record changed, and then it is read again. Benches come from :func:`orchestrator.operations.runs.entries`'s
 own bench code, kept while the bench files and the runs' bench folders are unchanged."""
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class RunIndex:
                 "tag": doc.get("tag")}
 
     def _run(self, name: str, path: Path) -> dict[str, Any]:
-        from orchestrator.runs import settled
+        from orchestrator.operations.runs import settled
         from orchestrator.store import read_json
 
         kind, run_id = name.split("-", 1)
@@ -181,7 +181,7 @@ class RunIndex:
     # -- the listing ------------------------------------------------------------------------
     def rows(self) -> list[Row]:
         """Every run, newest first."""
-        from orchestrator.runs import BENCH_OF, LEG_DIR
+        from orchestrator.operations.runs import BENCH_OF, LEG_DIR
 
         with self._lock:
             if self._known is None:
@@ -262,7 +262,7 @@ class RunIndex:
     def _bench_rows(self, folders: list[str]) -> list[Row]:
         """The benches, as ``orch runs`` lists them; read again when a bench file or a bench
         folder came or went, or while one runs."""
-        from orchestrator.runs import _benches
+        from orchestrator.operations.runs import _benches
 
         files: list[tuple[str, int, int]] = []
         if self.bench_dir is not None:

@@ -12,8 +12,8 @@ EMPTY = {"legs": 0, "total_cost_usd": 0.0, "unknown_cost_legs": 0, "failed_cost_
 
 
 def _ledger():
-    from orchestrator.ledger import Ledger
-    from orchestrator.ledger_engine import default_url, missing_sqlite_file
+    from orchestrator.ledger.connection import default_url, missing_sqlite_file
+    from orchestrator.ledger.spend import Ledger
 
     if missing_sqlite_file(default_url()) is not None:
         return None
@@ -22,7 +22,7 @@ def _ledger():
 
 def rollup(since: datetime | None, by: str) -> dict[str, Any]:
     """Totals and one group per ``by`` key; ``provider`` folds the model groups."""
-    from orchestrator.spend_series import provider_of
+    from orchestrator.ledger.spend_series import provider_of
 
     ledger = _ledger()
     if ledger is None:
@@ -42,7 +42,7 @@ def rollup(since: datetime | None, by: str) -> dict[str, Any]:
 
 
 def series(since: datetime | None, by: str) -> list[dict[str, Any]]:
-    from orchestrator.spend_series import daily
+    from orchestrator.ledger.spend_series import daily
 
     ledger = _ledger()
     return [] if ledger is None else daily(ledger, since, by)

@@ -1,5 +1,5 @@
 """The pages of ``orch ui``, each built from a record orch already writes: the runs folder
-(:mod:`orchestrator.runs`, :func:`orchestrator.engine.rebuild.load_wave`), a council's
+(:mod:`orchestrator.operations.runs`, :func:`orchestrator.engine.rebuild.load_wave`), a council's
 ``run.json``/``tally.json`` (drawn by the same code as its ``report.html``), a bench's
 result file (its own tables and charts), and the ledger's rollups. Nothing here writes."""
 
@@ -98,7 +98,7 @@ class View:
             pass
 
     def runs(self, q: dict[str, str]) -> Reply:
-        from orchestrator.ledger import parse_since
+        from orchestrator.ledger.spend import parse_since
 
         status, kind, since_text = q.get("status", ""), q.get("kind", ""), q.get("since", "")
         try:
@@ -190,7 +190,7 @@ class View:
 
     def council(self, run_id: str) -> Reply:
         from orchestrator.council.report_html import report_html
-        from orchestrator.runs import settled
+        from orchestrator.operations.runs import settled
         from orchestrator.store import read_json
 
         folder = self._council_dir(run_id)
@@ -275,19 +275,19 @@ class View:
     # --- spend ----------------------------------------------------------------------------
 
     def _spend(self, q: dict[str, str]):
-        from orchestrator.ledger import parse_since
+        from orchestrator.ledger.spend import parse_since
 
         since_text = q.get("since", "30d") or "30d"
         since = None if since_text.strip().lower() == "all" else parse_since(since_text)
         by = q.get("by", "model")
-        from orchestrator.spend_series import SERIES_BY
+        from orchestrator.ledger.spend_series import SERIES_BY
 
         if by not in SERIES_BY:
             raise OrchError(f"cannot group spend by {by!r}; use one of {', '.join(SERIES_BY)}")
         return since_text, since, by
 
     def spend(self, q: dict[str, str]) -> Reply:
-        from orchestrator.spend_series import SERIES_BY
+        from orchestrator.ledger.spend_series import SERIES_BY
         from orchestrator.ui import spend as spend_mod
 
         try:

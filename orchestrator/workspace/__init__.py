@@ -8,7 +8,7 @@ system would (symlinks followed, ``..`` applied after them) and kept under the r
 credential deny-list (``.env*``, ``.ssh/``, ``id_*``, ``.git/config``, ... case-insensitive;
 a hard link to one by inode); never ``/proc``, ``/sys`` or ``/dev``; regular files only; a
 size limit; text only. What is read has its credential content withheld
-(:mod:`orchestrator.credential_content`).
+(:mod:`orchestrator.security.credential_content`).
 
     from orchestrator import workspace
 
@@ -76,7 +76,7 @@ def read_text(path: str, root: str | os.PathLike, *, max_bytes: int = MAX_BYTES,
     replaced), with its credential content withheld as ``[withheld: RULE]``; or
     :class:`PathRefused` (outside the root, deny-listed, not a regular file, larger than
     ``max_bytes``, binary)."""
-    from orchestrator.credential_content import withhold
+    from orchestrator.security.credential_content import withhold
     from orchestrator.workspace.paths import PathRefused
 
     ws = _workspace(root, deny, allow)

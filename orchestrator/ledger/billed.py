@@ -1,0 +1,92 @@
+"""What was billed, per leg of a wave, as the durable record says: the ledger's rows and the
+outbox lines waiting for it. A crash can leave ``wave.json`` and ``metadata.json`` behind
+the money; this is the record they are repaired from (engine/rebuild.py) and retries plan
+from (engine/retry.py).
+
+A leg's durable row is made at its first billed answer and moved forward in place
+(``ledger.py``): while the leg runs it says ``aborted`` with :data:`IN_FLIGHT` and what was
+billed so far, so after a ``kill -9`` it is already true; the leg's end replaces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.ledger.in_flight import IN_FLIGHT
+from orchestrator.request import Usage
+
+
+@dataclass(frozen=True)
+class Billed:
+    """One leg as the record has it."""
+
+    leg_id: str
+    kind: str
+    model: str
+    provider: str
+    status: str  # complete | error | refused | aborted (in flight when the process died)
+    reason: str | None
+    seq: int | None  # billed requests the row holds; None: a row written whole (pre-0003)
+    usage: Usage
+    cost_usd: float | None
+    cost_source: str
+    where: str  # "ledger" or "outbox"
+
+    @property
+    def ended(self) -> bool:
+        """The leg's own end was recorded (not a row in flight its process never finished)."""
+        return self.reason != IN_FLIGHT
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def _rank(self) -> tuple[int, bool]:
+        return (self.seq or 0, self.ended)
+
+
+def billed_legs(wave_id: str, url: str | None = None) -> dict[str, Billed]:
+    """leg_id -> what the ledger and its outbox say that leg was billed, and whether it
+    completed. The furthest row of each leg wins (more billed requests, then ended over in
+    flight), as the ledger's unique key would keep it. Reading never creates a ledger, and a
+    ledger that cannot be opened leaves the outbox's lines as the record."""
+    from orchestrator.errors import OrchError
+    from orchestrator.ledger import outbox
+    from orchestrator.ledger.connection import default_url, missing_sqlite_file
+
+    url = url or default_url()
+    rows: list[tuple[dict[str, Any], str]] = []
+    if not missing_sqlite_file(url):
+        try:
+            from orchestrator.ledger.spend import Ledger
+
+            ledger = Ledger(url)  # opening replays the outbox into it
+            rows += [(r, "ledger") for r in ledger.rows(wave_id=wave_id)]
+        except OrchError:
+            pass
+    rows += [(r, "outbox") for r in outbox.journaled(url) if r.get("wave_id") == wave_id]
+    legs: dict[str, Billed] = {}
+    for row, where in rows:
+        billed = _billed(row, where)
+        if billed is None:
+            continue
+        held = legs.get(billed.leg_id)
+        if held is None or billed._rank() > held._rank():
+            legs[billed.leg_id] = billed
+    return legs
+
+
+def _billed(row: dict[str, Any], where: str) -> Billed | None:
+    try:
+        usage = Usage(*(int(row.get(n) or 0) for n in (
+            "input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens")))
+        seq = row.get("seq")
+        return Billed(leg_id=str(row["leg_id"]), kind=str(row.get("kind") or "leg"),
+                      model=str(row.get("model") or ""),
+                      provider=str(row.get("provider") or ""), status=str(row.get("status")),
+                      reason=row.get("reason"), seq=None if seq is None else int(seq),
+                      usage=usage, cost_usd=row.get("cost_usd"),
+                      cost_source=str(row.get("cost_source") or "unknown"), where=where)
+    except (KeyError, TypeError, ValueError):
+        return None  # a line a person must look at; the ledger's replay keeps it

@@ -1,0 +1,1 @@
+"""Looking after a set-up: orch doctor's checks, past runs read from disk, shell completion."""
