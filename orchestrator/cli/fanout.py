@@ -21,6 +21,7 @@ from orchestrator.briefing import (
 from orchestrator.cli.common import print_json
 from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.params import FiniteFloat
+from orchestrator.cli.plugin_options import PluginOptionsCommand
 from orchestrator.errors import OrchError
 
 THINKING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -45,7 +46,8 @@ def budget_options(command):
 
     @functools.wraps(command)
     def with_budgets(*args, **kwargs):
-        budgets = {k: v for k in BUDGET_KEYS if (v := kwargs.pop(k, None)) is not None}
+        budgets = {**kwargs.pop("budgets", {}),  # the plugins' declared options
+                   **{k: v for k in BUDGET_KEYS if (v := kwargs.pop(k, None)) is not None}}
         return command(*args, budgets=budgets, **kwargs)
 
     for option in reversed(options):
@@ -53,7 +55,7 @@ def budget_options(command):
     return with_budgets
 
 
-@click.command()
+@click.command(cls=PluginOptionsCommand, plugin_command="fanout")
 @click.option("--models", "-m", help="Comma-separated models, e.g. openai/gpt-4o-mini,myvllm/qwen3-8b.")
 @click.option("--council", "council", metavar="NAME", help="Use a saved model list (orch council save).")
 @click.option("--prompt", "-p", help="The briefing text.")
