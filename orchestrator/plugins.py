@@ -25,7 +25,7 @@ HOOK_NAMES = frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n
 BUILTIN_COMMANDS: frozenset[str] = frozenset()
 # The built-ins that implement ``register_options``: ``orch fanout --help`` (and the option
 # parsing of every run) loads only these and the third parties.
-BUILTIN_OPTIONS: frozenset[str] = frozenset()
+BUILTIN_OPTIONS: frozenset[str] = frozenset({"output_budget", "turn_budget"})
 
 
 @dataclass
@@ -260,7 +260,7 @@ def declared_options(pm: PluginManager, command: str, *, reserved=(), warn=None)
 
     taken = {name: "built in" for name in reserved}
     out = []
-    for impl in reversed(pm.hook.register_options.get_hookimpls()):
+    for impl in pm.hook.register_options.get_hookimpls():  # in registration order
         if impl.wrapper or impl.hookwrapper:
             continue
         try:

@@ -60,8 +60,9 @@ class PluginOptionsCommand(click.Command):
         extra = [click_option(option) for _, option in self.plugin_options(ctx)]
         if not extra:
             return params
-        help_option = params[-1:] if params and params[-1].name == "help" else []
-        return [*params[:len(params) - len(help_option)], *extra, *help_option]
+        help_option = self.get_help_option(ctx)
+        return [*(p for p in params if p is not help_option), *extra,
+                *([help_option] if help_option is not None else [])]
 
     def invoke(self, ctx: click.Context):
         budgets = {}
