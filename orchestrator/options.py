@@ -17,7 +17,8 @@ class Option:
     argument and the options key ``max_words``); ``min``/``max`` bound an int or float
     (``min_open``: the minimum itself is refused); ``config`` names the
     ``plugin_config.<plugin>.<key>`` the plugin falls back to when the option is not given;
-    ``mcp=False`` keeps it off the MCP tools."""
+    ``mcp=False`` keeps it off the MCP tools; ``inert`` lists values that ask the plugin for
+    nothing (``--thinking none``), allowed even when the plugin is not loaded."""
 
     name: str
     type: str = "str"
@@ -30,6 +31,7 @@ class Option:
     config: str | None = None
     mcp: bool = True
     mcp_help: str | None = None
+    inert: tuple = ()
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:

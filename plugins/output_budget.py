@@ -42,6 +42,7 @@ def register_options(command):
                    mcp=False,
                    help="Reserve at most this many output tokens per request (max_tokens)."),
             Option("thinking", type="choice", choices=LEVELS, config="thinking", mcp=False,
+                   inert=("none",),
                    help="Reasoning effort; refused for models that do not declare it.")]
 
 

@@ -51,8 +51,16 @@ class PluginOptionsCommand(click.Command):
     def plugin_options(self, ctx: click.Context) -> list:
         key = ("plugin_options", self.plugin_command)
         if key not in ctx.meta:
+            from orchestrator import completion
+            from orchestrator.errors import OrchError
+
             reserved = {n.lstrip("-") for p in self.params for n in p.opts + p.secondary_opts}
-            ctx.meta[key] = declared(self.plugin_command, reserved)
+            try:
+                ctx.meta[key] = declared(self.plugin_command, reserved)
+            except OrchError:  # a broken config.json: a TAB completes without them; a run
+                if not completion.completing():  # says what is wrong with it, exit 1
+                    raise
+                ctx.meta[key] = []
         return ctx.meta[key]
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
@@ -70,7 +78,7 @@ class PluginOptionsCommand(click.Command):
             value = ctx.params.pop(option.key, None)
             if value is None or value is False:
                 continue
-            if ctx.params.get("no_plugins"):
+            if ctx.params.get("no_plugins") and value not in option.inert:
                 from orchestrator.budget_guards import GuardOff
 
                 raise GuardOff(f"{option.flag} needs the {plugin} plugin, which is not loaded "
