@@ -85,3 +85,45 @@ def require_guards(budgets: dict[str, Any], pm, config, *, no_plugins: bool = Fa
                            f"{fix}: a retry keeps its wave's budgets")
         raise GuardOff(f"{where} needs the {plugin} plugin, which is not loaded ({why}); "
                        f"{fix}, or {drop}")
+
+
+def disabled_declarations(pm, command: str = "fanout") -> list[tuple[str, Any]]:
+    """[(plugin, Option)] the disabled plugins would declare. Read only for a disabled
+    plugin that has a ``plugin_config`` section (its module is imported, never registered):
+    a value set there for one of its options would otherwise be silently ignored."""
+    from importlib import metadata
+
+    from orchestrator.options import Option
+    from orchestrator.plugin_host.plugins import GROUP
+
+    out = []
+    for name, info in getattr(pm, "infos", {}).items():
+        if info.status != "disabled" or info.reason is None or ":" in name or " " in name:
+            continue
+        try:
+            plugin = metadata.EntryPoint(name, info.module, GROUP).load()
+            declare = getattr(plugin, "register_options", None)
+            declared = declare(command) if callable(declare) else []
+        except Exception:  # noqa: BLE001 - a disabled plugin that cannot say is not asked
+            continue
+        out += [(name, o) for o in declared or [] if isinstance(o, Option) and o.config]
+    return out
+
+
+def require_option_plugins(pm, config) -> None:
+    """Refuse (exit 2, one line) a ``plugin_config`` value for a disabled plugin's declared
+    option: its flag does not exist, and the value would be silently ignored."""
+    sections = config.section("plugin_config") if config is not None else {}
+    wanted = [name for name, info in getattr(pm, "infos", {}).items()
+              if info.status == "disabled" and sections.get(name)]
+    if not wanted:
+        return
+    for plugin, option in disabled_declarations(pm):
+        if plugin not in wanted or sections[plugin].get(option.config) is None:
+            continue
+        info = pm.infos[plugin]
+        where = f"plugin_config.{plugin}.{option.config}"
+        raise GuardOff(f"{where} in config.json needs the {plugin} plugin, which is not loaded "
+                       f"(it is {info.reason}); enable it (remove {plugin} from "
+                       f"ORCH_DISABLE_PLUGINS / plugins.disabled), or remove {where} from "
+                       "config.json")

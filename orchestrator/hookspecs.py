@@ -27,6 +27,14 @@ def register_commands(cli):
     A plugin that raises here, or names a built-in command, has its commands skipped."""
 
 
+@hookspec
+def register_options(command):
+    """Declare options for ``command`` ("fanout" or "council_run"): return a list of
+    :class:`orchestrator.options.Option`. Each becomes a flag of ``orch fanout`` / ``orch
+    council run`` and an argument of the MCP tool; its value reaches the plugin as
+    ``leg.options[option.key]`` (and ``wave.options``). Keep it cheap: ``--help`` calls it."""
+
+
 @hookspec(firstresult=True)
 def resolve_model(spec, config):
     """Resolve a model name orch does not know (e.g. ``local/...``) to a ResolvedModel.

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 from orchestrator.errors import PreflightError, Refusal
 from orchestrator.hookspecs import hookimpl
-from orchestrator.models.catalog import model_info
+from orchestrator.options import Option
 
 NAME = "output_budget"
 # plugin_config.output_budget, checked before any request (orchestrator.plugin_host.config_check):
@@ -32,6 +32,18 @@ CONFIG_SCHEMA = {"type": "object", "properties": {
 LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 THINKING_ROUTES = ("anthropic", "bedrock", "vertex_ai")  # Claude's extended thinking
 MIN_ANSWER = 1024  # tokens the answer keeps when thinking is carved out of the reservation
+
+
+@hookimpl
+def register_options(command):
+    """--output-budget and --thinking on orch fanout / council run (CLI only: the MCP tools
+    offer max_cost alone)."""
+    return [Option("output-budget", type="int", min=1, metavar="TOKENS", config="tokens",
+                   mcp=False,
+                   help="Reserve at most this many output tokens per request (max_tokens)."),
+            Option("thinking", type="choice", choices=LEVELS, config="thinking", mcp=False,
+                   inert=("none",),
+                   help="Reasoning effort; refused for models that do not declare it.")]
 
 
 def output_budget(leg) -> int | None:
@@ -45,6 +57,10 @@ def thinking_level(leg) -> str | None:
 
 def info_of(leg):
     declared = leg.config.providers.get(leg.model.provider) if leg.model.declared else None
+    from orchestrator.models.catalog import (
+        model_info,  # not at import: `orch fanout --help` loads this
+    )
+
     return model_info(leg.model, declared)
 
 

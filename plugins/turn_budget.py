@@ -21,6 +21,7 @@ import time
 
 from orchestrator.hookspecs import hookimpl
 from orchestrator.models.estimate import estimate_text
+from orchestrator.options import Option
 
 NAME = "turn_budget"
 CONFIG_SCHEMA = {"type": "object", "properties": {  # orchestrator.plugin_host.config_check
@@ -39,6 +40,15 @@ FINAL_REQUEST = (
     "The budget for this task is spent and no tools are available any more. Reply now, "
     "without tools, with: what you found, the state of the work, and what remains to be done."
 )
+
+
+@hookimpl
+def register_options(command):
+    """--leg-tokens and --leg-seconds on orch fanout / council run (CLI only)."""
+    return [Option("leg-tokens", type="int", min=1, metavar="N", config="tokens", mcp=False,
+                   help="Turn budget per leg in tokens (cached input counts a tenth)."),
+            Option("leg-seconds", type="float", min=0, min_open=True, metavar="S",
+                   config="seconds", mcp=False, help="Turn budget per leg in seconds.")]
 
 
 def limits(leg) -> tuple[int | None, float | None]:

@@ -374,9 +374,25 @@ def test_help_imports_no_built_in_plugin_and_no_daemon_client(orch_home, args):
 
     out, loaded = imported_by(args, ("orch_plugins", "pathspec", "orchestrator", "litellm"))
     assert out.returncode == 0, out.stderr
+    # the built-ins that declare options (BUILTIN_OPTIONS) are loaded for a command's help,
+    # light at their top level; no other built-in
+    from orchestrator.plugin_host.plugins import BUILTIN_OPTIONS
+
+    declaring = {"orch_plugins", *(f"orch_plugins.{n}" for n in BUILTIN_OPTIONS)} \
+        if args != ["--help"] else set()
     heavy = [m for m in loaded if m.split(".")[0] in ("orch_plugins", "pathspec", "litellm")
-             or m in HEAVY_FOR_HELP]
+             and m not in declaring or m in HEAVY_FOR_HELP]
     assert heavy == []
+
+
+def test_the_built_ins_that_declare_options_are_listed():
+    """``orch fanout --help`` loads only BUILTIN_OPTIONS of the built-ins: a built-in that
+    gains a ``register_options`` must be named there, or its flags would vanish."""
+    from orchestrator.plugin_host.plugins import BUILTIN_OPTIONS
+
+    pm = load(third_party=False)
+    declaring = {impl.plugin_name for impl in pm.hook.register_options.get_hookimpls()}
+    assert declaring == set(BUILTIN_OPTIONS)
 
 
 def test_the_built_ins_that_add_commands_are_declared():

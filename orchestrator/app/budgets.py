@@ -9,7 +9,8 @@ def require_budget_plugins(budgets: dict, pm, no_plugins: bool, cfg=None,
     """Refuse (exit 2, one line) a budget asked for by a flag or by config (or kept by a
     retry) whose plugin is off: it would be silently ignored (orchestrator/budget_guards.py)."""
     from orchestrator import runtime
-    from orchestrator.budget_guards import require_guards
+    from orchestrator.budget_guards import require_guards, require_option_plugins
 
-    require_guards(budgets, pm, cfg if cfg is not None else runtime.config(),
-                   no_plugins=no_plugins, kept_from=kept_from)
+    cfg = cfg if cfg is not None else runtime.config()
+    require_guards(budgets, pm, cfg, no_plugins=no_plugins, kept_from=kept_from)
+    require_option_plugins(pm, cfg)

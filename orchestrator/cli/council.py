@@ -15,6 +15,7 @@ from orchestrator.cli.config_cmds import check_name, echo_json
 from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.fanout import budget_options
 from orchestrator.cli.params import FiniteFloat
+from orchestrator.cli.plugin_options import PluginOptionsCommand
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
 from orchestrator.models.addressing import parse_model_list, resolve
@@ -114,7 +115,7 @@ def council_remove(name: str) -> None:
     click.echo(f"removed council {name}")
 
 
-@council.command("run")
+@council.command("run", cls=PluginOptionsCommand, plugin_command="council_run")
 @click.option("--prompt", "-p", help="The review briefing text.")
 @click.option("--prompt-file", "-f", metavar="FILE", help="Read the briefing from FILE ('-' = stdin).")
 @click.option("--diff", "diff", metavar="REV_RANGE",

@@ -21,31 +21,25 @@ from orchestrator.briefing import (
 from orchestrator.cli.common import print_json
 from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.params import FiniteFloat
+from orchestrator.cli.plugin_options import PluginOptionsCommand
 from orchestrator.errors import OrchError
 
-THINKING_LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-BUDGET_KEYS = ("output_budget", "thinking", "leg_tokens", "leg_seconds", "max_cost")
+BUDGET_KEYS = ("max_cost",)
 
 
 def budget_options(command):
-    """The budget guards' options, handed to ``command`` as one ``budgets`` dict (only those
-    given) that goes into WaveSpec.options, where the guard plugins read it (docs/budgets.md)."""
+    """``--max-cost``, handed to ``command`` in one ``budgets`` dict (only what was given)
+    with the plugins' declared options (cli/plugin_options.py): it goes into
+    WaveSpec.options, where the guard plugins read it (docs/budgets.md)."""
     options = [
-        click.option("--output-budget", type=click.IntRange(1), metavar="TOKENS",
-                     help="Reserve at most this many output tokens per request (max_tokens)."),
-        click.option("--thinking", type=click.Choice(THINKING_LEVELS),
-                     help="Reasoning effort; refused for models that do not declare it."),
-        click.option("--leg-tokens", type=click.IntRange(1), metavar="N",
-                     help="Turn budget per leg in tokens (cached input counts a tenth)."),
-        click.option("--leg-seconds", type=FiniteFloat(0, min_open=True), metavar="S",
-                     help="Turn budget per leg in seconds."),
         click.option("--max-cost", type=FiniteFloat(0), metavar="USD",
                      help="Wave cost ceiling: launches that could pass it are refused (exit 2)."),
     ]
 
     @functools.wraps(command)
     def with_budgets(*args, **kwargs):
-        budgets = {k: v for k in BUDGET_KEYS if (v := kwargs.pop(k, None)) is not None}
+        budgets = {**kwargs.pop("budgets", {}),  # the plugins' declared options
+                   **{k: v for k in BUDGET_KEYS if (v := kwargs.pop(k, None)) is not None}}
         return command(*args, budgets=budgets, **kwargs)
 
     for option in reversed(options):
@@ -53,7 +47,7 @@ def budget_options(command):
     return with_budgets
 
 
-@click.command()
+@click.command(cls=PluginOptionsCommand, plugin_command="fanout")
 @click.option("--models", "-m", help="Comma-separated models, e.g. openai/gpt-4o-mini,myvllm/qwen3-8b.")
 @click.option("--council", "council", metavar="NAME", help="Use a saved model list (orch council save).")
 @click.option("--prompt", "-p", help="The briefing text.")
@@ -167,8 +161,10 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
             "tools_asked", True)
         tools_mode = tools_mode or (old.get("options") or {}).get("tools")
         workspace = workspace or (old.get("options") or {}).get("workspace")
+        ctx = click.get_current_context()
+        keys = {*BUDGET_KEYS, *(o.key for _, o in ctx.command.plugin_options(ctx))}
         kept = {k: v for k, v in (old.get("options") or {}).items()
-                if k in BUDGET_KEYS and k not in budgets}
+                if k in keys and k not in budgets}
         kept_from = dict.fromkeys(kept, retry_failed)
         budgets = {**kept, **budgets}  # a retry keeps its wave's budgets unless overridden
         if plan.ceiling is not None:  # the family's ceiling, less what it spent (retry.py)

@@ -210,3 +210,45 @@ RUNS = {
 TOOLS: dict[str, dict[str, Any]] = {t["name"]: t for t in (FANOUT, COUNCIL_RUN, SPEND, RUNS)}
 # Reading tools are free and change nothing; the other two spend money and write files.
 READ_ONLY = {"spend", "runs"}
+
+# The arguments each paid tool has of its own; any other argument is a plugin's option.
+CORE_ARGUMENTS = {name: frozenset(TOOLS[name]["inputSchema"]["properties"])
+                  for name in ("fanout", "council_run")}
+
+
+def option_property(option) -> dict[str, Any]:
+    """A plugin's declared option (orchestrator.options.Option) as a JSON Schema property."""
+    prop: dict[str, Any] = {"type": {"int": "integer", "float": "number", "bool": "boolean",
+                                     "str": "string", "choice": "string"}[option.type]}
+    if option.type == "choice":
+        prop["enum"] = list(option.choices)
+    if option.type in ("int", "float"):
+        if option.min is not None:
+            prop["exclusiveMinimum" if option.min_open else "minimum"] = option.min
+        if option.max is not None:
+            prop["maximum"] = option.max
+    prop["description"] = option.mcp_help or option.help
+    return prop
+
+
+def with_options(declared: dict[str, list]) -> dict[str, dict[str, Any]]:
+    """TOOLS with each paid tool's plugin options ({tool: [(plugin, Option)]}) added as
+    properties; a core argument of the same name stays the core's."""
+    tools = dict(TOOLS)
+    for name, options in declared.items():
+        extra = {o.key: option_property(o) for _, o in options
+                 if o.mcp and o.key not in CORE_ARGUMENTS[name]}
+        if extra:
+            schema = TOOLS[name]["inputSchema"]
+            tools[name] = {**TOOLS[name], "inputSchema": {
+                **schema, "properties": {**schema["properties"], **extra}}}
+    return tools
+
+
+def plugin_tools() -> dict[str, dict[str, Any]]:
+    """TOOLS as the enabled plugins extend them (their ``register_options``)."""
+    from orchestrator import runtime
+    from orchestrator.plugin_host.plugins import declared_options, load
+
+    pm = load(runtime.config().section("plugins"), options_only=True)
+    return with_options({name: declared_options(pm, name) for name in CORE_ARGUMENTS})

@@ -181,14 +181,16 @@ def tool_error(text: str):
     return _text_result(None, one_line(text))
 
 
-async def call_tool(name: str, args: Any, session, jobs: Jobs):
-    """A tool call to its result: the document, or an MCP tool error with a one-line reason."""
+async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None):
+    """A tool call to its result: the document, or an MCP tool error with a one-line reason.
+    ``tools``: the schemas as listed (with the plugins' options; default: read them now)."""
     import click
 
-    from orchestrator.mcp_server.schemas import TOOLS
+    from orchestrator.mcp_server.schemas import plugin_tools
     from orchestrator.mcp_server.tools import JOBS, failure
     from orchestrator.mcp_server.wording import in_tool_words
 
+    TOOLS = tools if tools is not None else plugin_tools()  # noqa: N806 - the module's name
     tool = TOOLS.get(name)
     if tool is None:
         return tool_error(f"no tool {name!r}; the tools are {', '.join(TOOLS)}")
@@ -226,8 +228,9 @@ def build(jobs: Jobs):
     from mcp.server import Server
 
     from orchestrator import __version__
-    from orchestrator.mcp_server.schemas import READ_ONLY, TOOLS
+    from orchestrator.mcp_server.schemas import READ_ONLY, plugin_tools
 
+    TOOLS = plugin_tools()  # noqa: N806 - fixed for this server's life, like its plugins
     listed = [types.Tool(name=t["name"], title=t["title"], description=t["description"],
                          input_schema=t["inputSchema"],
                          annotations=types.ToolAnnotations(
@@ -240,7 +243,7 @@ def build(jobs: Jobs):
         return types.ListToolsResult(tools=listed)
 
     async def on_call_tool(ctx, params):
-        return await call_tool(params.name, params.arguments or {}, ctx.session, jobs)
+        return await call_tool(params.name, params.arguments or {}, ctx.session, jobs, TOOLS)
 
     return Server("orch", version=__version__, instructions=INSTRUCTIONS,
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)

@@ -48,8 +48,15 @@ class LegProgress:
         self.job.progress(value, self.total, plain_line(r))
 
 
-def _budgets(args: dict[str, Any]) -> dict[str, Any]:
-    return {"max_cost": float(args["max_cost"])} if args.get("max_cost") is not None else {}
+def _budgets(args: dict[str, Any], tool: str) -> dict[str, Any]:
+    """``max_cost`` and the plugins' declared options (every argument the tool's schema
+    has beyond its own: the schema was checked, so no other can be here)."""
+    from orchestrator.mcp_server.schemas import CORE_ARGUMENTS
+
+    out = {k: v for k, v in args.items() if k not in CORE_ARGUMENTS[tool] and v is not None}
+    if args.get("max_cost") is not None:
+        out["max_cost"] = float(args["max_cost"])
+    return out
 
 
 def _models(args: dict[str, Any]) -> str | None:
@@ -80,7 +87,7 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
         timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
         tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
         max_legs=DEFAULT_MAX_LEGS, tag=args.get("tag"), no_plugins=False,
-        budgets=_budgets(args), validate_models=args.get("validate_models", True)))
+        budgets=_budgets(args, "fanout"), validate_models=args.get("validate_models", True)))
     rounds = int(args.get("rounds") or 1)
     if rounds > 1:  # a deliberation (docs/deliberation.md): how many rounds run is not known
         from orchestrator.deliberation.run import Deliberation
@@ -108,7 +115,7 @@ async def council_run(args: dict[str, Any], job: Job) -> dict[str, Any]:
         context=context, timeout_min=float(args.get("timeout_minutes", 10.0)),
         max_steps=MAX_STEPS, tools_mode=args.get("tools", "read"), workspace=None,
         workspace_any=False, tag=args.get("tag"), no_plugins=False, runs_dir=None,
-        budgets=_budgets(args), observe=LegProgress(job, None),
+        budgets=_budgets(args, "council_run"), observe=LegProgress(job, None),
         validate_models=args.get("validate_models", True)))
     doc = await job.run(run.run, run.interrupt)
     return scrub_doc(council_summary(doc, run.tally, run.chair.synthesis))

@@ -23,6 +23,9 @@ HOOK_NAMES = frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n
 # parties, never every built-in's module and what it imports (pathspec, the credential
 # scanner, the catalog). tests/test_plugins_loading.py holds it true to the modules.
 BUILTIN_COMMANDS: frozenset[str] = frozenset()
+# The built-ins that implement ``register_options``: ``orch fanout --help`` (and the option
+# parsing of every run) loads only these and the third parties.
+BUILTIN_OPTIONS: frozenset[str] = frozenset({"output_budget", "turn_budget"})
 
 
 @dataclass
@@ -118,7 +121,8 @@ def _why_disabled(name: str, allow: set[str] | None, deny: dict[str, str]) -> st
 
 def load(config_plugins: dict | None = None, *, enabled: bool = True,
          extra: list[tuple[str, object]] | None = None, warn=None,
-         third_party: bool = True, commands_only: bool = False) -> PluginManager:
+         third_party: bool = True, commands_only: bool = False,
+         options_only: bool = False) -> PluginManager:
     """Build the plugin manager: built-ins first, then third parties, each by name order.
 
     ``warn`` receives one line per broken plugin or suspicious hook (the CLI prints it on
@@ -127,7 +131,9 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     ``third_party=False`` loads only orch's own built-ins from the entry points (the testing
     kit's isolation: a test's result must not depend on what else is installed).
     ``commands_only=True`` skips the built-ins that declare no command (``BUILTIN_COMMANDS``):
-    the manager :func:`add_commands` needs, for a light ``orch --help``.
+    the manager :func:`add_commands` needs, for a light ``orch --help``. ``options_only=True``
+    likewise keeps only the built-ins of ``BUILTIN_OPTIONS``: the manager
+    :func:`declared_options` needs.
     """
     pm = PluginManager()
     allow, deny = selection(config_plugins)
@@ -139,6 +145,8 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
             if ep.name in extra_names or (not third_party and dist != OWN_DISTRIBUTION):
                 continue
             if commands_only and dist == OWN_DISTRIBUTION and ep.name not in BUILTIN_COMMANDS:
+                continue
+            if options_only and dist == OWN_DISTRIBUTION and ep.name not in BUILTIN_OPTIONS:
                 continue
             info = PluginInfo(name=ep.name, module=ep.value, distribution=dist,
                               version=_dist_meta(ep.dist)[1] if ep.dist else None,
@@ -241,6 +249,43 @@ def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:
             group.commands.pop(clash)
             if warn:
                 warn(f"plugin {impl.plugin_name}: command {clash!r} is built in; skipped")
+
+
+def declared_options(pm: PluginManager, command: str, *, reserved=(), warn=None) -> list:
+    """The ``register_options`` hook for ``command``: [(plugin name, Option)], in
+    registration order. A plugin that raises, returns something that is not an Option, or
+    names an option that is taken (a built-in one or another plugin's) has that option (or
+    all of its options) skipped with one warning."""
+    from orchestrator.options import Option
+
+    taken = {name: "built in" for name in reserved}
+    out = []
+    for impl in pm.hook.register_options.get_hookimpls():  # in registration order
+        if impl.wrapper or impl.hookwrapper:
+            continue
+        try:
+            declared = list(impl.function(*[{"command": command}[a] for a in impl.argnames])
+                            or [])
+        except Exception as exc:
+            if warn:
+                warn(f"plugin {impl.plugin_name}: register_options failed, its options are "
+                     f"skipped: {one_line(exc)}")
+            continue
+        for option in declared:
+            if not isinstance(option, Option):
+                if warn:
+                    warn(f"plugin {impl.plugin_name}: register_options returned "
+                         f"{type(option).__name__}, not an orchestrator.options.Option; "
+                         "skipped")
+                continue
+            if option.name in taken:
+                if warn:
+                    warn(f"plugin {impl.plugin_name}: option --{option.name} is "
+                         f"{taken[option.name]}; skipped")
+                continue
+            taken[option.name] = f"declared by {impl.plugin_name}"
+            out.append((impl.plugin_name, option))
+    return out
 
 
 def stderr_warn(line: str) -> None:

@@ -1,0 +1,53 @@
+"""An option a plugin declares once (``register_options``): the CLI renders it as a click
+option, ``orch mcp`` as a JSON Schema property, and its value reaches the plugin in the
+wave's options (``leg.options[option.key]``). docs/plugins.md describes it for authors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TYPES = ("int", "float", "choice", "bool", "str")
+# The commands (and MCP tools) a plugin's options can join.
+COMMANDS = ("fanout", "council_run")
+
+
+@dataclass(frozen=True)
+class Option:
+    """``name`` is the flag without its dashes (``max-words`` -> ``--max-words``, the MCP
+    argument and the options key ``max_words``); ``min``/``max`` bound an int or float
+    (``min_open``: the minimum itself is refused); ``config`` names the
+    ``plugin_config.<plugin>.<key>`` the plugin falls back to when the option is not given;
+    ``mcp=False`` keeps it off the MCP tools; ``inert`` lists values that ask the plugin for
+    nothing (``--thinking none``), allowed even when the plugin is not loaded."""
+
+    name: str
+    type: str = "str"
+    help: str = ""
+    min: float | None = None
+    max: float | None = None
+    min_open: bool = False
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    config: str | None = None
+    mcp: bool = True
+    mcp_help: str | None = None
+    inert: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.type not in TYPES:
+            raise ValueError(f"option {self.name!r}: type {self.type!r} is not one of "
+                             f"{', '.join(TYPES)}")
+        if self.type == "choice" and not self.choices:
+            raise ValueError(f"option {self.name!r}: a choice needs choices")
+        if not self.name or self.name.startswith("-") or not self.name.replace(
+                "-", "").isalnum():
+            raise ValueError(f"option {self.name!r}: a name is letters, digits and dashes, "
+                             "without the leading --")
+
+    @property
+    def key(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name
