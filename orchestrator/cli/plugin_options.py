@@ -51,8 +51,8 @@ class PluginOptionsCommand(click.Command):
     def plugin_options(self, ctx: click.Context) -> list:
         key = ("plugin_options", self.plugin_command)
         if key not in ctx.meta:
-            from orchestrator import completion
             from orchestrator.errors import OrchError
+            from orchestrator.operations import completion
 
             reserved = {n.lstrip("-") for p in self.params for n in p.opts + p.secondary_opts}
             try:
