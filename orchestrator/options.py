@@ -18,7 +18,7 @@ class Option:
     (``min_open``: the minimum itself is refused); ``config`` names the
     ``plugin_config.<plugin>.<key>`` the plugin falls back to when the option is not given;
     ``mcp=False`` keeps it off the MCP tools; ``inert`` lists values that ask the plugin for
-    nothing (``--thinking none``), allowed even when the plugin is not loaded."""
+    nothing (a reasoning effort of ``none``), allowed even when the plugin is not loaded."""
 
     name: str
     type: str = "str"
