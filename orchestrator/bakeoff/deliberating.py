@@ -11,7 +11,6 @@ cost is every request of every round (repairs and the chair too): ledger rows wi
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -24,8 +23,8 @@ Runner = Slot = Any  # orchestrator.bakeoff.run's, which calls these (no import:
 
 async def trial(runner: Runner, slot: Slot) -> None:
     """One deliberating trial: a fresh folder, one deliberation, graded."""
+    from orchestrator.bakeoff.ensemble import trial_spec
     from orchestrator.deliberation.run import Deliberation
-    from orchestrator.engine.wave import WaveSpec
 
     c = slot.contestant
     ensemble = runner.resolved[c.name]
@@ -36,17 +35,7 @@ async def trial(runner: Runner, slot: Slot) -> None:
                 return
             folder = await runner.folder(slot.task, row)
             if folder is not None and runner.signum is None:
-                options: dict[str, Any] = {"plugins": True, "tools": c.tools,
-                                           "bench_tier": c.tier, "workspace": str(folder)}
-                if runner.plan.max_cost is not None:  # the bench's, over every trial
-                    options["max_cost"] = runner.plan.max_cost
-                spec = WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
-                                briefing=runner.plan.render(slot.task),
-                                runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
-                                max_steps=c.max_steps, kind="bench", run_id=runner.bench_id,
-                                wave_id=f"{runner.bench_id}-{runner.wave_prefix}"
-                                        f"t{slot.n:04d}",
-                                project_dir=os.getcwd(), workspace=folder, options=options)
+                spec = trial_spec(runner, slot, ensemble, folder)
                 run = Deliberation(spec, pm=runner.pms[c.name], config=runner.config,
                                    rounds=c.rounds, peers=c.peers, ledger=runner.ledger,
                                    server=runner.server, ceiling_state=runner.ceiling_state,

@@ -47,9 +47,27 @@ class Ensemble:
         return [*seats, *([self.chair] if self.chair else [])]
 
 
+def trial_spec(runner: Runner, slot: Slot, ensemble: Ensemble, folder):
+    """The wave a fanout trial runs (one round, or a deliberation's): its members and chair
+    in the trial's folder, the bench's ceiling over every trial, rows under the bench's id."""
+    from orchestrator.engine.wave import WaveSpec
+
+    c = slot.contestant
+    options: dict[str, Any] = {"plugins": True, "tools": c.tools,
+                               "bench_tier": c.tier, "workspace": str(folder)}
+    if runner.plan.max_cost is not None:  # the bench's, over every trial
+        options["max_cost"] = runner.plan.max_cost
+    return WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
+                    briefing=runner.plan.render(slot.task),
+                    runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
+                    max_steps=c.max_steps, kind="bench", run_id=runner.bench_id,
+                    wave_id=f"{runner.bench_id}-{runner.wave_prefix}t{slot.n:04d}",
+                    project_dir=os.getcwd(), workspace=folder, options=options)
+
+
 async def trial(runner: Runner, slot: Slot) -> None:
     """One fanout trial: a fresh folder, one wave (members, then the chair), graded."""
-    from orchestrator.engine.wave import Wave, WaveSpec
+    from orchestrator.engine.wave import Wave
 
     c = slot.contestant
     ensemble: Ensemble = runner.resolved[c.name]
@@ -60,17 +78,7 @@ async def trial(runner: Runner, slot: Slot) -> None:
                 return
             folder = await runner.folder(slot.task, row)
             if folder is not None and runner.signum is None:
-                options: dict[str, Any] = {"plugins": True, "tools": c.tools,
-                                           "bench_tier": c.tier, "workspace": str(folder)}
-                if runner.plan.max_cost is not None:
-                    options["max_cost"] = runner.plan.max_cost
-                spec = WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
-                                briefing=runner.plan.render(slot.task),
-                                runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
-                                max_steps=c.max_steps, kind="bench", run_id=runner.bench_id,
-                                wave_id=f"{runner.bench_id}-{runner.wave_prefix}"
-                                        f"t{slot.n:04d}",
-                                project_dir=os.getcwd(), workspace=folder, options=options)
+                spec = trial_spec(runner, slot, ensemble, folder)
                 wave = Wave(spec, pm=runner.pms[c.name], config=runner.config,
                             ledger=runner.ledger, server=runner.server)
                 wave.context.state = runner.ceiling_state
