@@ -6,9 +6,12 @@ import functools
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from orchestrator.config import Config
-from orchestrator.plugin_host.plugins import PluginManager, load, stderr_warn
+
+if TYPE_CHECKING:  # the plugin host (pluggy, the entry-point scan) loads when first asked for
+    from orchestrator.plugin_host.plugins import PluginManager
 
 
 @functools.cache
@@ -18,6 +21,8 @@ def config() -> Config:
 
 @functools.cache
 def plugin_manager(enabled: bool = True) -> PluginManager:
+    from orchestrator.plugin_host.plugins import load, stderr_warn
+
     return load(config().section("plugins"), enabled=enabled, warn=stderr_warn)
 
 

@@ -31,14 +31,38 @@ def click_option(option) -> click.Option:
 
 
 def declared(command: str, reserved=()) -> list:
-    """[(plugin, Option)] the enabled plugins declare for ``command``: only the built-ins
-    that declare options and the third parties are loaded (a light ``--help``)."""
+    """[(plugin, Option)] the enabled plugins declare for ``command``: remembered on disk
+    while nothing they came from changed (``plugin_host.option_cache``), else read from the
+    built-ins that declare options and the third parties (a light ``--help``)."""
     from orchestrator import runtime
+    from orchestrator.config import home
+    from orchestrator.plugin_host import option_cache
+
+    section = runtime.config().section("plugins")
+    wanted = option_cache.key(command, reserved, section)
+    path = option_cache.cache_file(home(), command)
+    hit = option_cache.read(path, wanted)
+    if hit is not None:
+        options, warnings = hit
+        if warnings:
+            from orchestrator.plugin_host.plugins import stderr_warn
+
+            for line in warnings:
+                stderr_warn(line)
+        return options
     from orchestrator.plugin_host.plugins import declared_options, load, stderr_warn
 
+    warnings: list[str] = []
+
+    def warn(line: str) -> None:
+        warnings.append(line)
+        stderr_warn(line)
+
     # broken plugins are reported by the run's own manager; here only option problems
-    pm = load(runtime.config().section("plugins"), options_only=True)
-    return declared_options(pm, command, reserved=reserved, warn=stderr_warn)
+    pm = load(section, options_only=True)
+    options = declared_options(pm, command, reserved=reserved, warn=warn)
+    option_cache.write(path, wanted, options, warnings, option_cache.sources(pm))
+    return options
 
 
 class PluginOptionsCommand(click.Command):

@@ -1,0 +1,109 @@
+"""The plugins' declared options remembered on disk, so ``orch fanout --help`` (and the option
+parsing of every run) does not scan the entry points and import the declaring plugins each
+time: that scan and those imports were half of its start-up (docs/performance.md).
+
+A cache of the declarations, never a second source: an entry is used only while everything
+the declarations were read from is unchanged: the command, the plugin selection (config's
+``plugins`` section, ``ORCH_PLUGINS``, ``ORCH_DISABLE_PLUGINS``), ``sys.path`` with the
+modification time of each of its folders (installing or removing a distribution adds or
+removes its ``.dist-info`` there), and the size and modification time of every file the
+declaring plugins' code came from. Anything else, or any doubt (a file that cannot be read or
+written, an option that does not round-trip through JSON), reads the plugins as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+VERSION = 1
+ENV = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS")
+
+
+def _stamp(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size]
+
+
+def key(command: str, reserved, plugins_section: dict | None) -> dict[str, Any]:
+    """What the declarations depend on, besides the declaring files (stamped on write)."""
+    return {"v": VERSION, "command": command, "reserved": sorted(reserved),
+            "plugins": plugins_section or {}, "env": {n: os.environ.get(n) for n in ENV},
+            "python": sys.version, "path": [[p, _stamp(p or ".")] for p in sys.path]}
+
+
+def cache_file(home: Path, command: str) -> Path:
+    digest = hashlib.sha256(json.dumps(sys.path).encode()).hexdigest()[:12]
+    return home / "cache" / f"options-{command}-{digest}.json"
+
+
+def read(path: Path, wanted: dict[str, Any]) -> tuple[list, list[str]] | None:
+    """([(plugin, Option)], warnings) as remembered, or None when there is no entry that is
+    still true."""
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != json.loads(json.dumps(wanted)):
+        return None
+    files = entry.get("files") or {}
+    if any(_stamp(f) != stamp for f, stamp in files.items()):
+        return None
+    try:
+        return _rebuild(entry["declared"]), [str(w) for w in entry.get("warnings", [])]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def sources(pm) -> list[str]:
+    """Every file the plugins that implement ``register_options`` were loaded from."""
+    out: set[str] = set()
+    for impl in pm.hook.register_options.get_hookimpls():
+        code = getattr(impl.function, "__code__", None)
+        if code is not None:
+            out.add(code.co_filename)
+        module = sys.modules.get(getattr(impl.plugin, "__name__", "") or "")
+        if module is None:
+            module = sys.modules.get(getattr(type(impl.plugin), "__module__", "") or "")
+        if getattr(module, "__file__", None):
+            out.add(module.__file__)
+    return sorted(out)
+
+
+def write(path: Path, wanted: dict[str, Any], declared: list, warnings: list[str],
+          files: list[str]) -> None:
+    """Remember the declarations, atomically; a cache that cannot be written is skipped."""
+    stamps = {f: _stamp(f) for f in files}
+    if any(s is None for s in stamps.values()):
+        return  # a declaration not from a file (built in a test process): not remembered
+    entry = {"key": wanted, "files": stamps, "warnings": warnings,
+             "declared": [(plugin, dataclasses.asdict(option)) for plugin, option in declared]}
+    try:
+        text = json.dumps(entry)
+        if _rebuild(json.loads(text)["declared"]) != declared:
+            return
+        if not path.parent.parent.is_dir():
+            return  # no ORCH_HOME yet: a --help creates nothing
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        return
+
+
+def _rebuild(entries: list) -> list:
+    """[(plugin, Option)] from their JSON form (lists back to tuples)."""
+    from orchestrator.options import Option
+
+    return [(plugin, Option(**{k: tuple(v) if isinstance(v, list) else v
+                               for k, v in fields.items()}))
+            for plugin, fields in entries]
