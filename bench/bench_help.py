@@ -5,7 +5,10 @@ on a shared machine the ratio to `python -c pass` is the number to compare.
 
 Run by hand: ``.venv/bin/python bench/bench_help.py [--runs 10]``. Both commands run
 from the same virtual environment, with a throw-away ORCH_HOME, so the ratio is start-up
-cost orch adds on top of the interpreter's own.
+cost orch adds on top of the interpreter's own. The ORCH_HOME exists, as for anyone who has
+run orch, so the plugins' declared options are remembered there (plugin_host/option_cache.py);
+"fanout --help, unread" is the same command with no ORCH_HOME, reading every declaring plugin
+(the first run after an install or an edit).
 
 Bytecode: an installed orch has its .pyc files (pip compiles them; an editable install
 writes them on first import). This machine sets PYTHONDONTWRITEBYTECODE=1, which would make
@@ -49,13 +52,16 @@ def main() -> None:
         base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         base.update({"ORCH_HOME": os.path.join(tmp, "home"), "LITELLM_OFFLINE_MODE": "true",
                      "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_MODE": "PRODUCTION"})
+        os.makedirs(base["ORCH_HOME"])  # a used orch: the declared options are remembered
         cached = {**base, "PYTHONPYCACHEPREFIX": os.path.join(tmp, "pyc")}
+        fresh = {**cached, "ORCH_HOME": os.path.join(tmp, "never")}  # no ORCH_HOME: read all
         no_pyc = {**base, "PYTHONDONTWRITEBYTECODE": "1"}
         tab = {**cached, "_ORCH_COMPLETE": "bash_complete",
                "COMP_WORDS": "orch fanout --models ", "COMP_CWORD": "3"}
         commands = {"python -c pass": ([sys.executable, "-c", "pass"], cached),
                     "orch --help": ([orch, "--help"], cached),
                     "orch fanout --help": ([orch, "fanout", "--help"], cached),
+                    "fanout --help, unread": ([orch, "fanout", "--help"], fresh),
                     "orch --help, no .pyc": ([orch, "--help"], no_pyc),
                     "TAB: fanout --models": ([orch], tab)}
         for argv, env in commands.values():  # warm the page cache, write the .pyc files
