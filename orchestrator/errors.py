@@ -9,6 +9,13 @@ class OrchError(Exception):
     exit_code = 1
 
 
+class UsageProblem(OrchError):
+    """Arguments that do not make a run (``--models ,,,``, a status that does not exist): one
+    line, exit 2. Raised by the application layer, which names no face's error type."""
+
+    exit_code = 2
+
+
 class PreflightError(OrchError):
     """Options that cannot work with the models asked for, found before any spend: one
     line, exit 2 (a usage error)."""

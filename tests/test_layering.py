@@ -11,7 +11,8 @@
   imports a module of ``orchestrator.cli``; the daemon (which runs the click group as a whole),
   the test kit and ``python -m orchestrator`` may import the group's entry,
   ``orchestrator.cli`` itself, and nothing else does; ``orchestrator.mcp_server`` and
-  ``orchestrator.daemon`` do not import each other;
+  ``orchestrator.daemon`` do not import each other; the application layer names no face's
+  library either (no ``click``, no ``mcp``): it raises ``OrchError`` and each face says it;
 - no circle: no module of ``orchestrator/`` or ``plugins/`` reaches itself through its imports
   (``graphlib`` finds the cycle). An import inside a function or under ``TYPE_CHECKING`` counts
   like one at the top: it is the same dependency, paid later, and a circle made of late imports
@@ -186,6 +187,31 @@ def faces_crossing(root: Path) -> list[str]:
     return sorted(f"{name} -> {target}" for name, path in mods.items()
                   if face(name) in pair
                   for target in imports(name, path) if face(target) == pair[face(name)])
+
+
+FACE_LIBRARIES = ("click", "mcp")
+
+
+def app_face_libraries(root: Path) -> list[str]:
+    """Imports of a face's library (click, the MCP SDK) from the application layer."""
+    return sorted(f"{name} -> {target}" for name, path in modules(root).items()
+                  if name == "orchestrator.app" or name.startswith("orchestrator.app.")
+                  for target in imports(name, path)
+                  if target.split(".")[0] in FACE_LIBRARIES)
+
+
+def test_the_application_layer_imports_no_face_library():
+    bad = app_face_libraries(ROOT)
+    assert not bad, ("orchestrator/app/ imports a face's library (raise OrchError or "
+                     "UsageProblem and let each face say it): " + "; ".join(bad))
+
+
+def test_the_face_library_check_catches_click_in_the_app(tmp_path):
+    copy_tree(tmp_path)
+    assert app_face_libraries(tmp_path) == []
+    path = tmp_path / "orchestrator/app/runs.py"
+    path.write_text(path.read_text() + "\n\ndef _late():\n    import click.exceptions\n")
+    assert app_face_libraries(tmp_path) == ["orchestrator.app.runs -> click.exceptions"]
 
 
 def test_only_the_cli_imports_the_cli():

@@ -4,9 +4,8 @@ budgets' plugins), then the CouncilRun. `orch council run` (and the daemon runni
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-
-import click
 
 from orchestrator.app.budgets import require_budget_plugins
 from orchestrator.errors import OrchError
@@ -53,7 +52,7 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
 
         check_models_exist([*seats, chair_model], cfg)
     if notice and tools_mode == "read" and not quiet:  # said once the run is sure to start
-        click.echo(f"orch: {notice}", err=True)
+        print(f"orch: {notice}", file=sys.stderr)
     run = CouncilRun(plan, pm=pm, config=cfg, runs_dir=runs_dir or config_mod.runs_dir(),
                      timeout_s=timeout_min * 60, max_steps=max_steps, tag=tag,
                      project_dir=os.getcwd(), workspace=root, observe=observe,

@@ -4,9 +4,9 @@ through the hook boundary)."""
 
 from __future__ import annotations
 
-import click
+import sys
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.addressing import parse_model_list
 
 
@@ -14,14 +14,14 @@ def model_list(text: str, option: str = "--models") -> list[str]:
     """The comma-separated models, or a usage error when the list names none (``,,,``)."""
     names = parse_model_list(text)
     if not names:
-        raise click.UsageError(f"{option} {text!r} names no model; pass e.g. "
-                               f"{option} openai/gpt-4o-mini,myvllm/qwen3-8b")
+        raise UsageProblem(f"{option} {text!r} names no model; pass e.g. "
+                           f"{option} openai/gpt-4o-mini,myvllm/qwen3-8b")
     return names
 
 
 def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list[str]:
     if models and council:
-        raise click.UsageError("pass either --models or --council, not both")
+        raise UsageProblem("pass either --models or --council, not both")
     if council:
         if council not in cfg.councils:
             known = ", ".join(sorted(cfg.councils)) or "none saved yet"
@@ -38,7 +38,7 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
     pm = pm or runtime.plugin_manager()
     chosen = default_models(pm, cfg)
     if chosen:  # a plugin's default (the local plugin: the embedded model on a bare machine)
-        click.echo(chosen["notice"], err=True)
+        print(chosen["notice"], file=sys.stderr)
         return list(chosen["models"])
     if pm.hook.default_models.get_hookimpls():  # a default exists, just not here (keys set)
         raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
 from orchestrator import config as config_mod
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 
 STATUSES = ("running", "complete", "partial", "error", "aborted", "interrupted", "unreadable")
 
@@ -31,8 +29,8 @@ def _statuses(values: tuple[str, ...]) -> set[str]:
     wanted = {s.strip() for v in values for s in v.split(",") if s.strip()}
     unknown = wanted - set(STATUSES)
     if unknown:
-        raise click.BadParameter(f"{', '.join(sorted(unknown))}; choose from "
-                                 f"{', '.join(STATUSES)}", param_hint="--status")
+        raise UsageProblem(f"--status {', '.join(sorted(unknown))} is not a status; choose "
+                           f"from {', '.join(STATUSES)}")
     return wanted
 
 

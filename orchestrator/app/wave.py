@@ -5,9 +5,8 @@ it."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
-
-import click
 
 from orchestrator.app.budgets import require_budget_plugins
 from orchestrator.briefing import check_briefing
@@ -57,7 +56,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
         check_models_exist([*resolved, *([chair_model] if chair_model else [])], cfg)
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
     if notice and (tools_mode or "read") == "read" and not quiet:
-        click.echo(f"orch: {notice}", err=True)
+        print(f"orch: {notice}", file=sys.stderr)
     spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
                     timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
                     project_dir=os.getcwd(), workspace=root, retry_of=retry_of, prior=prior or [],
