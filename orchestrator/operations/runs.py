@@ -99,7 +99,7 @@ def entries(runs_dir: Path, bench_dir: Path | None = None) -> Iterator[RunEntry]
                        len(doc.get("seats") or doc.get("legs") or []), doc.get("cost_usd"),
                        doc.get("created_at"), doc.get("tag"), doc.get("exit_code"),
                        [path.parent])
-    yield from _benches(bench_dir, runs_dir)
+    yield from benches(bench_dir, runs_dir)
 
 
 def _bench_folders(runs_dir: Path) -> dict[str, list[Path]]:
@@ -157,7 +157,7 @@ def _bench_results(bench_dir: Path | None) -> list[tuple[Path, Path | None]]:
     return found
 
 
-def _benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
+def benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
     """``orch bench`` results: one JSON file each (in ``bench_dir``, or where ``--out``
     put it), with the report folder beside it and the trial waves in the runs folder, all
     one run. A bench whose results were never written (it is running, or it was killed)

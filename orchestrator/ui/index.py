@@ -262,7 +262,7 @@ class RunIndex:
     def _bench_rows(self, folders: list[str]) -> list[Row]:
         """The benches, as ``orch runs`` lists them; read again when a bench file or a bench
         folder came or went, or while one runs."""
-        from orchestrator.operations.runs import _benches
+        from orchestrator.operations.runs import benches
 
         files: list[tuple[str, int, int]] = []
         if self.bench_dir is not None:
@@ -276,7 +276,7 @@ class RunIndex:
                 and not any(r.status in RUNNING for r in self._benches[1]):
             return self._benches[1]
         rows = []
-        for e in _benches(self.bench_dir, self.runs_dir):
+        for e in benches(self.bench_dir, self.runs_dir):
             rows.append(Row(e.id, e.kind, e.status, e.legs, e.cost_usd,
                             e.created.astimezone(UTC).isoformat(), e.tag))
         self._benches = (key, rows)
