@@ -207,11 +207,15 @@ def test_spend_groups_by_round_on_every_backend(ledger_url):
     for wave_id, run_id, cost in [("r1-round-1", "r1", 1.0), ("r1-round-2", "r1", 2.0),
                                   ("r1-round-2-repair", "r1", 0.5), ("r1-round-10", "r1", 4.0),
                                   ("r1-round-chair", "r1", 3.0), ("c9-review", "c9", 8.0),
-                                  ("plain", None, 16.0)]:
+                                  ("plain", None, 16.0),
+                                  # a bench's deliberating trials: one level further down
+                                  ("b7-t0001-round-1", "b7", 32.0),
+                                  ("b7-t0002-round-2", "b7", 64.0), ("b7-t0003", "b7", 128.0)]:
         ledger.append(row(wave_id, run_id, cost))
     groups = ledger.rollup(group_by="round")["groups"]
-    assert [(g["key"], g["cost_usd"]) for g in groups] == [
-        ("1", 1.0), ("2", 2.0), ("10", 4.0), ("2-repair", 0.5), ("chair", 3.0), (None, 24.0)]
+    assert [(g["key"], g["cost_usd"], g["legs"]) for g in groups] == [
+        ("1", 33.0, 2), ("2", 66.0, 2), ("10", 4.0, 1), ("2-repair", 0.5, 1), ("chair", 3.0, 1),
+        (None, 152.0, 3)]
 
 
 def test_the_chair_synthesises_the_final_round_and_is_told_the_votes(orch, scripted_server):

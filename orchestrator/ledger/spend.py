@@ -259,7 +259,11 @@ class Ledger:
         with self._reporting("read"), self.engine.connect() as conn:
             totals = conn.execute(sa.select(*measures).where(*where)).one()
             grouped = []
-            if group_by is not None:
+            if group_by == "round":  # per wave in SQL, then folded by the wave id's round
+                grouped = _by_round(conn.execute(
+                    sa.select(c.wave_id, c.run_id, *measures).where(*where)
+                    .group_by(c.wave_id, c.run_id)).all())
+            elif group_by is not None:
                 key = _group_key(group_by).label("key")
                 grouped = conn.execute(
                     sa.select(key, *measures).where(*where).group_by(key)
@@ -315,13 +319,44 @@ def _furthest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _group_key(group_by: str):
     c = TABLE.c
-    if group_by == "round":  # <run_id>-round-<N>: N (a deliberation's round), else none
-        return sa.case((c.wave_id.like(c.run_id + ROUND_INFIX + "%"),
-                        sa.func.substr(c.wave_id, sa.func.length(c.run_id)
-                                       + len(ROUND_INFIX) + 1)), else_=None)
     return {"model": c.model, "wave": c.wave_id, "tag": c.tag, "status": c.status,
             "kind": c.kind, "user": c.user, "host": c.host,
             "day": sa.func.date(c.ts)}[group_by]
+
+
+def round_of(wave_id: str, run_id: str | None) -> str | None:
+    """The round a wave id names: what follows the last ``-round-`` of a wave of the run
+    (``<run>-round-2``, a bench trial's ``<bench>-t0003-round-2``, ``-round-2-repair``,
+    ``-round-chair``), else None."""
+    if not run_id or not wave_id.startswith(run_id + "-"):
+        return None
+    rest = wave_id[len(run_id):]
+    at = rest.rfind(ROUND_INFIX)
+    if at < 0:
+        return None
+    return rest[at + len(ROUND_INFIX):] or None
+
+
+def _by_round(rows) -> list:
+    """Per-wave sums folded into one per round (a SQL ``substr`` cannot find the last
+    ``-round-`` of a bench trial's wave id on both SQLite and PostgreSQL)."""
+    from types import SimpleNamespace
+
+    folded: dict[str | None, dict[str, Any]] = {}
+    for r in rows:
+        into = folded.setdefault(round_of(r.wave_id, r.run_id), {})
+        for name, value in r._mapping.items():
+            if name in ("wave_id", "run_id") or value is None:
+                continue
+            into[name] = into.get(name, 0) + value
+    out = []
+    for key, sums in folded.items():
+        values = {name: sums.get(name) for name in ("legs", *TOKENS, "cost_usd",
+                                                     "unknown_cost_legs", "failed_legs",
+                                                     "failed_cost_usd", "suspect_legs",
+                                                     "suspect_cost_usd")}
+        out.append(SimpleNamespace(key=key, _mapping=values, **values))
+    return out
 
 
 def _group(r) -> dict[str, Any]:
