@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from test_council_run import chair, kind_of, seat
+from test_serve import daemon_process, xdg  # noqa: F401 - fixtures
 
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
@@ -199,6 +200,93 @@ def test_kill_9_of_a_council_loses_no_billed_request_of_any_stage(
             ) in why["scripted/bravo"]
     shown = CliRunner().invoke(cli, ["status", run_id])
     assert shown.exit_code == 0 and f"${paid:.4f}" in shown.output, shown.output
+
+
+# -- orch council run through the daemon --------------------------------------------------
+
+def the_council_is_shown_as_it_was_paid(run_dir: Path, run_id: str, stage: str,
+                                        paid: float) -> None:
+    """run.json on disk, `orch status` and `orch runs`: interrupted at the cost that was
+    paid, the stages before ``stage`` complete and ``stage`` partial, no wave ``running``."""
+    on_disk = json.loads((run_dir / "run.json").read_text())
+    assert on_disk["status"] == "interrupted" and on_disk["cost_usd"] == pytest.approx(paid)
+    names = {"review": ["review"], "judge": ["review", "judge"]}[stage]
+    assert [(s["name"], s["status"]) for s in on_disk["stages"]] == [
+        *((n, "complete") for n in names[:-1]), (names[-1], "partial")]
+    for entry in on_disk["stages"]:
+        wave = json.loads((run_dir / "waves" / entry["wave_id"] / "wave.json").read_text())
+        assert wave["status"] == entry["status"] != "running"
+        assert wave["cost_usd"] == pytest.approx(entry["cost_usd"])
+    status = CliRunner().invoke(cli, ["status", run_id, "--json"])
+    assert status.exit_code == 0, status.output
+    doc = json.loads(status.stdout)
+    assert doc["status"] == "interrupted" and doc["cost_usd"] == pytest.approx(paid)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    (entry,) = [r for r in listed["runs"] if r["id"] == run_id]
+    assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+
+
+@pytest.mark.parametrize(("stage", "repair"), [
+    ("review", "the next daemon's start-up"), ("review", "the client's message"),
+    ("judge", "the next daemon's start-up"), ("judge", "the client's message")])
+def test_kill_9_of_the_daemon_mid_council_loses_no_billed_request_and_the_run_is_repaired(
+        stage, repair, orch, scripted_server, orch_home, tmp_path,
+        xdg, daemon_process):  # noqa: F811
+    """`orch council run` relayed to `orch serve`; the daemon gets SIGKILL while a stage
+    has answers and a request hanging. The client says so in one line naming the council
+    (not a stage's wave) and exits 1; the `orch status` it names, or the next daemon's
+    start-up, repairs the council (its stage waves and run.json); the ledger holds every
+    answer."""
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    hangs, until = STAGES[stage]
+    for name in ("alpha", "bravo"):
+        scripted_server.script(name, billed(name, seat(name), hangs.get(name)))
+    scripted_server.script("delta", billed("delta", chair(), hangs.get("delta")))
+    daemon = daemon_process()
+    proc = subprocess.Popen(
+        [*ORCH, "council", "run", "-p", "Review this change to the query layer.",
+         "-m", "scripted/alpha,scripted/bravo", "--chair", "scripted/delta",
+         "--tools", "none", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    models = ["alpha", "bravo", "delta"]
+    try:
+        wait_for(lambda: all(scripted_server.count(m) >= n for m, n in until.items()),
+                 what=f"the {stage} stage's requests")
+        (run_dir,) = (orch_home / "runs").glob("council-*")
+        run_id = run_dir.name.removeprefix("council-")
+        settle(orch_home, run_id, scripted_server, models)
+        started = json.loads((run_dir / "run.json").read_text())
+        assert (started["pid"], started["client_pid"]) == (daemon.pid, proc.pid)
+        daemon.kill()
+        daemon.wait()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # the client: exit 1, one line naming the council to look at, no traceback
+    assert proc.returncode == 1, err
+    assert out == "" and err.splitlines() == [
+        f"orch: the orch daemon died; the run's files are as after a kill: "
+        f"`orch status {run_id}`"], err
+    stale = json.loads((run_dir / "run.json").read_text())
+    assert (stale["status"], stale["cost_usd"]) == ("running", 0)  # as the kill left it
+    hung = next(iter(hangs))
+    assert len(answered(scripted_server, hung)) == until[hung] - 1
+
+    if repair == "the next daemon's start-up":
+        daemon_process()  # repairs what the dead one left, before anyone opens it
+        wait_for(lambda: json.loads((run_dir / "run.json").read_text())["status"]
+                 != "running", what="the council's repair on start-up")
+        assert json.loads((run_dir / "run.json").read_text())["repaired"] is True
+    else:  # the command the client named, as the user runs it
+        named = err.split("`")[1].split()
+        shown = subprocess.run([*ORCH, *named[1:]], capture_output=True, text=True,
+                               cwd=tmp_path, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        assert "interrupted" in shown.stdout and "Traceback" not in shown.stderr
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, run_id, models)
+    the_council_is_shown_as_it_was_paid(run_dir, run_id, stage, paid)
 
 
 # -- orch mcp ---------------------------------------------------------------------------------
