@@ -29,10 +29,12 @@ class JobScope:
     def __init__(self, *, on_wave: Callable[[str], None] | None = None,
                  on_leave: Callable[[int], None] | None = None,
                  client_pid: int | None = None) -> None:
-        self.on_wave = on_wave  # told each wave id as its directory is made
+        self.on_wave = on_wave  # told the run's id: each wave's as its directory is made,
+        # or once the run of stage waves (a council) that a user asks `orch status` about
         self.on_leave = on_leave  # a second interrupt: the job's owner ends it at once
         self.client_pid = client_pid  # the `orch` process that asked (serve: SO_PEERCRED)
         self.waves: list[str] = []
+        self.run_id: str | None = None  # a council's: its stage waves are not named then
         self._lock = threading.Lock()
         self._receivers: list[tuple[Any, Any]] = []  # (event loop, send stream)
 
@@ -63,8 +65,13 @@ class JobScope:
 
     def wave_started(self, wave_id: str) -> None:
         self.waves.append(wave_id)
-        if self.on_wave is not None:
+        if self.on_wave is not None and self.run_id is None:
             self.on_wave(wave_id)
+
+    def run_started(self, run_id: str) -> None:
+        self.run_id = run_id
+        if self.on_wave is not None:
+            self.on_wave(run_id)
 
 
 def current() -> JobScope | None:
@@ -128,3 +135,11 @@ def wave_started(wave_id: str) -> None:
     scope = _current.get()
     if scope is not None:
         scope.wave_started(wave_id)
+
+
+def run_started(run_id: str) -> None:
+    """A run made of stage waves (a council) began: its id, not a stage's, is the one its
+    client names if the daemon dies (`orch status` of it repairs the whole run)."""
+    scope = _current.get()
+    if scope is not None:
+        scope.run_started(run_id)

@@ -1,4 +1,6 @@
-"""`kill -9` of `orch council run` (every stage), `orch mcp` and `orch bench` (a model trial).
+"""`kill -9` of `orch council run` (every stage; in-process, and of the `orch serve` daemon
+that runs it), `orch mcp` (its `fanout` and its `council_run` tool) and `orch bench` (a
+model trial).
 
 The model is tests/test_kill_matrix.py: the real process runs against the scripted server,
 some requests are answered, the next one hangs, and the process gets SIGKILL. Then
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from test_council_run import chair, kind_of, seat
+from test_serve import daemon_process, xdg  # noqa: F401 - fixtures
 
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
@@ -201,6 +204,95 @@ def test_kill_9_of_a_council_loses_no_billed_request_of_any_stage(
     assert shown.exit_code == 0 and f"${paid:.4f}" in shown.output, shown.output
 
 
+# -- orch council run through the daemon --------------------------------------------------
+
+def the_council_is_shown_as_it_was_paid(run_dir: Path, run_id: str, stage: str,
+                                        paid: float) -> None:
+    """`orch status`, `orch runs` and run.json on disk (which opening it repairs, once):
+    interrupted at the cost that was paid, the stages before ``stage`` complete and
+    ``stage`` partial, no stage wave ``running``."""
+    status = CliRunner().invoke(cli, ["status", run_id, "--json"])
+    assert status.exit_code == 0, status.output
+    doc = json.loads(status.stdout)
+    assert doc["status"] == "interrupted" and doc["cost_usd"] == pytest.approx(paid)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    (entry,) = [r for r in listed["runs"] if r["id"] == run_id]
+    assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+    on_disk = json.loads((run_dir / "run.json").read_text())
+    assert on_disk["status"] == "interrupted" and on_disk["cost_usd"] == pytest.approx(paid)
+    names = {"review": ["review"], "judge": ["review", "judge"]}[stage]
+    assert [(s["name"], s["status"]) for s in on_disk["stages"]] == [
+        *((n, "complete") for n in names[:-1]), (names[-1], "partial")]
+    for entry in on_disk["stages"]:
+        wave = json.loads((run_dir / "waves" / entry["wave_id"] / "wave.json").read_text())
+        assert wave["status"] == entry["status"] != "running"
+        assert wave["cost_usd"] == pytest.approx(entry["cost_usd"])
+    assert doc["stages"] == on_disk["stages"]
+
+
+@pytest.mark.parametrize(("stage", "repair"), [
+    ("review", "the next daemon's start-up"), ("review", "the client's message"),
+    ("judge", "the next daemon's start-up"), ("judge", "the client's message")])
+def test_kill_9_of_the_daemon_mid_council_loses_no_billed_request_and_the_run_is_repaired(
+        stage, repair, orch, scripted_server, orch_home, tmp_path,
+        xdg, daemon_process):  # noqa: F811
+    """`orch council run` relayed to `orch serve`; the daemon gets SIGKILL while a stage
+    has answers and a request hanging. The client says so in one line naming the council
+    (not a stage's wave) and exits 1; the `orch status` it names, or the next daemon's
+    start-up, repairs the council (its stage waves and run.json); the ledger holds every
+    answer."""
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    hangs, until = STAGES[stage]
+    for name in ("alpha", "bravo"):
+        scripted_server.script(name, billed(name, seat(name), hangs.get(name)))
+    scripted_server.script("delta", billed("delta", chair(), hangs.get("delta")))
+    daemon = daemon_process()
+    proc = subprocess.Popen(
+        [*ORCH, "council", "run", "-p", "Review this change to the query layer.",
+         "-m", "scripted/alpha,scripted/bravo", "--chair", "scripted/delta",
+         "--tools", "none", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    models = ["alpha", "bravo", "delta"]
+    try:
+        wait_for(lambda: all(scripted_server.count(m) >= n for m, n in until.items()),
+                 what=f"the {stage} stage's requests")
+        (run_dir,) = (orch_home / "runs").glob("council-*")
+        run_id = run_dir.name.removeprefix("council-")
+        settle(orch_home, run_id, scripted_server, models)
+        started = json.loads((run_dir / "run.json").read_text())
+        assert (started["pid"], started["client_pid"]) == (daemon.pid, proc.pid)
+        daemon.kill()
+        daemon.wait()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    # the client: exit 1, one line naming the council to look at, no traceback
+    assert proc.returncode == 1, err
+    assert out == "" and err.splitlines() == [
+        f"orch: the orch daemon died; the run's files are as after a kill: "
+        f"`orch status {run_id}`"], err
+    stale = json.loads((run_dir / "run.json").read_text())
+    assert (stale["status"], stale["cost_usd"]) == ("running", 0)  # as the kill left it
+    hung = next(iter(hangs))
+    assert len(answered(scripted_server, hung)) == until[hung] - 1
+
+    if repair == "the next daemon's start-up":
+        daemon_process()  # repairs what the dead one left, before anyone opens it
+        wait_for(lambda: json.loads((run_dir / "run.json").read_text())["status"]
+                 != "running", what="the council's repair on start-up")
+        assert json.loads((run_dir / "run.json").read_text())["repaired"] is True
+    else:  # the command the client named, as the user runs it
+        named = err.split("`")[1].split()
+        shown = subprocess.run([*ORCH, *named[1:]], capture_output=True, text=True,
+                               cwd=tmp_path, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        assert "interrupted" in shown.stdout and "Traceback" not in shown.stderr
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, run_id, models)
+    the_council_is_shown_as_it_was_paid(run_dir, run_id, stage, paid)
+
+
 # -- orch mcp ---------------------------------------------------------------------------------
 
 def test_kill_9_of_orch_mcp_mid_fanout_loses_no_billed_request_and_status_repairs_the_wave(
@@ -272,6 +364,71 @@ def test_kill_9_of_orch_mcp_mid_fanout_loses_no_billed_request_and_status_repair
     assert doc["status"] == "partial" and doc["cost_usd"] == pytest.approx(paid)
     on_disk = json.loads((orch_home / "runs" / wave / "wave.json").read_text())
     assert (on_disk["status"], on_disk["cost_usd"]) == ("partial", doc["cost_usd"])
+
+
+@pytest.mark.parametrize("stage", ["review", "judge"])
+def test_kill_9_of_orch_mcp_mid_council_run_loses_no_billed_request_and_the_run_is_repaired(
+        stage, orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    """The real `orch mcp` over stdio, its `council_run` tool called; SIGKILL `orch mcp`
+    while a stage has answers and a request hanging. Then `orch spend`, `orch status` and
+    `orch runs`, as for a killed `orch council run`."""
+    import anyio
+
+    mcp = pytest.importorskip("mcp")
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    hangs, until = STAGES[stage]
+    for name in ("alpha", "bravo"):
+        scripted_server.script(name, billed(name, seat(name), hangs.get(name)))
+    scripted_server.script("delta", billed("delta", chair(), hangs.get("delta")))
+    models = ["alpha", "bravo", "delta"]
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    pidfile = tmp_path / "mcp.pid"
+    env = dict(os.environ, ORCH_HOME=str(orch_home))
+    params = StdioServerParameters(
+        command="bash", args=["-c", f'echo $$ > "{pidfile}"; exec "{sys.executable}" -m '
+                                    'orchestrator mcp'], env=env, cwd=str(project))
+
+    async def session_killed_mid_call() -> None:
+        with anyio.fail_after(90), (tmp_path / "mcp-stderr.log").open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with mcp.ClientSession(read, write) as session:
+                    await session.initialize()
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(session.call_tool, "council_run", {
+                            "prompt": "Review this change to the query layer.",
+                            "models": ["scripted/alpha", "scripted/bravo"],
+                            "chair": "scripted/delta", "tools": "none"})
+                        while not all(scripted_server.count(m) >= n
+                                      for m, n in until.items()):
+                            await anyio.sleep(0.05)
+                        await anyio.to_thread.run_sync(
+                            settle, orch_home, None, scripted_server, models)
+                        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+                        await anyio.sleep(0.5)
+                        tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(session_killed_mid_call)
+    except Exception as exc:  # the server died under the session: its transport says so
+        assert not isinstance(exc, TimeoutError), exc
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pidfile.read_text()), 0)  # it is dead (SIGKILL, reaped by the client)
+    (run_dir,) = (orch_home / "runs").glob("council-*")
+    run_id = run_dir.name.removeprefix("council-")
+    stale = json.loads((run_dir / "run.json").read_text())
+    assert (stale["status"], stale["cost_usd"]) == ("running", 0)  # as the kill left it
+    hung = next(iter(hangs))
+    assert len(answered(scripted_server, hung)) == until[hung] - 1
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, run_id, models)
+    the_council_is_shown_as_it_was_paid(run_dir, run_id, stage, paid)
+    doc = json.loads(CliRunner().invoke(cli, ["status", run_id, "--json"]).stdout)
+    why = {s["model"]: s["reason"] for s in doc["seats"]}
+    assert "but the run was killed before its review was read" in why["scripted/alpha"]
 
 
 # -- orch bench -------------------------------------------------------------------------------

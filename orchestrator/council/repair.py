@@ -5,7 +5,8 @@ ledger rows are written per billed answer. So when the process is killed mid-run
 says ``running`` with no stages and $0, while the ledger holds what every stage paid. Opening
 it (``orch status``, ``orch runs``) repairs each stage's wave from the record (as any dead
 wave is, engine/rebuild.py), then rewrites ``run.json`` once, atomically: ``interrupted``,
-its stages, and the usage and cost they were billed.
+its stages, and the usage and cost they were billed. A daemon's start-up does the same for
+every council the one before it left behind (:func:`repair_dead`).
 """
 
 from __future__ import annotations
@@ -89,3 +90,25 @@ def seats(doc: dict[str, Any], waves: list[dict[str, Any]], run_id: str
                f"{last.get('status')})")
         out.append({**seat, "reason": why, "legs": [leg["leg_id"] for leg in legs]})
     return out
+
+
+def repair_dead(runs_dir: Path) -> list[str]:
+    """Repair every council under ``runs_dir`` whose ``run.json`` says ``running`` while the
+    process that ran it is gone: what a daemon does on start-up for the councils a killed
+    daemon ran (its stage waves lie under the council's folder, out of reach of
+    engine/rebuild.py's sweep of the runs folder). The run ids repaired."""
+    from orchestrator.pids import same_process
+
+    done = []
+    for path in sorted(runs_dir.glob("council-*/run.json")):
+        try:
+            doc = read_json(path)
+        except (OSError, ValueError):
+            continue  # `orch status` of it says what is wrong with it
+        if not isinstance(doc, dict) or doc.get("status") != "running" or same_process(
+                doc.get("pid"), doc.get("pid_started")):
+            continue
+        repaired(path.parent, {**doc, "status": "interrupted", "exit_code": 1,
+                               "error": doc.get("error") or GONE})
+        done.append(str(doc.get("run_id") or path.parent.name))
+    return done

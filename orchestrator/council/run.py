@@ -162,6 +162,7 @@ class CouncilRun:
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
         self.art.text("briefing.md", self.plan.briefing)
         self.write_run()
+        jobscope.run_started(self.run_id)  # a daemon's client names it if the daemon dies
         async with anyio.create_task_group() as tg:
             if handle_signals:
                 tg.start_soon(self._watch_signals)

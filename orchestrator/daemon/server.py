@@ -101,15 +101,18 @@ def warm() -> None:
 
 
 def _repair_dead_waves() -> None:
-    """Waves a killed daemon (or any killed orch) left ``running`` get their true status
-    and cost from the ledger (engine/rebuild.py), off the accept loop."""
+    """Waves and councils a killed daemon (or any killed orch) left ``running`` get their
+    true status and cost from the ledger (engine/rebuild.py, council/repair.py), off the
+    accept loop."""
     from orchestrator import config
+    from orchestrator.council.repair import repair_dead as repair_councils
     from orchestrator.engine.rebuild import repair_dead
 
-    try:
-        repair_dead(config.runs_dir())
-    except Exception:  # noqa: BLE001 - `orch status` repairs each wave when it is opened
-        pass
+    for repair in (repair_dead, repair_councils):
+        try:
+            repair(config.runs_dir())
+        except Exception:  # noqa: BLE001 - `orch status` repairs each run when it is opened
+            pass
 
 
 class Daemon:
