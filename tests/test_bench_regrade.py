@@ -39,22 +39,33 @@ PAID = cost((usage_of("solo", "bench")["prompt_tokens"],
              usage_of("solo", "bench")["completion_tokens"]))
 
 
-def answer(body, n):
-    import re
+def answering(model: str):
+    """CODE-<task>, with the usage test_kill_stages' ledger check expects of ``model``."""
+    def reply(body, n):
+        import re
 
-    prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    task = re.search(r"Task (t\d+)", prompt).group(1)
-    return Reply(text=f"CODE-{task}", usage=usage_of("solo", "bench"))
+        prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        task = re.search(r"Task (t\d+)", prompt).group(1)
+        return Reply(text=f"CODE-{task}",
+                     usage=usage_of(model, "bench" if model == "solo" else "review"))
+    return reply
 
 
-def killed_while_grading(orch, scripted_server, orch_home: Path, tmp_path: Path
+SOLO = 'name = "solo"\nmodel = "scripted/solo"\ntools = "none"\n'
+PAIR = 'name = "pair"\nkind = "fanout"\nmodels = ["scripted/alpha", "scripted/bravo"]\n' \
+    'tools = "none"\n'
+
+
+def killed_while_grading(orch, scripted_server, orch_home: Path, tmp_path: Path,
+                         contestant: str = SOLO, models: tuple[str, ...] = ("solo",)
                          ) -> tuple[Path, str, dict, Path]:
     """Two model trials, one at a time: t0 is graded into the results file; t1's python
     check waits for ``go``, and `orch bench` is SIGKILLed once it has started (t1's answer
     billed, its leg's files written). Returns the results file, the bench id, the
     subprocess environment and the ``go`` file."""
     orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
-    scripted_server.script("solo", answer)
+    for model in models:
+        scripted_server.script(model, answering(model))
     cases = tmp_path / "cases"
     cases.mkdir()
     started, go = tmp_path / "check-started", tmp_path / "go"
@@ -74,8 +85,7 @@ def killed_while_grading(orch, scripted_server, orch_home: Path, tmp_path: Path
          "expect": {"python": "gate:check"}, "solution": "CODE-t1"}))
     config = tmp_path / "bench.toml"
     config.write_text('[bench]\ncases = "cases"\ntrials = 1\njobs = 1\n'
-                      'check_timeout_s = 600\n\n[[contestants]]\nname = "solo"\n'
-                      'model = "scripted/solo"\ntools = "none"\n')
+                      'check_timeout_s = 600\n\n[[contestants]]\n' + contestant)
     out = tmp_path / "results.json"
     env = dict(os.environ, ORCH_HOME=str(orch_home))
     proc = subprocess.Popen([*ORCH, "bench", "--config", str(config), "--yes", "--out",
@@ -94,10 +104,10 @@ def killed_while_grading(orch, scripted_server, orch_home: Path, tmp_path: Path
     doc = json.loads(out.read_text())
     assert [t["task"] for t in doc["trials"]] == ["t0"] and "running" in doc
     bench_id = doc["bench_id"]
-    assert len(answered(scripted_server, "solo")) == 2  # t0 and t1, both billed
+    for model in models:  # t0 and t1, both billed
+        assert len(answered(scripted_server, model)) == 2
     rows = ledger_rows(orch_home, bench_id)
-    assert sorted((r["leg_id"], r["status"]) for r in rows) == [
-        (f"{bench_id}-1-1", "complete"), (f"{bench_id}-1-2", "complete")]
+    assert len(rows) == 2 * len(models) and {r["status"] for r in rows} == {"complete"}
     return out, bench_id, env, go
 
 
@@ -172,3 +182,23 @@ def test_a_billed_trial_whose_answer_is_gone_is_an_error_and_not_sent_again(
     assert len(resent) == 1 and "Task t1" in json.dumps(resent[0].body)
     t1 = json.loads(out.read_text())["trials"][1]
     assert (t1["passed"], t1["excluded"], t1.get("regraded")) == (True, None, None)
+
+
+def test_a_fanout_trial_billed_before_the_kill_is_graded_from_its_saved_answers(
+        orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    models = ("alpha", "bravo")
+    out, bench_id, env, go = killed_while_grading(orch, scripted_server, orch_home, tmp_path,
+                                                  PAIR, models)
+    go.touch()
+    sent = sum(scripted_server.count(m) for m in models)
+    done = resume(out, env)
+    assert done.returncode == 0, done.stderr
+    assert sum(scripted_server.count(m) for m in models) == sent
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, bench_id,
+                                              list(models))
+    t0, t1 = json.loads(out.read_text())["trials"]
+    assert (t1["task"], t1["passed"], t1["excluded"]) == ("t1", True, None)
+    assert t1["cost_usd"] == pytest.approx(paid / 2) and t1["wave_id"] == f"{bench_id}-t0002"
+    assert t0["cost_usd"] + t1["cost_usd"] == pytest.approx(paid)
+    assert f"answers saved in {bench_id}-t0002" in t1["regraded"]

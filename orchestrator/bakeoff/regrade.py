@@ -78,10 +78,13 @@ def settle(doc: dict[str, Any], plan: Plan, runs_dir: Path, guard,
             continue
         row = runner.base_row(slot)
         _bill(row, legs)
-        if leg_id is None:
-            _unsaved(row, f"a {c.kind} trial is not graded from saved answers")
-        else:
+        if leg_id is not None:
             _model(row, slot, leg_id, legs[0], runs_dir, guard)
+        elif c.kind == "fanout" and not c.deliberates:
+            _fanout(row, slot, f"{bench_id}-{prefix}t{slot.n:04d}", legs, runs_dir, guard)
+        else:  # a council's or a deliberation's answer is made of several stages' files
+            _unsaved(row, f"a {'deliberation' if c.deliberates else c.kind} trial is not "
+                     "graded from saved answers")
         out.append(row)
     return out
 
@@ -140,11 +143,54 @@ def _model(row: dict[str, Any], slot: Slot, leg_id: str, billed: Billed, runs_di
                steps=record.steps, secs=round(record.duration_s or 0.0, 3),
                regraded=f"graded after the kill from the answer saved in {leg_id} "
                         f"({_billed_text(row)}; not sent again)")
-    verdict = grade(slot.task, answer, None, guard)
-    row["passed"] = verdict.passed
-    row["check_output"] = scrub(cap(verdict.output, 4 * CHECK_OUTPUT_KEEP))
-    if verdict.error:
-        from orchestrator.bakeoff.run import REASON_KEEP
+    _grade(row, slot, [answer], guard)
 
-        row["passed"] = False
-        row["excluded"] = scrub(cap(verdict.error, REASON_KEEP))
+
+def _fanout(row: dict[str, Any], slot: Slot, wave_id: str, legs: list[Billed],
+            runs_dir: Path, guard) -> None:
+    """A fanout trial: graded from its final ``wave.json`` (the chair's answer, or each
+    member's until one passes), as the run would have."""
+    from types import SimpleNamespace
+
+    from orchestrator.bakeoff.ensemble import _row
+    from orchestrator.store import read_json
+
+    if not all(b.ended for b in legs):
+        return _unsaved(row, "a leg was still running")
+    try:
+        doc = read_json(runs_dir / wave_id / "wave.json")
+        records = [LegRecord.from_dict(d) for d in doc["legs"]]
+        chair = LegRecord.from_dict(doc["chair"]) if doc.get("chair") else None
+    except (OSError, ValueError, TypeError, KeyError):
+        return _unsaved(row, f"its wave folder {wave_id} is gone")
+    if any(r.status in (RUNNING, PENDING) for r in [*records, *([chair] if chair else [])]):
+        return _unsaved(row, "the wave's files stopped before its end")
+    if slot.task.verify:
+        return _unsaved(row, "the check needs the trial folder, which is gone")
+    wave = SimpleNamespace(  # the wave as ensemble._row reads a live one
+        records=records, chair=SimpleNamespace(record=chair) if chair else None,
+        spec=SimpleNamespace(chair=slot.contestant.chair), status=doc.get("status"),
+        wave_id=wave_id, budget_refusals=doc.get("budget_refusals") or [])
+    answers = _row(row, wave, Runner.keep_answer)
+    _bill(row, legs)  # the money as the ledger has it, over what the files say
+    row.update(command=wave_id, regraded=f"graded after the kill from the answers saved in "
+                                         f"{wave_id} ({_billed_text(row)}; not sent again)")
+    if row["excluded"] is None:
+        _grade(row, slot, answers, guard)
+
+
+def _grade(row: dict[str, Any], slot: Slot, answers: list[str], guard) -> None:
+    """The trial's check over ``answers`` until one passes (one: a model's or a chair's);
+    a check that could not grade excludes the trial, saying why (as ``Runner.grade``)."""
+    from orchestrator.bakeoff.run import REASON_KEEP
+
+    row["passed"] = False
+    for answer in answers:
+        verdict = grade(slot.task, answer, None, guard)
+        row["passed"] = verdict.passed
+        row["check_output"] = scrub(cap(verdict.output, 4 * CHECK_OUTPUT_KEEP))
+        if verdict.error:
+            row["passed"] = False
+            row["excluded"] = scrub(cap(verdict.error, REASON_KEEP))
+        if row["passed"] or row["excluded"] is not None:
+            return
