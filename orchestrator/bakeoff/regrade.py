@@ -109,7 +109,7 @@ def _billed_text(row: dict[str, Any]) -> str:
 
 def _unsaved(row: dict[str, Any], why: str) -> None:
     """No answer to grade: the trial is excluded, saying what it cost; never sent again."""
-    reason = f"{_billed_text(row)}; answer not saved ({why}): not sent again"
+    reason = f"{_billed_text(row)}; {why}: not sent again"
     row.update(status="error", reason=reason, excluded=reason, passed=False)
 
 
@@ -129,14 +129,14 @@ def _model(row: dict[str, Any], slot: Slot, leg_id: str, billed: Billed, runs_di
     """A model trial: graded from the answer its leg saved, as the run would have."""
     row["leg_id"] = leg_id
     if not billed.ended:
-        return _unsaved(row, "the leg was still running")
+        return _unsaved(row, "answer not saved (the leg was still running)")
     record = saved(runs_dir, leg_id)
     if record is None:
-        return _unsaved(row, f"its leg folder {leg_id} is gone")
+        return _unsaved(row, f"answer not saved (its leg folder {leg_id} is gone)")
     if record.status in (RUNNING, PENDING):
-        return _unsaved(row, "the leg's files stopped before its end")
+        return _unsaved(row, "answer not saved (the leg's files stopped before its end)")
     if slot.task.verify:  # the check reads the files the model left: that folder is gone
-        return _unsaved(row, "the check needs the trial folder, which is gone")
+        return _unsaved(row, "its check needs the trial folder, which is gone")
     answer = record.answer or ""
     row.update(status=record.status, reason=record.reason,
                answer=Runner.keep_answer(answer), answer_chars=len(answer),
@@ -156,17 +156,17 @@ def _fanout(row: dict[str, Any], slot: Slot, wave_id: str, legs: list[Billed],
     from orchestrator.store import read_json
 
     if not all(b.ended for b in legs):
-        return _unsaved(row, "a leg was still running")
+        return _unsaved(row, "answer not saved (a leg was still running)")
     try:
         doc = read_json(runs_dir / wave_id / "wave.json")
         records = [LegRecord.from_dict(d) for d in doc["legs"]]
         chair = LegRecord.from_dict(doc["chair"]) if doc.get("chair") else None
     except (OSError, ValueError, TypeError, KeyError):
-        return _unsaved(row, f"its wave folder {wave_id} is gone")
+        return _unsaved(row, f"answers not saved (its wave folder {wave_id} is gone)")
     if any(r.status in (RUNNING, PENDING) for r in [*records, *([chair] if chair else [])]):
-        return _unsaved(row, "the wave's files stopped before its end")
+        return _unsaved(row, "answers not saved (the wave's files stopped before its end)")
     if slot.task.verify:
-        return _unsaved(row, "the check needs the trial folder, which is gone")
+        return _unsaved(row, "its check needs the trial folder, which is gone")
     wave = SimpleNamespace(  # the wave as ensemble._row reads a live one
         records=records, chair=SimpleNamespace(record=chair) if chair else None,
         spec=SimpleNamespace(chair=slot.contestant.chair), status=doc.get("status"),
