@@ -168,6 +168,9 @@ def test_a_trial_billed_before_the_kill_is_graded_from_its_saved_answer_not_sent
     assert shown.exit_code == 0, shown.output
     assert "PASS t1 · solo #1" in shown.output and "regraded from its saved answer" in \
         shown.output
+    report = CliRunner().invoke(cli, ["bench", "report", str(out)])
+    assert "Resumed (" in report.output and "1 trial(s) billed before a kill were not sent " \
+        "again" in report.output, report.output
     # nothing is left to run, and asking again sends nothing either
     again = resume(out, env)
     assert again.returncode == 0 and "nothing to run" in again.stderr

@@ -116,7 +116,8 @@ def notes(doc: dict[str, Any]) -> list[str]:
     out = []
     for r in doc.get("resumes") or []:
         what = ", ".join(f"{n} {k}" for k, n in r["planned"].items())
-        out.append(f"Resumed ({r['at'][:19]}): {r['ran']} trial(s) run again ({what}).")
+        out.append(f"Resumed ({r['at'][:19]}): {r['ran']} trial(s) run again"
+                   + (f" ({what})." if what else "."))
         if r.get("settled"):
             out.append(f"  {len(r['settled'])} trial(s) billed before a kill were not sent "
                        "again: graded from the saved answer, or excluded when none was saved.")

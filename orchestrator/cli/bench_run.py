@@ -387,7 +387,7 @@ def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: b
     if max_cost is not None:
         plan.max_cost = max_cost
     again = resume.todo(doc, resume.total(plan), failed=retry_failed, excluded=retry_excluded)
-    settled, guard = settle_killed(doc, plan, file, unsafe, quiet)
+    settled, guard = settle_killed(doc, plan, unsafe, quiet)
     again = {n: why for n, why in again.items() if n not in {r["n"] for r in settled}}
     if settled and not again:  # nothing to send: the settled trials are the resume
         finish(resume.merge(doc, [], {}, settled), file, as_json=as_json, junit=junit)
@@ -407,17 +407,24 @@ def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: b
             settled=settled, guard=guard)
 
 
-def settle_killed(doc: dict[str, Any], plan: Plan, file: Path, unsafe: bool, quiet: bool
+def settle_killed(doc: dict[str, Any], plan: Plan, unsafe: bool, quiet: bool
                   ) -> tuple[list[dict[str, Any]], Any]:
     """The trials a killed run was billed for but never graded, settled with no request
-    (bakeoff/regrade.py), each said on stderr; and the guard their checks ran under."""
+    (bakeoff/regrade.py), each said on stderr; and the guard their checks ran under. A
+    Ctrl-C meanwhile leaves the results file as it was (nothing was sent)."""
     from orchestrator import config as config_mod
     from orchestrator.bakeoff import regrade, resume
 
     if regrade.killed_run(doc, resume.total(plan)) is None:  # it finished: nothing unsettled
         return [], None
     guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
-    settled = regrade.settle(doc, plan, config_mod.runs_dir(), guard)
+    try:
+        settled = regrade.settle(doc, plan, config_mod.runs_dir(), guard)
+    except KeyboardInterrupt:
+        guard.running.stop()  # the check it was grading with
+        click.echo("orch: interrupted while grading the answers a killed run saved; nothing "
+                   "was sent and the results file is unchanged", err=True)
+        sys.exit(130)
     for row in settled:
         if not quiet or row["excluded"]:
             click.echo(trial_line(row) + (f" · {row['regraded']}" if row.get("regraded")
