@@ -301,3 +301,57 @@ def test_a_trial_killed_in_flight_after_a_billed_step_is_an_error_not_resent(
     assert paid == pytest.approx(2 * PAID)
     assert t1["excluded"] == (f"billed ${PAID:.4f} before the kill; answer not saved (the "
                               "leg was still running): not sent again")
+
+
+def test_a_first_trial_billed_before_the_kill_is_resumable_and_graded_not_sent_again(
+        orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    """The kill comes while the bench's only trial is graded: no trial was saved yet, but
+    the results file was written before the first request, so the resume finds the trial
+    in the ledger and grades its saved answer."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    scripted_server.script("solo", answering("solo"))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    started, go = tmp_path / "check-started", tmp_path / "go"
+    (cases / "gate.py").write_text(
+        "import pathlib, time\n"
+        f"STARTED, GO = pathlib.Path({str(started)!r}), pathlib.Path({str(go)!r})\n"
+        "def check(answer):\n"
+        "    STARTED.write_text('grading')\n"
+        "    while not GO.exists():\n"
+        "        time.sleep(0.05)\n"
+        "    return 'CODE-t1' in answer\n")
+    (cases / "t1.json").write_text(json.dumps(
+        {"id": "t1", "task": "Task t1: reply with CODE-t1.",
+         "expect": {"python": "gate:check"}, "solution": "CODE-t1"}))
+    config = tmp_path / "bench.toml"
+    config.write_text('[bench]\ncases = "cases"\ntrials = 1\njobs = 1\n'
+                      'check_timeout_s = 600\n\n[[contestants]]\n' + SOLO)
+    out = tmp_path / "results.json"
+    env = dict(os.environ, ORCH_HOME=str(orch_home))
+    proc = subprocess.Popen([*ORCH, "bench", "--config", str(config), "--yes", "--out",
+                             str(out), "-q"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    try:
+        wait_for(started.exists, timeout=60, what="t1's check to start")
+        time.sleep(0.2)
+        kill(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    doc = json.loads(out.read_text())
+    assert doc["trials"] == [] and doc["running"]["wave_prefix"] == ""
+    go.touch()
+    sent = scripted_server.count("solo")
+    done = resume(out, env)
+    assert done.returncode == 0, done.stderr
+    assert scripted_server.count("solo") == sent == 1
+    final = json.loads(out.read_text())
+    (t1,) = final["trials"]
+    assert (t1["passed"], t1["status"], t1["cost_usd"]) == (True, "complete",
+                                                             pytest.approx(PAID))
+    assert t1["regraded"] and t1["leg_id"] == f"{final['bench_id']}-1-1"
+    assert the_ledger_holds_what_was_answered(scripted_server, orch_home, final["bench_id"],
+                                              ["solo"]) == pytest.approx(PAID)

@@ -325,12 +325,12 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
         while any(config_mod.runs_dir().glob(f"{bench_id}-r{n}-*")):
             n += 1
         runner.wave_prefix = f"r{n}-"
-    # the marker says which waves this run's trials are, for a resume after a kill -9
-    # (bakeoff/regrade.py); a resume writes it before it sends anything
+    # the marker says which waves this run's trials are, written before anything is sent:
+    # a run killed even before its first trial was graded leaves a file to resume, and the
+    # resume finds what that run was billed for (bakeoff/regrade.py)
     run = {"wave_prefix": runner.wave_prefix,
            "trials": None if runner.wanted is None else sorted(runner.wanted)}
-    if previous is not None:
-        save_partial(path, results([]), run)
+    save_partial(path, results([]), run)
     progress.runner = runner
     with progress:
         rows = anyio.run(partial(runner.run, handle_signals=True))
