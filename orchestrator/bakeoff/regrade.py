@@ -6,9 +6,11 @@ billed answer and its grade leaves the money in the durable record (one row per 
 ``ledger/billed.py``) and the answer in the leg's ``metadata.json``, but no row in the
 results, so the trial looks never run. The killed run's waves are found from the marker of
 its results file (``running``: its wave prefix and the slots it ran). A billed model trial
-whose answer was saved is graded from it (no request); any other billed trial (its leg was
-still running, its folder is gone, its check needs the trial folder, an ensemble) becomes
-an excluded ``error`` row saying what was billed. ``--retry-excluded`` sends those again.
+whose answer was saved (``metadata.json``), or fanout trial whose final ``wave.json`` was,
+is graded from it (no request); any other billed trial (a leg was still running, its folder
+is gone, its check needs the trial folder, a council or a deliberation) becomes an excluded
+``error`` row saying what was billed. A later ``--retry-excluded`` sends those again.
+Command trials are left alone: a command reports its own spend when it ends.
 """
 
 from __future__ import annotations
