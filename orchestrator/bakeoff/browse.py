@@ -24,7 +24,8 @@ def listing(doc: dict[str, Any], task: str | None = None) -> list[str]:
         why = r.get("excluded") or r.get("reason") or ""
         out.append(f"{outcome(r)} {r['task']} · {r['contestant']} #{r['trial']} · "
                    f"{float(r.get('secs') or 0):.1f}s · {r.get('steps') or 0} steps"
-                   + (f" ({why})" if why else ""))
+                   + (f" ({why})" if why else "")
+                   + (" · regraded from its saved answer" if r.get("regraded") else ""))
     return out
 
 
@@ -74,7 +75,7 @@ def trial_text(doc: dict[str, Any], row: dict[str, Any], runs_dir: Path | None) 
             f" · cost {'—' if row.get('cost_usd') is None else row['cost_usd']}")
     parts = [head]
     for label, value in (("excluded", row.get("excluded")), ("reason", row.get("reason")),
-                         ("command", row.get("command"))):
+                         ("regraded", row.get("regraded")), ("command", row.get("command"))):
         if value:
             parts.append(f"{label}: {value}")
     if row.get("deliberation"):

@@ -86,12 +86,14 @@ def todo(doc: dict[str, Any], planned: int, *, failed: bool = False,
     return out
 
 
-def merge(doc: dict[str, Any], rows: list[dict[str, Any]], why: dict[int, str]
-          ) -> dict[str, Any]:
-    """The results with ``rows`` in their slots, and a ``resumes`` entry saying what ran."""
+def merge(doc: dict[str, Any], rows: list[dict[str, Any]], why: dict[int, str],
+          settled: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The results with ``rows`` in their slots, and a ``resumes`` entry saying what ran.
+    ``settled``: trials a killed run paid for, settled without a request (bakeoff/regrade.py)."""
     from orchestrator.bakeoff.run import exclusions
 
     by_n = {r["n"]: r for r in doc["trials"]}
+    by_n.update({r["n"]: r for r in settled})
     by_n.update({r["n"]: r for r in rows})
     merged = [by_n[n] for n in sorted(by_n)]
     counts: dict[str, int] = {}
@@ -104,6 +106,8 @@ def merge(doc: dict[str, Any], rows: list[dict[str, Any]], why: dict[int, str]
     out["resumes"] = [*doc.get("resumes", []),
                       {"at": out["finished"], "planned": counts, "ran": len(rows),
                        "trials": sorted(why)}]
+    if settled:
+        out["resumes"][-1]["settled"] = sorted(r["n"] for r in settled)
     return out
 
 
@@ -112,7 +116,11 @@ def notes(doc: dict[str, Any]) -> list[str]:
     out = []
     for r in doc.get("resumes") or []:
         what = ", ".join(f"{n} {k}" for k, n in r["planned"].items())
-        out.append(f"Resumed ({r['at'][:19]}): {r['ran']} trial(s) run again ({what}).")
+        out.append(f"Resumed ({r['at'][:19]}): {r['ran']} trial(s) run again"
+                   + (f" ({what})." if what else "."))
+        if r.get("settled"):
+            out.append(f"  {len(r['settled'])} trial(s) billed before a kill were not sent "
+                       "again: graded from the saved answer, or excluded when none was saved.")
         if r["planned"].get("failed"):
             out.append("  --retry-failed: a re-run replaces its failure, so these pass rates "
                        "lean high; compare contestants re-run alike.")

@@ -87,6 +87,17 @@ class Slot:
     trial: int
 
 
+def numbered(plan: Plan) -> list[Slot]:
+    """Every trial of the plan, numbered task → contestant → trial (a results file's ``n``)."""
+    out, n = [], 0
+    for task in plan.tasks:
+        for c in plan.contestants:
+            for trial in range(1, plan.trials + 1):
+                n += 1
+                out.append(Slot(n, task, c, trial))
+    return out
+
+
 @dataclass
 class Runner:
     plan: Plan
@@ -105,14 +116,7 @@ class Runner:
 
     def slots(self) -> list[Slot]:
         """task → contestant → trial (the numbering is the plan's, a resume runs a subset)."""
-        out, n = [], 0
-        for task in self.plan.tasks:
-            for c in self.plan.contestants:
-                for trial in range(1, self.plan.trials + 1):
-                    n += 1
-                    if self.wanted is None or n in self.wanted:
-                        out.append(Slot(n, task, c, trial))
-        return out
+        return [s for s in numbered(self.plan) if self.wanted is None or s.n in self.wanted]
 
     @staticmethod
     def keep_answer(text: str) -> str:

@@ -112,7 +112,8 @@ def report_cmd(file, as_json):
 @bench.command("resume")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--retry-failed", is_flag=True, help="Also run the failed trials again.")
-@click.option("--retry-excluded", is_flag=True, help="Also run the excluded trials again.")
+@click.option("--retry-excluded", is_flag=True,
+              help="Also run the excluded trials again (those billed before a kill too).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before spending.")
 @click.option("--max-cost", type=click.FloatRange(0), metavar="USD",
               help="A cost ceiling for what this resume runs.")
@@ -128,7 +129,8 @@ def resume_cmd(file, retry_failed, retry_excluded, yes, max_cost, maxfail, quiet
                as_json, unsafe_checks):
     """Run the trials an interrupted bench did not run (or cut short), merged into its
     results file; with --retry-failed / --retry-excluded, those trials again too (the
-    report says so)."""
+    report says so). A trial billed before a kill but never graded is graded from its
+    saved answer, never sent again unless --retry-excluded asks on a later resume."""
     from orchestrator.cli.bench_run import resume_bench
 
     parent = click.get_current_context().parent  # `orch bench --unsafe-checks resume F`

@@ -253,10 +253,10 @@ def choose_sandbox(needed: bool, unsafe: bool) -> str | None:
 def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: bool,
             probe: bool = False, unsafe: bool = False, maxfail: int | None = None,
             quiet: bool = False, junit: Path | None = None,
-            previous: dict[str, Any] | None = None, again: dict[int, str] | None = None
-            ) -> None:
+            previous: dict[str, Any] | None = None, again: dict[int, str] | None = None,
+            settled: list[dict[str, Any]] = (), guard=None) -> None:
     """Run the plan (or, with ``previous``, the slots ``again`` names, merged into those
-    results in ``out``), save, print."""
+    results in ``out`` with the ``settled`` rows of a killed run), save, print."""
     import anyio
 
     from orchestrator import config as config_mod
@@ -274,7 +274,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
         elif not cmd.found(c):
             raise OrchError(f"contestant {c.name}: {c.command} is not on PATH; install it or "
                             "give its full path (orch bench --check lists every contestant)")
-    guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
+    guard = guard or plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
     if junit is not None and junit.is_dir():
         raise OrchError(f"--junit-xml {junit} is a directory; pass a file name")
     confirm(plan, resolved, yes)
@@ -298,7 +298,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
 
     def results(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if previous is not None:
-            doc = resume.merge(previous, rows, again or {})
+            doc = resume.merge(previous, rows, again or {}, settled)
             doc["ledger_errors"] = [*previous.get("ledger_errors", []), *ledger.errors]
             return doc
         return {"bench_id": bench_id, "started": started,
@@ -313,7 +313,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
         this process): a bench (or a resume) killed with -9 leaves every trial it paid for
         and graded, so `orch bench resume` runs only the rest."""
         progress(row)
-        save_partial(path, results([runner.rows[n] for n in sorted(runner.rows)]))
+        save_partial(path, results([runner.rows[n] for n in sorted(runner.rows)]), run)
 
     runner = Runner(plan=plan, bench_id=bench_id, config=runtime.config(), pms=pms,
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
@@ -325,6 +325,12 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
         while any(config_mod.runs_dir().glob(f"{bench_id}-r{n}-*")):
             n += 1
         runner.wave_prefix = f"r{n}-"
+    # the marker says which waves this run's trials are, written before anything is sent:
+    # a run killed even before its first trial was graded leaves a file to resume, and the
+    # resume finds what that run was billed for (bakeoff/regrade.py)
+    run = {"wave_prefix": runner.wave_prefix,
+           "trials": None if runner.wanted is None else sorted(runner.wanted)}
+    save_partial(path, results([]), run)
     progress.runner = runner
     with progress:
         rows = anyio.run(partial(runner.run, handle_signals=True))
@@ -338,7 +344,8 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
 RUNNING = "running"  # a partial results file's marker: the process still writing it
 
 
-def save_partial(path: Path, doc: dict[str, Any]) -> None:
+def save_partial(path: Path, doc: dict[str, Any], run: dict[str, Any] | None = None
+                 ) -> None:
     """The results so far, atomically, marked with the process that writes them (`orch runs`
     shows the bench running while it lives, interrupted once it is gone). A file that cannot
     be written is said once on stderr; the final write says the rest."""
@@ -349,8 +356,8 @@ def save_partial(path: Path, doc: dict[str, Any]) -> None:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, {**doc, RUNNING: {"pid": os.getpid(),
-                                                  "pid_started": process_started(os.getpid())}})
+        write_json_atomic(path, {**doc, RUNNING: {
+            "pid": os.getpid(), "pid_started": process_started(os.getpid()), **(run or {})}})
     except OSError as exc:
         if path not in _UNWRITABLE:
             _UNWRITABLE.add(path)
@@ -380,6 +387,10 @@ def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: b
     if max_cost is not None:
         plan.max_cost = max_cost
     again = resume.todo(doc, resume.total(plan), failed=retry_failed, excluded=retry_excluded)
+    settled, guard = settle_killed(doc, plan, unsafe, quiet)
+    again = {n: why for n, why in again.items() if n not in {r["n"] for r in settled}}
+    if settled and not again:  # nothing to send: the settled trials are the resume
+        finish(resume.merge(doc, [], {}, settled), file, as_json=as_json, junit=junit)
     if not again:
         click.echo(f"nothing to run: every trial of {file} was graded"
                    + ("" if retry_failed and retry_excluded else
@@ -392,7 +403,33 @@ def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: b
     click.echo(f"resuming {doc['bench_id']}: {len(again)} trial(s) to run ("
                + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")", err=True)
     execute(plan, resolved, pms, yes=yes, out=file, as_json=as_json, unsafe=unsafe,
-            maxfail=maxfail, quiet=quiet, junit=junit, previous=doc, again=again)
+            maxfail=maxfail, quiet=quiet, junit=junit, previous=doc, again=again,
+            settled=settled, guard=guard)
+
+
+def settle_killed(doc: dict[str, Any], plan: Plan, unsafe: bool, quiet: bool
+                  ) -> tuple[list[dict[str, Any]], Any]:
+    """The trials a killed run was billed for but never graded, settled with no request
+    (bakeoff/regrade.py), each said on stderr; and the guard their checks ran under. A
+    Ctrl-C meanwhile leaves the results file as it was (nothing was sent)."""
+    from orchestrator import config as config_mod
+    from orchestrator.bakeoff import regrade, resume
+
+    if regrade.killed_run(doc, resume.total(plan)) is None:  # it finished: nothing unsettled
+        return [], None
+    guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
+    try:
+        settled = regrade.settle(doc, plan, config_mod.runs_dir(), guard)
+    except KeyboardInterrupt:
+        guard.running.stop()  # the check it was grading with
+        click.echo("orch: interrupted while grading the answers a killed run saved; nothing "
+                   "was sent and the results file is unchanged", err=True)
+        sys.exit(130)
+    for row in settled:
+        if not quiet or row["excluded"]:
+            click.echo(trial_line(row) + (f" · {row['regraded']}" if row.get("regraded")
+                                          else ""), err=True)
+    return settled, guard
 
 
 def interrupted(signum: int, rows: list[dict[str, Any]], planned: int,

@@ -51,6 +51,14 @@ def billed_legs(wave_id: str, url: str | None = None) -> dict[str, Billed]:
     completed. The furthest row of each leg wins (more billed requests, then ended over in
     flight), as the ledger's unique key would keep it. Reading never creates a ledger, and a
     ledger that cannot be opened leaves the outbox's lines as the record."""
+    return billed_waves(wave_id, url, exact=True).get(wave_id, {})
+
+
+def billed_waves(prefix: str, url: str | None = None, *, exact: bool = False
+                 ) -> dict[str, dict[str, Billed]]:
+    """wave_id -> its legs as :func:`billed_legs` has them, for every wave whose id starts
+    with ``prefix`` (a bench's waves: ``<bench id>-``), read in one pass; ``exact``: the
+    one wave ``prefix`` names."""
     from orchestrator.errors import OrchError
     from orchestrator.ledger import outbox
     from orchestrator.ledger.connection import default_url, missing_sqlite_file
@@ -62,19 +70,23 @@ def billed_legs(wave_id: str, url: str | None = None) -> dict[str, Billed]:
             from orchestrator.ledger.spend import Ledger
 
             ledger = Ledger(url)  # opening replays the outbox into it
-            rows += [(r, "ledger") for r in ledger.rows(wave_id=wave_id)]
+            found = ledger.rows(wave_id=prefix) if exact else ledger.rows(wave_prefix=prefix)
+            rows += [(r, "ledger") for r in found]
         except OrchError:
             pass
-    rows += [(r, "outbox") for r in outbox.journaled(url) if r.get("wave_id") == wave_id]
-    legs: dict[str, Billed] = {}
+    rows += [(r, "outbox") for r in outbox.journaled(url)
+             if (r.get("wave_id") == prefix if exact
+                 else str(r.get("wave_id") or "").startswith(prefix))]
+    waves: dict[str, dict[str, Billed]] = {}
     for row, where in rows:
         billed = _billed(row, where)
         if billed is None:
             continue
+        legs = waves.setdefault(str(row.get("wave_id")), {})
         held = legs.get(billed.leg_id)
         if held is None or billed._rank() > held._rank():
             legs[billed.leg_id] = billed
-    return legs
+    return waves
 
 
 def _billed(row: dict[str, Any], where: str) -> Billed | None:

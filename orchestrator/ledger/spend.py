@@ -220,9 +220,14 @@ class Ledger:
     # -- reading
 
     def rows(self, since: datetime | None = None, wave_id: str | None = None,
-             run_id: str | None = None) -> list[dict[str, Any]]:
-        """Rows oldest first, as plain dicts (``ts`` is an aware UTC datetime)."""
-        query = sa.select(TABLE).where(*self._filters(since, wave_id, run_id))
+             run_id: str | None = None, wave_prefix: str | None = None
+             ) -> list[dict[str, Any]]:
+        """Rows oldest first, as plain dicts (``ts`` is an aware UTC datetime).
+        ``wave_prefix``: the rows of every wave whose id starts with it (a bench's)."""
+        where = self._filters(since, wave_id, run_id)
+        if wave_prefix is not None:
+            where.append(TABLE.c.wave_id.startswith(wave_prefix, autoescape=True))
+        query = sa.select(TABLE).where(*where)
         with self._reporting("read"), self.engine.connect() as conn:
             result = conn.execute(query.order_by(TABLE.c.ts, TABLE.c.id))
             return [dict(r._mapping) for r in result]
