@@ -123,4 +123,5 @@ def wave_report(wave, doc):
     stopped or a limit it saw passed means is the plugin's to say, here. Called whenever the
     document is built (a wave's start and end; ``wave`` is None for a deliberation's document
     and when ``orch status`` rebuilds a killed wave), so answer from ``doc`` (read-only),
-    synchronously. A raise or a wrong answer is isolated: a wave notice, the wave goes on."""
+    synchronously. A raise or a wrong answer is isolated: a wave notice, the wave goes on
+    (for a ``FAIL_CLOSED`` plugin also a ``degraded`` reason: its verdict is unknown)."""

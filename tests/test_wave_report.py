@@ -38,6 +38,17 @@ class Broken:
         raise RuntimeError("report exploded")
 
 
+class BrokenGuard:
+    """A guard whose report must not go missing silently."""
+
+    NAME = "broken_guard"
+    FAIL_CLOSED = {"wave_report"}
+
+    @hookimpl
+    def wave_report(self, wave, doc):
+        raise KeyError("spent")
+
+
 class Greedy:
     NAME = "greedy"
 
@@ -84,6 +95,16 @@ def test_a_failing_report_is_a_notice_and_the_wave_goes_on(orch, scripted_server
     # the other plugin's report still counts
     assert run.doc["degraded"] == ["quota: 5 words answered, 3 allowed"]
     assert run.doc["exit_code"] == 2
+
+
+def test_a_fail_closed_plugins_failing_report_is_never_a_clean_run(orch, scripted_server):
+    scripted_server.script("m", Reply(text="short"))
+    run = orch.run_leg("m", plugins=[BrokenGuard()])
+    assert run.leg["status"] == "complete" and run.doc["exit_code"] == 2
+    assert run.doc["degraded"] == [
+        "plugin broken_guard failed in wave_report (KeyError: 'spent'); it is fail-closed, "
+        "so the wave is not a clean run"]
+    assert "plugin broken_guard failed in wave_report: KeyError: 'spent'" in run.doc["notices"]
 
 
 def test_a_report_cannot_replace_what_the_engine_writes(orch, scripted_server):

@@ -41,11 +41,23 @@ def degradations(records: list[LegRecord], doc: dict[str, Any]) -> list[str]:
 
 def reporter(hooks: Any, notice: Callable[[str], None], wave: Any = None) -> Reporter:
     """Ask ``hooks`` (a HookRunner) for every ``wave_report``; a plugin's failure is a
-    ``notice``, never the document's end."""
-    def on_error(plugin: str, hook: str, exc: BaseException) -> None:
-        notice(f"plugin {plugin} failed in {hook}: {type(exc).__name__}: {exc}")
+    ``notice``, never the document's end. A ``FAIL_CLOSED`` plugin's failure is also a
+    reason: what it would have said is unknown, so the wave is not a clean run."""
+    def report(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        failed: list[tuple[str, dict[str, Any]]] = []
 
-    return lambda doc: hooks.collect_sync("wave_report", on_error, wave=wave, doc=doc)
+        def on_error(plugin: str, hook: str, exc: BaseException) -> None:
+            said = f"{type(exc).__name__}: {exc}"
+            notice(f"plugin {plugin} failed in {hook}: {said}")
+            if any(i.plugin == plugin and i.fail_closed for i in hooks.impls(hook)):
+                failed.append((plugin, {"degraded": [
+                    f"plugin {plugin} failed in {hook} ({' '.join(said.split())[:300]}); it "
+                    "is fail-closed, so the wave is not a clean run"]}))
+
+        answers = hooks.collect_sync("wave_report", on_error, wave=wave, doc=doc)
+        return answers + failed
+
+    return report
 
 
 def merge_reports(doc: dict[str, Any], reports: list[tuple[str, dict[str, Any]]],
