@@ -111,3 +111,17 @@ def before_launch(wave, leg):
 def wave_end(wave):
     """Observer: every leg (and the chair) of ``wave`` ended. May return an awaitable.
     Nothing raised here changes the wave: failures become wave notices."""
+
+
+@hookspec
+def wave_report(wave, doc):
+    """What this plugin makes of the wave's document, for its exit code: return
+    ``{"degraded": ["one-line reason", ...], "fields": {"name": value}}`` (either key may be
+    left out) or None. Each reason is listed in the document's ``degraded`` and makes the
+    wave exit 2, never a clean 0; each field is set on the document (a field the engine
+    writes itself is refused). The engine knows no plugin's budget: what work a plugin
+    stopped or a limit it saw passed means is the plugin's to say, here. Called whenever the
+    document is built (a wave's start and end; ``wave`` is None for a deliberation's document
+    and when ``orch status`` rebuilds a killed wave), so answer from ``doc`` (read-only),
+    synchronously. A raise or a wrong answer is isolated: a wave notice, the wave goes on
+    (for a ``FAIL_CLOSED`` plugin also a ``degraded`` reason: its verdict is unknown)."""

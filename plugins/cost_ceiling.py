@@ -301,3 +301,26 @@ def wave_end(wave):
         wave.notice(f"cost ceiling ${ceiling:g} passed: the wave's known spend is "
                     f"${spent:.4f}, ${spent - ceiling:.4f} over (an estimate ran low); "
                     "the wave exits 2")
+
+
+@hookimpl(trylast=True)
+def wave_report(doc):
+    """What the ceiling makes of the wave's exit code (the engine knows no ceiling): a total
+    that is only a floor (some leg's cost unknown) or known spend past it makes the wave exit
+    2; ``over_ceiling_usd`` says by how much (None within it, or with no ceiling). Read from
+    the document alone, so ``orch status`` rebuilding a killed wave says the same."""
+    ceiling = (doc.get("options") or {}).get("max_cost")
+    spent = doc.get("cost_usd") or 0.0
+    over = None
+    if ceiling is not None and spent > float(ceiling) + 1e-9:
+        over = round(spent - float(ceiling), 8)
+    reasons = []
+    if ceiling is not None and not doc.get("cost_exact", True):
+        legs = [*(doc.get("legs") or []), *([doc["chair"]] if doc.get("chair") else [])]
+        unknown = sum(1 for leg in legs if leg.get("cost_usd") is None)
+        reasons.append(f"cost ceiling ${ceiling:g} set but {unknown} leg(s)' cost is unknown: "
+                       f"the total ${doc.get('cost_usd', 0):.4f} is a floor")
+    if over:
+        reasons.append(f"known spend ${doc.get('cost_usd', 0):.4f} passed the cost ceiling "
+                       f"${ceiling:g} by ${over:.4f}")
+    return {"degraded": reasons, "fields": {"over_ceiling_usd": over}}

@@ -282,6 +282,48 @@ def test_errors_from_the_shared_checks_name_the_tools_arguments_not_cli_flags(
     assert scripted_server.count() == 0
 
 
+# A third party's option with its own check, worded with its flag as every shared check is.
+MIN_WORDS = """
+from orchestrator.errors import OrchError
+from orchestrator.hookspecs import hookimpl
+from orchestrator.options import Option
+
+@hookimpl
+def register_options(command):
+    return [Option("max-words", type="int", min=1, max=500, help="At most N words."),
+            Option("word-style", type="str", mcp=False, help="CLI only.")]
+
+@hookimpl
+def wave_start(wave):
+    words = wave.options.get("max_words")
+    if words is not None and words < 5:
+        raise OrchError(f"--max-words {words} leaves no room for an answer; pass "
+                        "--max-words 5 or more, or set --word-style terse")
+"""
+
+
+def test_a_plugins_option_is_named_as_the_tools_argument(mcp_env, tmp_path, scripted_server):
+    """An error a plugin's check words with its flag (``--max-words``) names the argument
+    the tool's schema has for it (``max_words``), from the same declaration; an option kept
+    off the MCP tools stays a flag, said to be the CLI's."""
+    from test_plugins_loading import Site
+
+    site = Site(tmp_path / "site")
+    site.path.mkdir()
+    site.install("orch-mincap", "1.0", {"mincap": MIN_WORDS})
+    env = {**mcp_env, "PYTHONPATH": str(site.path)}
+    calls = [("fanout", {"prompt": "x", "models": ["scripted/a"], "max_words": 3}, None),
+             ("council_run", {"prompt": "x", "models": ["scripted/a", "scripted/b"],
+                              "chair": "scripted/c", "max_words": 2}, None)]
+    fanout, council = tool_errors(env, tmp_path, calls)
+    assert fanout == ("fanout: max_words 3 leaves no room for an answer; pass max_words 5 or "
+                      "more, or set --word-style terse (--word-style: an option of `orch "
+                      "fanout` only; this tool has no such argument)")
+    assert "error: max_words 2 leaves no room for an answer; pass max_words 5 or more" \
+        in council and "--max-words" not in council, council
+    assert scripted_server.count() == 0
+
+
 def test_a_model_the_provider_does_not_list_is_refused_unless_validate_models_is_false(
         mcp_env, tmp_path, scripted_server):
     async def body(session):

@@ -144,3 +144,26 @@ def test_disabled_a_config_value_for_the_option_is_refused(orch, scripted_server
         "wordcap from ORCH_DISABLE_PLUGINS / plugins.disabled), or remove "
         "plugin_config.wordcap.words from config.json")
     assert len(scripted_server.requests_for("m")) == 1
+
+
+def test_a_broken_config_still_shows_help_and_a_run_says_what_is_wrong(orch_home, wordcap):
+    """`--help` prints without the plugins' options (one line on stderr says why), exit 0;
+    a run exits 1 with the config error alone, even when it passes a plugin's flag."""
+    (orch_home / "config.json").write_text('{"providers": ')
+    problem = f"config file {orch_home / 'config.json'} is not valid JSON (Expecting value " \
+        "at line 1); fix or remove it"
+    for command in (["fanout"], ["council", "run"]):
+        helped = orch_process(*command, "--help", home=orch_home, site=wordcap)
+        assert helped.returncode == 0, helped.stderr
+        assert helped.stdout.startswith(f"Usage: orch {' '.join(command)} [OPTIONS]")
+        assert "--tag" in helped.stdout and "--max-words" not in helped.stdout
+        assert helped.stderr.splitlines() == [
+            f"orch: warning: the plugins' options are not shown: {problem}"]
+    for extra in ([], ["--max-words", "7"]):
+        ran = orch_process("fanout", "-m", "scripted/m", "-p", "hi", *extra, home=orch_home,
+                           site=wordcap)
+        assert ran.returncode == 1 and ran.stdout == ""
+        assert ran.stderr.splitlines() == [f"orch: error: {problem}"]
+    (orch_home / "config.json").write_text("{}")
+    fixed = orch_process("fanout", "--help", home=orch_home, site=wordcap)
+    assert fixed.returncode == 0 and "--max-words" in fixed.stdout and fixed.stderr == ""

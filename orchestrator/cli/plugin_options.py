@@ -1,7 +1,9 @@
 """The plugins' declared options (``register_options``) as click options of ``orch fanout``
 and ``orch council run``: parsed, shown in ``--help`` and completed like the built-in ones,
 and handed to the command as one ``budgets`` dict (only those given) that goes into
-WaveSpec.options, where the plugin reads it. A disabled plugin's options do not exist."""
+WaveSpec.options, where the plugin reads it. A disabled plugin's options do not exist; with
+a broken config.json none do: ``--help`` still prints (a line on stderr says why they are
+missing), a run exits 1 with the config error."""
 
 from __future__ import annotations
 
@@ -65,6 +67,9 @@ def declared(command: str, reserved=()) -> list:
     return options
 
 
+BROKEN = "plugin_options.config_error"  # ctx.meta: why the plugins' options are missing
+
+
 class PluginOptionsCommand(click.Command):
     """A command whose parameters include the plugins' options for ``plugin_command``."""
 
@@ -81,11 +86,31 @@ class PluginOptionsCommand(click.Command):
             reserved = {n.lstrip("-") for p in self.params for n in p.opts + p.secondary_opts}
             try:
                 ctx.meta[key] = declared(self.plugin_command, reserved)
-            except OrchError:  # a broken config.json: a TAB completes without them; a run
-                if not completion.completing():  # says what is wrong with it, exit 1
-                    raise
-                ctx.meta[key] = []
+            except OrchError as exc:  # a broken config.json: TAB and --help go on without
+                ctx.meta[key] = []  # them; a run says what is wrong with it, exit 1
+                if not completion.completing():
+                    ctx.meta[BROKEN] = exc
         return ctx.meta[key]
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """With a broken config.json, the config error is the one line a run gets, even
+        when a plugin's flag it could not declare is also refused ("No such option")."""
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError:
+            if BROKEN in ctx.meta:
+                raise ctx.meta[BROKEN] from None
+            raise
+
+    def get_help(self, ctx: click.Context) -> str:
+        """The help still prints with a broken config.json, without the plugins' options; one
+        line on stderr says why they are missing."""
+        self.plugin_options(ctx)
+        if BROKEN in ctx.meta:
+            from orchestrator.plugin_host.plugins import stderr_warn
+
+            stderr_warn(f"the plugins' options are not shown: {ctx.meta[BROKEN]}")
+        return super().get_help(ctx)
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         params = super().get_params(ctx)
@@ -97,6 +122,8 @@ class PluginOptionsCommand(click.Command):
                 *([help_option] if help_option is not None else [])]
 
     def invoke(self, ctx: click.Context):
+        if BROKEN in ctx.meta:
+            raise ctx.meta[BROKEN]
         budgets = {}
         for plugin, option in self.plugin_options(ctx):
             value = ctx.params.pop(option.key, None)

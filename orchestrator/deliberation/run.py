@@ -31,12 +31,14 @@ from orchestrator.deliberation.reply import (
     round_prompt,
     take_repair,
 )
+from orchestrator.engine.degraded import reporter
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import COMPLETE, ERROR, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
 from orchestrator.ledger.schema import ROUND_INFIX
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
+from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Usage
 from orchestrator.security.secrets import scrub
 from orchestrator.store import write_json_atomic
@@ -430,7 +432,8 @@ class Deliberation:
                    "server": {"requests": self.server.sent,
                               "peak_in_flight": self.server.peak_in_flight},
                    "rounds": self.rounds, "stop": stop, "winner": self.winner(),
-                   "votes": self._votes()})
+                   "votes": self._votes()},
+            report=reporter(HookRunner(self.pm, config=self.config), self.notice))
         doc["degraded"] += [f"{d}: its previous answer stands" for d in self.dropped]
         if self.dropped and doc["exit_code"] == 0:
             doc["exit_code"] = 2

@@ -127,7 +127,7 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     if not alive:
         extra["repaired_at"] = now_iso()
     doc = build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
-                         runs_dir=runs_dir, extra=extra)
+                         runs_dir=runs_dir, extra=extra, report=_report)
     # Once, and only for a wave whose wave.json names a process that is gone: without the
     # file nobody can tell the wave is over (its first write may have failed), so the repair
     # stays in this document and the legs' files are left to their process.
@@ -136,6 +136,27 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
 
         write_back(runs_dir, wave_dir, doc, [r for r in on_disk.values() if r.leg_id in changed])
     return doc
+
+
+def _report(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The installed plugins' ``wave_report`` on a rebuilt document (no wave runs: ``wave``
+    is None), so a killed wave's exit code means what its plugins say, as a finished one's.
+    Plugins that cannot be loaded (a broken config) report nothing: a notice says so."""
+    from orchestrator import runtime
+    from orchestrator.engine.degraded import reporter
+    from orchestrator.plugin_host.hooks import HookRunner
+
+    def notice(text: str) -> None:
+        notices = doc.setdefault("notices", [])
+        if text not in notices:
+            notices.append(text)
+
+    try:
+        hooks = HookRunner(runtime.plugin_manager(), config=runtime.config())
+    except Exception as exc:
+        notice(f"the plugins' reports were not asked ({type(exc).__name__}: {exc})")
+        return []
+    return reporter(hooks, notice)(doc)
 
 
 def repair_dead(runs_dir: Path) -> list[str]:

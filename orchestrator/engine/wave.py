@@ -20,9 +20,9 @@ import anyio
 
 from orchestrator import __version__, jobscope
 from orchestrator.config import Config
-from orchestrator.engine.ceiling import degradations, over_ceiling
 from orchestrator.engine.chair import chair_packet
 from orchestrator.engine.context import LegContext, WaveContext
+from orchestrator.engine.degraded import Reporter, degradations, merge_reports, reporter
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.leg import ABORT_HOOK_S, Leg
 from orchestrator.engine.record import (
@@ -324,7 +324,7 @@ class Wave:
                 "server": {"requests": self.server.sent,
                            "peak_in_flight": self.server.peak_in_flight,
                            "rate_gate": self.server.holds.to_dict()},
-            })
+            }, report=reporter(self.hooks, self.context.notice, self.context))
 
     def write(self) -> dict[str, Any]:
         doc = self.document()
@@ -334,8 +334,11 @@ class Wave:
 
 def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
                    chair: LegRecord | None, runs_dir: Path, signum: int | None = None,
-                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The wave document: ``wave.json`` and ``orch fanout --json`` (one shape, two places)."""
+                   extra: dict[str, Any] | None = None,
+                   report: Reporter | None = None) -> dict[str, Any]:
+    """The wave document: ``wave.json`` and ``orch fanout --json`` (one shape, two places).
+    ``report`` asks the plugins what the document means for the exit code (``wave_report``;
+    engine/degraded.py)."""
     everything = legs + ([chair] if chair else [])
     usage = sum((r.usage for r in everything), Usage())
     known = [r.cost_usd for r in everything if r.cost_usd is not None]
@@ -352,15 +355,21 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "signal": signum,
     }
     doc.update(extra or {})
-    doc["over_ceiling_usd"] = over_ceiling(doc)
+    reported = merge_reports(doc, report(doc) if report else [], lambda text: _note(doc, text))
     # A leg whose files or ledger row failed: the answers stand, the record is incomplete.
     doc["artifact_errors"] = [f"{r.leg_id}: {e}" for r in everything
                               for e in r.extra.get("io_errors") or []]
     if any(str(n).startswith("artifacts incomplete") for n in doc.get("notices") or []):
         doc["artifact_errors"].append("wave: " + next(
             n for n in doc["notices"] if str(n).startswith("artifacts incomplete")))
-    # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/ceiling.py).
-    doc["degraded"] = degradations(everything, doc)
+    # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/degraded.py).
+    doc["degraded"] = degradations(everything, doc) + reported
     if (doc["degraded"] or doc["artifact_errors"]) and doc["exit_code"] == EXIT_COMPLETE:
         doc["exit_code"] = EXIT_PARTIAL
     return doc
+
+
+def _note(doc: dict[str, Any], text: str) -> None:
+    notices = doc.setdefault("notices", [])
+    if text not in notices:
+        notices.append(text)

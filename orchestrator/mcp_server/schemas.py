@@ -245,10 +245,24 @@ def with_options(declared: dict[str, list]) -> dict[str, dict[str, Any]]:
     return tools
 
 
-def plugin_tools() -> dict[str, dict[str, Any]]:
-    """TOOLS as the enabled plugins extend them (their ``register_options``)."""
+def option_arguments(declared: dict[str, list]) -> dict[str, dict[str, str]]:
+    """{tool: {flag: argument}} for the plugins' options each paid tool takes (``--max-words``
+    -> ``max_words``), from the same declarations as its schema: an error a shared check
+    words with the flag is said to an MCP client with the argument (wording.py)."""
+    return {name: {o.flag: o.key for _, o in options
+                   if o.mcp and o.key not in CORE_ARGUMENTS[name]}
+            for name, options in declared.items()}
+
+
+def plugin_declarations() -> dict[str, list]:
+    """{tool: [(plugin, Option)]}: the enabled plugins' ``register_options``, per paid tool."""
     from orchestrator import runtime
     from orchestrator.plugin_host.plugins import declared_options, load
 
     pm = load(runtime.config().section("plugins"), options_only=True)
-    return with_options({name: declared_options(pm, name) for name in CORE_ARGUMENTS})
+    return {name: declared_options(pm, name) for name in CORE_ARGUMENTS}
+
+
+def plugin_tools() -> dict[str, dict[str, Any]]:
+    """TOOLS as the enabled plugins extend them (their ``register_options``)."""
+    return with_options(plugin_declarations())

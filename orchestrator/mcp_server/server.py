@@ -181,19 +181,28 @@ def tool_error(text: str):
     return _text_result(None, one_line(text))
 
 
-async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None):
+async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None, words=None):
     """A tool call to its result: the document, or an MCP tool error with a one-line reason.
-    ``tools``: the schemas as listed (with the plugins' options; default: read them now)."""
+    ``tools``: the schemas as listed (with the plugins' options) and ``words``: {tool:
+    {flag: argument}} of those options (default for both: read the declarations now)."""
     import click
 
-    from orchestrator.mcp_server.schemas import plugin_tools
+    from orchestrator.mcp_server.schemas import (
+        option_arguments,
+        plugin_declarations,
+        with_options,
+    )
     from orchestrator.mcp_server.tools import JOBS, failure
     from orchestrator.mcp_server.wording import in_tool_words
 
-    TOOLS = tools if tools is not None else plugin_tools()  # noqa: N806 - the module's name
-    tool = TOOLS.get(name)
+    if tools is None or words is None:
+        declared = plugin_declarations()
+        tools = with_options(declared) if tools is None else tools
+        words = option_arguments(declared) if words is None else words
+    declared_words = words.get(name, {})
+    tool = tools.get(name)
     if tool is None:
-        return tool_error(f"no tool {name!r}; the tools are {', '.join(TOOLS)}")
+        return tool_error(f"no tool {name!r}; the tools are {', '.join(tools)}")
     problem = invalid(tool, args)
     if problem:
         return tool_error(problem)
@@ -207,9 +216,10 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None):
     try:
         doc = await JOBS[name](args, job)
     except OrchError as exc:  # the CLI's shared checks: said with this tool's arguments
-        return tool_error(f"{name}: {in_tool_words(name, str(exc), args)}")
+        return tool_error(f"{name}: {in_tool_words(name, str(exc), args, declared_words)}")
     except click.ClickException as exc:
-        return tool_error(f"{name}: {in_tool_words(name, exc.format_message(), args)}")
+        return tool_error(f"{name}: "
+                          f"{in_tool_words(name, exc.format_message(), args, declared_words)}")
     except Exception as exc:  # a bug, not bad input: still one line, the trace in the log
         from orchestrator.runtime import log
 
@@ -219,7 +229,8 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None):
     finally:
         jobs.remove(job)
     reason = failure(doc)
-    return _text_result(doc, one_line(in_tool_words(name, reason, args)) if reason else None)
+    return _text_result(doc, one_line(in_tool_words(name, reason, args, declared_words))
+                        if reason else None)
 
 
 def build(jobs: Jobs):
@@ -228,9 +239,16 @@ def build(jobs: Jobs):
     from mcp.server import Server
 
     from orchestrator import __version__
-    from orchestrator.mcp_server.schemas import READ_ONLY, plugin_tools
+    from orchestrator.mcp_server.schemas import (
+        READ_ONLY,
+        option_arguments,
+        plugin_declarations,
+        with_options,
+    )
 
-    TOOLS = plugin_tools()  # noqa: N806 - fixed for this server's life, like its plugins
+    declared = plugin_declarations()  # fixed for this server's life, like its plugins
+    TOOLS = with_options(declared)  # noqa: N806
+    WORDS = option_arguments(declared)  # noqa: N806
     listed = [types.Tool(name=t["name"], title=t["title"], description=t["description"],
                          input_schema=t["inputSchema"],
                          annotations=types.ToolAnnotations(
@@ -243,7 +261,8 @@ def build(jobs: Jobs):
         return types.ListToolsResult(tools=listed)
 
     async def on_call_tool(ctx, params):
-        return await call_tool(params.name, params.arguments or {}, ctx.session, jobs, TOOLS)
+        return await call_tool(params.name, params.arguments or {}, ctx.session, jobs, TOOLS,
+                               WORDS)
 
     return Server("orch", version=__version__, instructions=INSTRUCTIONS,
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)

@@ -5,6 +5,9 @@ CLI's flags (``--context``). An MCP client passes a tool's arguments, not flags:
 error names ``context`` instead. A flag the tool has no argument for (``--max-legs``) stays
 as it is, and the line says it is the CLI's. Text in backticks is a command to run
 (`` `orch council save NAME --models a,b` ``) and is left alone.
+
+The table below names the tools' own arguments; the plugins' options (``register_options``)
+are named from their declarations, as the tools' schemas are (schemas.option_arguments).
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ COMMANDS = {"fanout": "orch fanout", "council_run": "orch council run", "spend":
             "runs": "orch runs"}
 
 
-def in_tool_words(tool: str, text: str, given: object = None) -> str:
+def in_tool_words(tool: str, text: str, given: object = None,
+                  declared: dict[str, str] | None = None) -> str:
     """``text`` with each CLI flag of ``tool`` named as the tool's argument. The strings in
-    ``given`` (the call's arguments: a path may hold ``--models``) are quoted untouched."""
-    names = ARGUMENTS.get(tool, {})
+    ``given`` (the call's arguments: a path may hold ``--models``) are quoted untouched.
+    ``declared``: {flag: argument} of the plugins' options the tool takes."""
+    names = {**(declared or {}), **ARGUMENTS.get(tool, {})}
     cli_only: list[str] = []
 
     def say(match: re.Match) -> str:

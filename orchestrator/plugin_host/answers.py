@@ -57,6 +57,23 @@ def _default_models(value: Any) -> str | None:
     return None
 
 
+def _wave_report(value: Any) -> str | None:
+    shape = 'it must return {"degraded": [reasons], "fields": {name: value}} or None'
+    if not isinstance(value, dict):
+        return f"returned {_kind(value)}; {shape}"
+    unknown = sorted(str(k) for k in value if k not in ("degraded", "fields"))
+    if unknown:
+        return f"returned the key(s) {', '.join(unknown)}; {shape}"
+    reasons = value.get("degraded", [])
+    if not isinstance(reasons, list | tuple) or \
+            not all(isinstance(r, str) and r.strip() for r in reasons):
+        return f'returned "degraded": {reasons!r:.60}; each reason must be a non-empty str'
+    fields = value.get("fields", {})
+    if not isinstance(fields, dict) or not all(isinstance(k, str) for k in fields):
+        return f'returned "fields": {_kind(fields)}; {shape}'
+    return None
+
+
 def _request() -> type:
     from orchestrator.request import Request
 
@@ -84,6 +101,7 @@ CHECKS: dict[str, Check] = {
     "system_prompt": _instance("a str", lambda: str),
     "resolve_model": _instance("a ResolvedModel", _resolved),
     "default_models": _default_models,
+    "wave_report": _wave_report,
 }
 
 

@@ -58,6 +58,7 @@ DELIBERATE: dict[str, tuple[type[BaseException], ...]] = {
     "wave_end": (),
     "register_commands": (),
     "default_models": (),
+    "wave_report": (),
 }
 _DEFAULT_DELIBERATE = (Refusal, OrchError)
 
@@ -372,7 +373,19 @@ class HookRunner:
     def first_sync(self, name: str, on_error: ErrorSink, **kwargs: Any) -> Any:
         """``first`` for code with no event loop (the CLI resolving its models, choosing
         default ones): a third party's implementation waited for at most its deadline."""
+        answers = self._answers_sync(name, on_error, kwargs, first=True)
+        return answers[0][1] if answers else None
+
+    def collect_sync(self, name: str, on_error: ErrorSink,
+                     **kwargs: Any) -> list[tuple[str, Any]]:
+        """``collect`` for synchronous code (building a wave's document): every good answer
+        with its plugin name, a third party's waited for at most its deadline."""
+        return self._answers_sync(name, on_error, kwargs, first=False)
+
+    def _answers_sync(self, name: str, on_error: ErrorSink, kwargs: dict[str, Any], *,
+                      first: bool) -> list[tuple[str, Any]]:
         deliberate = DELIBERATE.get(name, _DEFAULT_DELIBERATE)
+        answers = []
         for impl in self.impls(name):
             if impl.wrapper:
                 continue
@@ -389,8 +402,10 @@ class HookRunner:
                 self._failed(impl, name, exc, on_error)
                 continue
             if result is not None:
-                return result
-        return None
+                answers.append((impl.plugin, result))
+                if first:
+                    break
+        return answers
 
     @staticmethod
     def _answer(name: str, result: Any) -> Any:
