@@ -1,5 +1,5 @@
 """The plugins' declared options (``register_options``) as click options of ``orch fanout``
-and ``orch council run``: parsed, shown in ``--help`` and completed like the built-in ones,
+and ``orch council run`` (and the run ceilings of ``orch bench`` / ``bench resume``): parsed, shown in ``--help`` and completed like the built-in ones,
 and handed to the command as one ``budgets`` dict (only those given) that goes into
 WaveSpec.options, where the plugin reads it. A disabled plugin's options do not exist."""
 
@@ -8,6 +8,8 @@ from __future__ import annotations
 import click
 
 from orchestrator.cli.params import FiniteFloat
+
+CEILINGS_ONLY = ("bench",)  # commands that render only the run ceilings (Option.run_ceiling)
 
 
 def click_option(option) -> click.Option:
@@ -38,11 +40,15 @@ def declared(command: str, reserved=()) -> list:
 
     # broken plugins are reported by the run's own manager; here only option problems
     pm = load(runtime.config().section("plugins"), options_only=True)
-    return declared_options(pm, command, reserved=reserved, warn=stderr_warn)
+    found = declared_options(pm, command, reserved=reserved, warn=stderr_warn)
+    if command in CEILINGS_ONLY:  # a bench's trials are waves of their own
+        found = [(plugin, o) for plugin, o in found if o.run_ceiling]
+    return found
 
 
-class PluginOptionsCommand(click.Command):
-    """A command whose parameters include the plugins' options for ``plugin_command``."""
+class PluginOptions:
+    """A command (or group) whose parameters include the plugins' options for
+    ``plugin_command``."""
 
     def __init__(self, *args, plugin_command: str, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -87,3 +93,11 @@ class PluginOptionsCommand(click.Command):
             budgets[option.key] = value
         ctx.params["budgets"] = {**ctx.params.get("budgets", {}), **budgets}
         return super().invoke(ctx)
+
+
+class PluginOptionsCommand(PluginOptions, click.Command):
+    pass
+
+
+class PluginOptionsGroup(PluginOptions, click.Group):
+    pass
