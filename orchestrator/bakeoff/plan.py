@@ -21,10 +21,10 @@ DEFAULT_PROMPT = "{task}"
 DEFAULT_TRIALS, DEFAULT_JOBS, DEFAULT_TIMEOUT_S = 3, 8, 600.0
 EST_OUTPUT_TOKENS = 1024  # per trial, for the estimate only
 EST_TOOL_ROUNDS = 2  # a reading model sends the files back about this many times
-BENCH_KEYS = ("builtin", "cases", "trials", "jobs", "timeout_s", "prompt",
-              "check_timeout_s", "check_memory_mb", "readable")
-# and each run ceiling a plugin declares (the cost_ceiling plugin's: ``max_cost``), passed in
-# as ``ceiling_keys``: the bench file names it by the option's key
+BENCH_KEYS = ("builtin", "cases", "trials", "jobs", "timeout_s", "prompt")
+CHECK_KEYS = ("check_timeout_s", "check_memory_mb", "readable")
+# [bench] also takes each run ceiling a plugin declares (the cost_ceiling plugin's:
+# ``max_cost``), passed in as ``ceiling_keys``: the bench file names it by the option's key
 
 STARTER = '''# orch bench --config bench.toml  (docs/bench.md)
 [bench]
@@ -189,7 +189,7 @@ def check_keys(bench: dict[str, Any], ceiling_keys: tuple[str, ...] = ()) -> Non
     (``trails = 5``) would otherwise run with the default, silently."""
     import difflib
 
-    known = (*BENCH_KEYS[:6], *ceiling_keys, *BENCH_KEYS[6:])
+    known = (*BENCH_KEYS, *ceiling_keys, *CHECK_KEYS)
     for key in bench:
         if key not in known:
             near = difflib.get_close_matches(str(key), known, n=1)

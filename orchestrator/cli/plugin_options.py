@@ -1,7 +1,8 @@
 """The plugins' declared options (``register_options``) as click options of ``orch fanout``
-and ``orch council run`` (and the run ceilings of ``orch bench`` / ``bench resume``): parsed, shown in ``--help`` and completed like the built-in ones,
-and handed to the command as one ``budgets`` dict (only those given) that goes into
-WaveSpec.options, where the plugin reads it. A disabled plugin's options do not exist."""
+and ``orch council run`` (and the run ceilings of ``orch bench`` / ``bench resume``): parsed,
+shown in ``--help`` and completed like the built-in ones, and handed to the command as one
+``budgets`` dict (only those given) that goes into WaveSpec.options, where the plugin reads
+it. A disabled plugin's options do not exist."""
 
 from __future__ import annotations
 
