@@ -6,6 +6,8 @@ in one line naming the plugin (the file format keeps the key)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -98,3 +100,27 @@ def test_the_mcp_schema_has_max_cost_only_while_the_plugin_is_loaded(orch_home, 
     for name in ("fanout", "council_run"):
         assert "max_cost" not in off[name]["inputSchema"]["properties"]
         assert "max_cost" not in off[name]["description"]
+
+
+def test_a_retry_keeps_the_ceiling_of_a_wave_whose_plugin_is_now_disabled(
+        orch, scripted_server, monkeypatch):
+    """The kept ceiling is found in the disabled plugin's declaration: refused, not dropped
+    (the flag itself no longer exists)."""
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
+    scripted_server.script("a", Reply(text="fine"))
+    scripted_server.script("b", Reply(status=500))
+    first = invoke("fanout", "-m", "scripted/a,scripted/b", "-p", "q", "--tools", "none",
+                   "--max-cost", "9", "--json")
+    wave_id = json.loads(first.stdout)["wave_id"]
+    sent = scripted_server.count()
+    monkeypatch.setenv("ORCH_DISABLE_PLUGINS", "cost_ceiling")
+    runtime.plugin_manager.cache_clear()
+    result = invoke("fanout", "--retry-failed", wave_id)
+    runtime.plugin_manager.cache_clear()
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"orch: error: --max-cost (kept from wave {wave_id}) needs the "
+                           "cost_ceiling plugin, which is not loaded (it is disabled by "
+                           "ORCH_DISABLE_PLUGINS)"), line
+    assert line.endswith("a retry keeps its wave's budgets"), line
+    assert scripted_server.count() == sent
