@@ -112,17 +112,19 @@ def require_guards(budgets: dict[str, Any], pm, config, *, no_plugins: bool = Fa
 
 def disabled_declarations(pm, command: str = "fanout") -> list[tuple[str, Any]]:
     """[(plugin, Option)] the disabled plugins would declare (each module is imported, never
-    registered): a value asked for one of their options (in a ``plugin_config`` section, a
+    registered; of the built-ins only those of ``BUILTIN_OPTIONS``): a value asked for one of their options (in a ``plugin_config`` section, a
     bench file, a retry's kept budget) would otherwise be silently ignored."""
     from importlib import metadata
 
     from orchestrator.options import Option
-    from orchestrator.plugin_host.plugins import GROUP
+    from orchestrator.plugin_host.plugins import BUILTIN_OPTIONS, GROUP
 
     out = []
     for name, info in getattr(pm, "infos", {}).items():
         if info.status != "disabled" or info.reason is None or ":" in name or " " in name:
             continue
+        if info.builtin and name not in BUILTIN_OPTIONS:
+            continue  # a built-in that declares no option: its module is not imported
         try:
             plugin = metadata.EntryPoint(name, info.module, GROUP).load()
             declare = getattr(plugin, "register_options", None)
