@@ -1,8 +1,10 @@
 """A budget asked for is enforced or refused: never silently off.
 
-Each budget is enforced by one plugin (``cost_ceiling``, ``output_budget``, ``turn_budget``).
-It can be asked for by a flag, by an MCP tool's argument, by a bench file, or by that
-plugin's own section of config.json (``plugin_config.cost_ceiling.max_usd``). When the
+Each budget is an option one plugin declares (``register_options``: ``cost_ceiling``'s,
+``output_budget``'s, ``turn_budget``'s) and enforces; the core knows them only
+from the declarations. It can be asked for by a flag, by an MCP tool's argument, by a bench
+file, kept by a retry, or by the option's ``config`` key in that plugin's own section of
+config.json (``plugin_config.cost_ceiling.max_usd``). When the
 plugin that would enforce it is not loaded (``--no-plugins``, ``ORCH_DISABLE_PLUGINS``,
 ``plugins.disabled``, a bench contestant's ``disable_plugins``), the run is refused before
 any spend: exit 2, one line naming where the budget was asked for and how to fix it
@@ -15,17 +17,6 @@ from typing import Any
 
 from orchestrator.errors import OrchError
 
-# budget key (WaveSpec.options) -> the plugin that enforces it
-PLUGIN_OF = {"output_budget": "output_budget", "thinking": "output_budget",
-             "leg_tokens": "turn_budget", "leg_seconds": "turn_budget",
-             "max_cost": "cost_ceiling"}
-# plugin_config.<plugin>.<key> -> the budget it asks for (what each plugin reads, see there)
-CONFIG_KEYS = {("cost_ceiling", "max_usd"): "max_cost",
-               ("output_budget", "tokens"): "output_budget",
-               ("output_budget", "thinking"): "thinking",
-               ("turn_budget", "tokens"): "leg_tokens",
-               ("turn_budget", "seconds"): "leg_seconds"}
-
 
 class GuardOff(OrchError):
     """A budget was asked for and its plugin is off: a usage problem (exit 2), one line."""
@@ -37,40 +28,72 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
+def declarations(pm, config=None, command: str = "fanout", *,
+                 no_plugins: bool = False) -> list[tuple[str, Any]]:
+    """[(plugin, Option)] every plugin that could enforce a budget declares for ``command``:
+    the loaded ones of ``pm`` and the disabled ones (:func:`disabled_declarations`). With
+    ``--no-plugins`` (``pm`` has none): what the built-in plugins config.json selects would
+    declare, the budget guards a bare run leaves off."""
+    from orchestrator.plugin_host.plugins import declared_options, load
+
+    if no_plugins:
+        section = config.section("plugins") if config is not None else None
+        pm = load(section, options_only=True, third_party=False)
+    if pm is None or not hasattr(pm, "hook"):
+        return []
+    return [*declared_options(pm, command), *disabled_declarations(pm, command)]
+
+
 def asked(budgets: dict[str, Any], config, source=flag,
-          kept_from: dict[str, str] | None = None) -> list[tuple[str, Any, str, str | None]]:
-    """Every budget asked for: (key, value, where it was asked, how to stop asking), the
-    run's own ``budgets`` first (``source(key)`` names them: a flag, an MCP argument, a bench
-    file), then config's plugin sections for the keys the run did not set. ``kept_from``
-    names, per key, the wave a retry kept a budget from: it cannot be dropped, only held."""
-    out: list[tuple[str, Any, str, str | None]] = []
+          kept_from: dict[str, str] | None = None,
+          declared: list[tuple[str, Any]] = ()) -> list[tuple[str, Any, Any, str, str | None]]:
+    """Every budget asked for: (plugin, Option, value, where it was asked, how to stop
+    asking), the run's own ``budgets`` first (``source(key)`` names them: a flag, an MCP
+    argument, a bench file), then config's plugin sections (each option's ``config`` key) for
+    the keys the run did not set. ``declared``: [(plugin, Option)] (:func:`declarations`).
+    ``kept_from`` names, per key, the wave a retry kept a budget from: it cannot be dropped,
+    only held."""
+    by_key = {}
+    for plugin, option in declared:
+        by_key.setdefault(option.key, (plugin, option))
+    out: list[tuple[str, Any, Any, str, str | None]] = []
     for key, value in budgets.items():
-        if value is None or key not in PLUGIN_OF:
+        if value is None or key not in by_key:
             continue
+        plugin, option = by_key[key]
         if key in (kept_from or {}):
-            out.append((key, value, f"{flag(key)} (kept from wave {kept_from[key]})", None))
+            out.append((plugin, option, value, f"{flag(key)} (kept from wave {kept_from[key]})",
+                        None))
         else:
-            out.append((key, value, source(key), f"drop {source(key)}"))
-    given = {key for key, *_ in out}
-    for (plugin, name), key in CONFIG_KEYS.items():
-        value = config.plugin_config(plugin).get(name) if config is not None else None
-        if value is None or key in given:
+            out.append((plugin, option, value, source(key), f"drop {source(key)}"))
+    given = {option.key for _, option, *_ in out}
+    for plugin, option in by_key.values():
+        if option.config is None or option.key in given or config is None:
             continue
-        where = f"plugin_config.{plugin}.{name}"
-        out.append((key, value, f"{where} in config.json",
+        value = config.plugin_config(plugin).get(option.config)
+        if value is None:
+            continue
+        where = f"plugin_config.{plugin}.{option.config}"
+        out.append((plugin, option, value, f"{where} in config.json",
                     f"remove {where} from config.json"))
     return out
 
 
 def require_guards(budgets: dict[str, Any], pm, config, *, no_plugins: bool = False,
-                   source=flag, kept_from: dict[str, str] | None = None) -> None:
+                   source=flag, kept_from: dict[str, str] | None = None,
+                   command: str = "fanout") -> None:
     """Raise :class:`GuardOff` for the first budget asked for whose plugin is not loaded."""
-    for key, value, where, drop in asked(budgets, config, source, kept_from):
-        plugin = PLUGIN_OF[key]
+    wanted = any(v is not None for v in budgets.values()) or bool(
+        config is not None and config.section("plugin_config"))
+    if not wanted:
+        return  # nothing asked: the declarations are not even read
+    declared = declarations(pm, config, command, no_plugins=no_plugins)
+    for plugin, option, value, where, drop in asked(budgets, config, source, kept_from,
+                                                     declared):
         if pm.get_plugin(plugin) is not None:
             continue
-        if key == "thinking" and value == "none":
-            continue  # asks for nothing: no guard needed
+        if value in option.inert:
+            continue  # asks for nothing (an inert value, a thinking of none): no guard needed
         info = getattr(pm, "infos", {}).get(plugin)
         if no_plugins:
             why, fix = "--no-plugins loads no plugins", "drop --no-plugins"
@@ -88,25 +111,27 @@ def require_guards(budgets: dict[str, Any], pm, config, *, no_plugins: bool = Fa
 
 
 def disabled_declarations(pm, command: str = "fanout") -> list[tuple[str, Any]]:
-    """[(plugin, Option)] the disabled plugins would declare. Read only for a disabled
-    plugin that has a ``plugin_config`` section (its module is imported, never registered):
-    a value set there for one of its options would otherwise be silently ignored."""
+    """[(plugin, Option)] the disabled plugins would declare (each module is imported, never
+    registered; of the built-ins only those of ``BUILTIN_OPTIONS``): a value asked for one of their options (in a ``plugin_config`` section, a
+    bench file, a retry's kept budget) would otherwise be silently ignored."""
     from importlib import metadata
 
     from orchestrator.options import Option
-    from orchestrator.plugin_host.plugins import GROUP
+    from orchestrator.plugin_host.plugins import BUILTIN_OPTIONS, GROUP
 
     out = []
     for name, info in getattr(pm, "infos", {}).items():
         if info.status != "disabled" or info.reason is None or ":" in name or " " in name:
             continue
+        if info.builtin and name not in BUILTIN_OPTIONS:
+            continue  # a built-in that declares no option: its module is not imported
         try:
             plugin = metadata.EntryPoint(name, info.module, GROUP).load()
             declare = getattr(plugin, "register_options", None)
             declared = declare(command) if callable(declare) else []
         except Exception:  # noqa: BLE001 - a disabled plugin that cannot say is not asked
             continue
-        out += [(name, o) for o in declared or [] if isinstance(o, Option) and o.config]
+        out += [(name, o) for o in declared or [] if isinstance(o, Option)]
     return out
 
 
@@ -119,7 +144,8 @@ def require_option_plugins(pm, config) -> None:
     if not wanted:
         return
     for plugin, option in disabled_declarations(pm):
-        if plugin not in wanted or sections[plugin].get(option.config) is None:
+        if plugin not in wanted or option.config is None or \
+                sections[plugin].get(option.config) is None:
             continue
         info = pm.infos[plugin]
         where = f"plugin_config.{plugin}.{option.config}"

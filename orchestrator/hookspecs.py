@@ -29,10 +29,11 @@ def register_commands(cli):
 
 @hookspec
 def register_options(command):
-    """Declare options for ``command`` ("fanout" or "council_run"): return a list of
+    """Declare options for ``command`` ("fanout", "council_run" or "bench"): return a list of
     :class:`orchestrator.options.Option`. Each becomes a flag of ``orch fanout`` / ``orch
     council run`` and an argument of the MCP tool; its value reaches the plugin as
-    ``leg.options[option.key]`` (and ``wave.options``). Keep it cheap: ``--help`` calls it."""
+    ``leg.options[option.key]`` (and ``wave.options``). ``orch bench`` renders only the run
+    ceilings (``Option.run_ceiling``). Keep it cheap: ``--help`` calls it."""
 
 
 @hookspec(firstresult=True)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TYPES = ("int", "float", "choice", "bool", "str")
-# The commands (and MCP tools) a plugin's options can join.
-COMMANDS = ("fanout", "council_run")
+# The commands (and MCP tools) a plugin's options can join. ``bench`` (``orch bench``, ``orch
+# bench resume``) renders only the run ceilings: its trials are waves of their own.
+COMMANDS = ("fanout", "council_run", "bench")
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,10 @@ class Option:
     (``min_open``: the minimum itself is refused); ``config`` names the
     ``plugin_config.<plugin>.<key>`` the plugin falls back to when the option is not given;
     ``mcp=False`` keeps it off the MCP tools; ``inert`` lists values that ask the plugin for
-    nothing (a reasoning effort of ``none``), allowed even when the plugin is not loaded."""
+    nothing (a reasoning effort of ``none``), allowed even when the plugin is not loaded.
+    ``run_ceiling``: a dollar ceiling over a whole run. A run of several waves (a council's
+    stages, a deliberation's rounds, a bench's trials, a retry family) hands each wave what
+    the run has left of it, and a retry keeps it (orchestrator/run_ceiling.py)."""
 
     name: str
     type: str = "str"
@@ -32,6 +36,7 @@ class Option:
     mcp: bool = True
     mcp_help: str | None = None
     inert: tuple = ()
+    run_ceiling: bool = False
 
     def __post_init__(self) -> None:
         if self.type not in TYPES:
@@ -43,6 +48,8 @@ class Option:
                 "-", "").isalnum():
             raise ValueError(f"option {self.name!r}: a name is letters, digits and dashes, "
                              "without the leading --")
+        if self.run_ceiling and self.type != "float":
+            raise ValueError(f"option {self.name!r}: a run ceiling is a float (dollars)")
 
     @property
     def key(self) -> str:

@@ -39,9 +39,7 @@ import threading
 
 from orchestrator.errors import PreflightError, Refusal
 from orchestrator.hookspecs import hookimpl
-from orchestrator.models.catalog import model_info
-from orchestrator.models.catalog import prices as catalog_prices
-from orchestrator.models.estimate import REPLY_PRIMING, estimate_message, estimate_text
+from orchestrator.options import Option
 
 NAME = "cost_ceiling"
 DEFAULT_RESERVATION = 4096  # output tokens assumed (and sent) when no ceiling is known
@@ -55,6 +53,25 @@ FINAL_REQUEST = (
 )
 
 
+@hookimpl
+def register_options(command):
+    """--max-cost on orch fanout, orch council run and orch bench (and bench resume), and
+    ``max_cost`` on the MCP tools: a ceiling over the whole run (``run_ceiling``). Light:
+    ``orch fanout --help`` imports this module, so the catalog is imported in the hooks."""
+    if command not in ("fanout", "council_run", "bench"):
+        return []
+    return [Option("max-cost", type="float", min=0, metavar="USD", config="max_usd",
+                   run_ceiling=True,
+                   help=("A cost ceiling for the whole bench (model trials)."
+                         if command == "bench" else
+                         "Wave cost ceiling: launches that could pass it are refused (exit 2)."),
+                   mcp_help=("A spending ceiling in US dollars for this whole call. Before "
+                             "each model request orch claims its worst-case cost; a request "
+                             "that could pass the ceiling is never sent and is reported as "
+                             "refused. Omit for no ceiling. Needs priced models: with an "
+                             "unknown price the result says the cost is inexact."))]
+
+
 def ceiling_of(options: dict, config) -> float | None:
     value = options.get("max_cost")
     if value is None:
@@ -64,10 +81,14 @@ def ceiling_of(options: dict, config) -> float | None:
 
 def prices(leg) -> tuple[float, float] | None:
     """(input, output) dollars per token, or None when the price is unknown."""
+    from orchestrator.models.catalog import prices as catalog_prices
+
     return catalog_prices(leg.model)
 
 
 def _ceiling_tokens(leg) -> int | None:
+    from orchestrator.models.catalog import model_info
+
     declared = leg.config.providers.get(leg.model.provider) if leg.model.declared else None
     return model_info(leg.model, declared).max_output_tokens
 
@@ -87,6 +108,8 @@ def reservation(leg, params: dict | None = None) -> int:
 
 def allowance(leg) -> float | None:
     """The most the leg's first request can cost, or None when its price is unknown."""
+    from orchestrator.models.estimate import estimate_text
+
     price = prices(leg)
     if price is None:
         return None
@@ -98,6 +121,8 @@ def input_tokens(leg, messages: list, tools: list | None) -> int:
     """The estimate of a request's input. A leg's conversation only grows, so the messages
     already counted (the same objects as last time) are not counted again: the claim costs
     the new turns, not the whole history, at every step."""
+    from orchestrator.models.estimate import REPLY_PRIMING, estimate_message, estimate_text
+
     model = leg.model.litellm_model
     memo = leg.state.setdefault(f"{NAME}.estimate", {"n": 0, "last": None, "tokens": 0})
     n = memo["n"]

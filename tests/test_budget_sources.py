@@ -9,12 +9,13 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from orchestrator.budget_guards import CONFIG_KEYS
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
 
-CONFIGURED = [(plugin, name, value) for (plugin, name), value in zip(
-    CONFIG_KEYS, [0.01, 100, "low", 500, 5.0], strict=True)]
+# each guard plugin's declared options' config keys (Option.config), with a value to set
+CONFIGURED = [("cost_ceiling", "max_usd", 0.01), ("output_budget", "tokens", 100),
+              ("output_budget", "thinking", "low"), ("turn_budget", "tokens", 500),
+              ("turn_budget", "seconds", 5.0)]
 
 
 def invoke(*args: str):

@@ -38,7 +38,7 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
 
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
     pm = runtime.plugin_manager(enabled=not no_plugins)
-    require_budget_plugins(budgets, pm, no_plugins, cfg)
+    require_budget_plugins(budgets, pm, no_plugins, cfg, command="council_run")
     from orchestrator.plugin_host.config_check import check_plugin_config
 
     check_plugin_config(cfg, pm)  # plugin_config.output_budget.tokens: -5 stops here

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from orchestrator import run_ceiling
 from orchestrator.engine.record import ABORTED, COMPLETE
 
 Runner = Slot = Any  # orchestrator.bakeoff.run's, which calls these (no import: no cycle)
@@ -55,8 +56,8 @@ def trial_spec(runner: Runner, slot: Slot, ensemble: Ensemble, folder):
     c = slot.contestant
     options: dict[str, Any] = {"plugins": True, "tools": c.tools,
                                "bench_tier": c.tier, "workspace": str(folder)}
-    if runner.plan.max_cost is not None:  # the bench's, over every trial
-        options["max_cost"] = runner.plan.max_cost
+    # the bench's ceilings, over every trial
+    options.update({k: v for k, v in runner.plan.ceilings.items() if v is not None})
     return WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
                     briefing=runner.plan.render(slot.task),
                     runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
@@ -172,9 +173,10 @@ async def council_trial(runner: Runner, slot: Slot) -> None:
             if folder is not None and runner.signum is None:
                 options: dict[str, Any] = {"plugins": True, "tools": c.tools,
                                            "workspace": str(folder)}
-                if runner.plan.max_cost is not None:  # what the bench has left, at its start
-                    spent = sum(r["cost_usd"] or 0.0 for r in runner.rows.values())
-                    options["max_cost"] = round(max(0.0, runner.plan.max_cost - spent), 10)
+                spent = sum(r["cost_usd"] or 0.0 for r in runner.rows.values())
+                options.update({k: run_ceiling.left(v, spent)  # what the bench has left,
+                                for k, v in runner.plan.ceilings.items()  # at its start
+                                if v is not None})
                 plan = CouncilPlan(seats=list(ensemble.members), chair=ensemble.chair,
                                    briefing=runner.plan.render(slot.task))
                 council = CouncilRun(plan, pm=runner.pms[c.name], config=runner.config,

@@ -21,8 +21,10 @@ DEFAULT_PROMPT = "{task}"
 DEFAULT_TRIALS, DEFAULT_JOBS, DEFAULT_TIMEOUT_S = 3, 8, 600.0
 EST_OUTPUT_TOKENS = 1024  # per trial, for the estimate only
 EST_TOOL_ROUNDS = 2  # a reading model sends the files back about this many times
-BENCH_KEYS = ("builtin", "cases", "trials", "jobs", "timeout_s", "prompt", "max_cost",
-              "check_timeout_s", "check_memory_mb", "readable")
+BENCH_KEYS = ("builtin", "cases", "trials", "jobs", "timeout_s", "prompt")
+CHECK_KEYS = ("check_timeout_s", "check_memory_mb", "readable")
+# [bench] also takes each run ceiling a plugin declares (the cost_ceiling plugin's:
+# ``max_cost``), passed in as ``ceiling_keys``: the bench file names it by the option's key
 
 STARTER = '''# orch bench --config bench.toml  (docs/bench.md)
 [bench]
@@ -79,7 +81,9 @@ class Plan:
     jobs: int = DEFAULT_JOBS
     timeout_s: float = DEFAULT_TIMEOUT_S
     prompt: str = DEFAULT_PROMPT
-    max_cost: float | None = None
+    # each declared run ceiling's key -> its dollars (None: not set) for the whole bench,
+    # from its flag or the bench file (``max_cost``), held over every trial
+    ceilings: dict[str, float | None] = field(default_factory=dict)
     config_path: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     check_timeout_s: float = CHECK_TIMEOUT_S  # a task's own check_timeout_s wins
@@ -113,7 +117,7 @@ class Plan:
         """What a published result must state."""
         return {"source": self.source, "trials": self.trials, "jobs": self.jobs,
                 "timeout_s": self.timeout_s, "prompt": self.prompt,
-                "prompt_sha256": self.prompt_hash, "max_cost": self.max_cost,
+                "prompt_sha256": self.prompt_hash, **self.ceilings,
                 "config_path": self.config_path, "config": self.config,
                 "check_timeout_s": self.check_timeout_s,
                 "check_memory_mb": self.check_memory_mb, "readable": self.readable,
@@ -134,13 +138,16 @@ def read_config(path: Path) -> dict[str, Any]:
 
 def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
           only: str | None, models: list[str] | None, trials: int | None, jobs: int | None,
-          timeout_s: float | None, max_cost: float | None) -> Plan:
-    """The plan: the config file's values, each overridden by its command-line flag."""
+          timeout_s: float | None, ceilings: dict[str, float] | None = None,
+          ceiling_keys: tuple[str, ...] = ()) -> Plan:
+    """The plan: the config file's values, each overridden by its command-line flag.
+    ``ceilings``: the run ceilings given as flags; ``ceiling_keys``: every declared one (the
+    bench file may set each under its key)."""
     data = read_config(config_path) if config_path else {}
     bench = data.get("bench", {})
     if not isinstance(bench, dict):
         raise OrchError("config: [bench] must be a table")
-    check_keys(bench)
+    check_keys(bench, ceiling_keys)
     source, folder = task_folder(config_path, builtin, cases, data)
     tasks = load_tasks(folder)
     if only:
@@ -170,28 +177,30 @@ def build(*, config_path: Path | None, builtin: str | None, cases: Path | None,
                 jobs=_pick(jobs, bench.get("jobs"), DEFAULT_JOBS, "jobs", 1, 1024),
                 timeout_s=float(_pick(timeout_s, bench.get("timeout_s"), DEFAULT_TIMEOUT_S,
                                       "timeout_s", 0.001, 86400)),
-                max_cost=max_cost if max_cost is not None else bench.get("max_cost"),
+                ceilings={k: (ceilings or {}).get(k) if (ceilings or {}).get(k) is not None
+                          else bench.get(k) for k in ceiling_keys},
                 config_path=str(config_path) if config_path else None, config=data,
-                **check_settings(bench))
+                **check_settings(bench, ceiling_keys))
     return plan
 
 
-def check_keys(bench: dict[str, Any]) -> None:
+def check_keys(bench: dict[str, Any], ceiling_keys: tuple[str, ...] = ()) -> None:
     """A key ``[bench]`` does not know is refused, as a contestant's is: a typo
     (``trails = 5``) would otherwise run with the default, silently."""
     import difflib
 
+    known = (*BENCH_KEYS, *ceiling_keys, *CHECK_KEYS)
     for key in bench:
-        if key not in BENCH_KEYS:
-            near = difflib.get_close_matches(str(key), BENCH_KEYS, n=1)
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean {near[0]}?" if near else \
-                f"known: {', '.join(BENCH_KEYS)}"
+                f"known: {', '.join(known)}"
             raise OrchError(f"config: unknown key {key!r} in [bench]; {hint}")
 
 
-def check_settings(bench: dict[str, Any]) -> dict[str, Any]:
+def check_settings(bench: dict[str, Any], ceiling_keys: tuple[str, ...] = ()) -> dict[str, Any]:
     """``[bench]``'s limits and sandbox settings for checks (a run and --selftest alike)."""
-    check_keys(bench)
+    check_keys(bench, ceiling_keys)
     readable = bench.get("readable", [])
     if not isinstance(readable, list) or not all(isinstance(v, str) and v for v in readable):
         raise OrchError("bench.readable must be a list of folder paths")

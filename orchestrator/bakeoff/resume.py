@@ -17,9 +17,10 @@ from orchestrator.errors import OrchError
 CUT = "interrupted"  # the start of an excluded reason an interrupt (or --maxfail) wrote
 
 
-def plan_of(doc: dict[str, Any], where: Path) -> Plan:
+def plan_of(doc: dict[str, Any], where: Path, ceiling_keys: tuple[str, ...] = ()) -> Plan:
     """The plan the bench ran, from its settings; refused when its tasks or prompt
-    changed since (a resumed trial must be the trial that was planned)."""
+    changed since (a resumed trial must be the trial that was planned). ``ceiling_keys``:
+    the declared run ceilings, each kept under its key in the settings."""
     s = doc["settings"]
     if s.get("source") == "probe":
         raise OrchError(f"{where} is a probe; run `orch bench --probe` again instead")
@@ -47,9 +48,9 @@ def plan_of(doc: dict[str, Any], where: Path) -> Plan:
     bench = config.get("bench") if isinstance(config.get("bench"), dict) else {}
     plan = Plan(contestants=contestants, tasks=[by_id[t] for t in s["tasks"]], source=source,
                 trials=int(s["trials"]), jobs=int(s["jobs"]), timeout_s=float(s["timeout_s"]),
-                prompt=s["prompt"], max_cost=s.get("max_cost"),
+                prompt=s["prompt"], ceilings={k: s.get(k) for k in ceiling_keys},
                 config_path=s.get("config_path"), config=config,
-                **{**check_settings(bench), "check_timeout_s": s["check_timeout_s"],
+                **{**check_settings(bench, ceiling_keys), "check_timeout_s": s["check_timeout_s"],
                    "check_memory_mb": s["check_memory_mb"],
                    "readable": list(s.get("readable") or [])})
     if plan.prompt_hash != s["prompt_sha256"]:

@@ -2,7 +2,8 @@
 
 Model trials are one-leg waves on ONE shared server (one rate gate, one ledger sink), with the
 trial folder as the workspace and ``kind="bench"``, ``run_id`` = the bench id. The waves share
-one cost-ceiling state, so ``--max-cost`` bounds the whole bench, not each trial. Command
+one cost-ceiling state, so a run ceiling (the cost_ceiling plugin's) bounds the whole bench,
+not each trial. Command
 trials run as subprocesses in worker threads, one at a time per contestant unless it says
 ``jobs = N``. A trial whose set-up failed (or that the ceiling never launched) is excluded
 and listed, never counted as a failure.
@@ -221,8 +222,7 @@ class Runner:
     def wave(self, j: int, c: cmd.Contestant, slots: list[Slot]):
         """One model contestant's trials as the legs of one wave on the shared server."""
         options: dict[str, Any] = {"plugins": True, "tools": c.tools, "bench_tier": c.tier}
-        if self.plan.max_cost is not None:
-            options["max_cost"] = self.plan.max_cost
+        options.update({k: v for k, v in self.plan.ceilings.items() if v is not None})
         spec = WaveSpec(models=[self.resolved[c.name]] * len(slots), briefing=self.plan.prompt,
                         briefings=[self.plan.render(s.task) for s in slots],
                         runs_dir=self.runs_dir, timeout_s=self.plan.timeout_s,

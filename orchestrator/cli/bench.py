@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.daemon_option import no_daemon_option
+from orchestrator.cli.plugin_options import PluginOptionsCommand, PluginOptionsGroup
 from orchestrator.errors import OrchError
 
 PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothing else.",
@@ -15,7 +16,7 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
               "expect": {"contains": ["PONG"]}, "solution": "PONG"}
 
 
-@click.group(invoke_without_command=True)
+@click.group(cls=PluginOptionsGroup, plugin_command="bench", invoke_without_command=True)
 @click.option("--init", "init", is_flag=True, help="Write a starter bench.toml (never overwrites).")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), metavar="FILE",
               help="The bench file (contestants, tasks, settings).")
@@ -35,8 +36,6 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.option("--check", is_flag=True, help="Is every contestant there? No model is called.")
 @click.option("--probe", is_flag=True, help="One tiny task per contestant: starts, grades, reads cost.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before spending.")
-@click.option("--max-cost", type=click.FloatRange(0), metavar="USD",
-              help="A cost ceiling for the whole bench (model trials).")
 @click.option("--out", type=click.Path(path_type=Path), metavar="FILE",
               help="Where the results go (default ORCH_HOME/bench/<id>.json).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON.")
@@ -51,8 +50,8 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @no_daemon_option
 @click.pass_context
 def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, timeout_s,
-          selftest, dry_run, check, probe, yes, max_cost, out, as_json, unsafe_checks,
-          maxfail, quiet, junit_xml):
+          selftest, dry_run, check, probe, yes, out, as_json, unsafe_checks,
+          maxfail, quiet, junit_xml, budgets):
     """Run tasks through several contestants and report pass rates with honest intervals.
 
     Each trial runs in a fresh folder and is graded by a hidden check. The first contestant
@@ -83,7 +82,7 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
         raise click.UsageError("--models has an empty entry; pass a,b,c")
     plan = plan_mod.build(config_path=config_path, builtin=builtin, cases=cases, only=only,
                           models=model_list, trials=trials, jobs=jobs, timeout_s=timeout_s,
-                          max_cost=max_cost)
+                          ceilings=budgets, ceiling_keys=ceiling_keys())
     if probe:
         plan.tasks = [tasks_mod.load_task_data(PROBE_TASK)]
         plan.trials, plan.source = 1, "probe"
@@ -99,6 +98,17 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
             unsafe=unsafe_checks, maxfail=maxfail, quiet=quiet, junit=junit_xml)
 
 
+def ceiling_keys() -> tuple[str, ...]:
+    """The run ceilings a bench file (``[bench] max_cost``) and a results file may hold: the
+    plugins' declared ones, loaded or disabled (a disabled plugin's is refused, not unknown)."""
+    from orchestrator import runtime
+    from orchestrator.budget_guards import declarations
+
+    return tuple(dict.fromkeys(o.key for _, o in declarations(runtime.plugin_manager(),
+                                                              command="bench")
+                               if o.run_ceiling))
+
+
 @bench.command("report")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
@@ -109,14 +119,12 @@ def report_cmd(file, as_json):
     rerender(file, as_json=as_json)
 
 
-@bench.command("resume")
+@bench.command("resume", cls=PluginOptionsCommand, plugin_command="bench")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--retry-failed", is_flag=True, help="Also run the failed trials again.")
 @click.option("--retry-excluded", is_flag=True,
               help="Also run the excluded trials again (those billed before a kill too).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before spending.")
-@click.option("--max-cost", type=click.FloatRange(0), metavar="USD",
-              help="A cost ceiling for what this resume runs.")
 @click.option("--maxfail", type=click.IntRange(1), metavar="N",
               help="Stop after N failed trials.")
 @click.option("--quiet", "-q", is_flag=True, help="One progress line.")
@@ -125,8 +133,8 @@ def report_cmd(file, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON.")
 @click.option("--unsafe-checks", is_flag=True,
               help="Run verify checks and command contestants without bubblewrap.")
-def resume_cmd(file, retry_failed, retry_excluded, yes, max_cost, maxfail, quiet, junit_xml,
-               as_json, unsafe_checks):
+def resume_cmd(file, retry_failed, retry_excluded, yes, maxfail, quiet, junit_xml,
+               as_json, unsafe_checks, budgets):
     """Run the trials an interrupted bench did not run (or cut short), merged into its
     results file; with --retry-failed / --retry-excluded, those trials again too (the
     report says so). A trial billed before a kill but never graded is graded from its
@@ -137,7 +145,7 @@ def resume_cmd(file, retry_failed, retry_excluded, yes, max_cost, maxfail, quiet
     unsafe_checks = unsafe_checks or bool(parent and parent.params.get("unsafe_checks"))
     resume_bench(file, retry_failed=retry_failed, retry_excluded=retry_excluded, yes=yes,
                  as_json=as_json, unsafe=unsafe_checks, maxfail=maxfail, quiet=quiet,
-                 junit=junit_xml, max_cost=max_cost)
+                 junit=junit_xml, ceilings=budgets, ceiling_keys=ceiling_keys())
 
 
 @bench.command("show")
@@ -176,7 +184,8 @@ def _selftest(config_path, builtin, cases, as_json, unsafe) -> int:
     loaded = [(label, tasks_mod.load_tasks(folder)) for label, folder in folders]
     bench = plan_mod.read_config(config_path).get("bench", {}) if config_path else {}
     guard = Guard.of(choose_sandbox(any(t.verify for _, ts in loaded for t in ts), unsafe),
-                     plan_mod.check_settings(bench if isinstance(bench, dict) else {}))
+                     plan_mod.check_settings(bench if isinstance(bench, dict) else {},
+                                             ceiling_keys()))
     rows = []
     for label, tasks in loaded:
         rows += [{"suite": label, **r} for r in tasks_mod.selftest(tasks, guard)]

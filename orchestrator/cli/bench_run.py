@@ -35,9 +35,9 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
             continue
         section = {**base, "disabled": [*base.get("disabled", []), *c.disable_plugins]}
         pms[c.name] = load(section, warn=stderr_warn, extra=[("bench_tier", TierPin())])
-        # a ceiling from --max-cost or the bench file holds for every contestant, or none runs
-        require_guards({"max_cost": plan.max_cost}, pms[c.name], cfg,
-                       source=lambda _key, name=c.name: _ceiling_source(plan, name))
+        # a ceiling from its flag or the bench file holds for every contestant, or none runs
+        require_guards(plan.ceilings, pms[c.name], cfg, command="bench",
+                       source=lambda key, name=c.name: _ceiling_source(plan, name, key))
         if c.kind in ("fanout", "council"):
             from orchestrator.bakeoff.ensemble import Ensemble
 
@@ -56,10 +56,14 @@ def _models_of(resolved_one: Any) -> list[Any]:
     return list(getattr(resolved_one, "models", [resolved_one]))
 
 
-def _ceiling_source(plan: Plan, contestant: str) -> str:
-    in_file = (plan.config.get("bench") or {}).get("max_cost")
-    where = f"max_cost in {plan.config_path}" if in_file is not None and \
-        in_file == plan.max_cost else "--max-cost"
+def _ceiling_source(plan: Plan, contestant: str, key: str) -> str:
+    """Where the bench's ceiling ``key`` was asked for: its key in the bench file, else its
+    flag."""
+    from orchestrator.budget_guards import flag
+
+    in_file = (plan.config.get("bench") or {}).get(key)
+    where = f"{key} in {plan.config_path}" if in_file is not None and \
+        in_file == plan.ceilings.get(key) else flag(key)
     return f"{where} (contestant {contestant})"
 
 
@@ -141,7 +145,8 @@ def _short(arg: str) -> str:
 
 
 def confirm(plan: Plan, resolved: dict[str, Any], yes: bool) -> None:
-    """Show the estimate; ask on a terminal; without one, --yes or --max-cost is required."""
+    """Show the estimate; ask on a terminal; without one, --yes or a run ceiling (the
+    cost_ceiling plugin's) is required."""
     click.echo(describe_estimate(estimate(plan, resolved)), err=True)
     if yes:
         return
@@ -149,9 +154,11 @@ def confirm(plan: Plan, resolved: dict[str, Any], yes: bool) -> None:
         if not click.confirm("run the bench?", default=False, err=True):
             raise OrchError("not run: the bench was not confirmed")
         return
-    if plan.max_cost is None:
-        raise click.UsageError("no terminal to confirm the spend on: pass --yes, or "
-                               "--max-cost USD to bound it")
+    if all(v is None for v in plan.ceilings.values()):
+        from orchestrator.budget_guards import flag
+
+        bound = "".join(f", or {flag(k)} USD to bound it" for k in plan.ceilings)
+        raise click.UsageError(f"no terminal to confirm the spend on: pass --yes{bound}")
 
 
 def trial_line(row: dict[str, Any]) -> str:
@@ -370,7 +377,8 @@ _UNWRITABLE: set[Path] = set()
 
 def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: bool,
                  as_json: bool, unsafe: bool, maxfail: int | None, quiet: bool,
-                 junit: Path | None, max_cost: float | None) -> None:
+                 junit: Path | None, ceilings: dict[str, float] | None = None,
+                 ceiling_keys: tuple[str, ...] = ()) -> None:
     """``orch bench resume``: run what the results file lacks (and, asked, its failed or
     excluded trials again), merged into the same file."""
     from orchestrator.bakeoff import resume
@@ -383,9 +391,8 @@ def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: b
         if same_process(marker.get("pid"), marker.get("pid_started")):
             raise OrchError(f"{file} is still being written by orch bench (pid "
                             f"{marker.get('pid')}); wait for it, or stop it first")
-    plan = resume.plan_of(doc, file)
-    if max_cost is not None:
-        plan.max_cost = max_cost
+    plan = resume.plan_of(doc, file, ceiling_keys)
+    plan.ceilings.update({k: v for k, v in (ceilings or {}).items() if v is not None})
     again = resume.todo(doc, resume.total(plan), failed=retry_failed, excluded=retry_excluded)
     settled, guard = settle_killed(doc, plan, unsafe, quiet)
     again = {n: why for n, why in again.items() if n not in {r["n"] for r in settled}}

@@ -13,7 +13,6 @@ import click
 from orchestrator.app.council import prepare_council
 from orchestrator.cli.config_cmds import check_name, echo_json
 from orchestrator.cli.daemon_option import no_daemon_option
-from orchestrator.cli.fanout import budget_options
 from orchestrator.cli.params import FiniteFloat
 from orchestrator.cli.plugin_options import PluginOptionsCommand
 from orchestrator.config import Config
@@ -148,7 +147,6 @@ def council_remove(name: str) -> None:
 @click.option("--no-validate-models", "no_validate", is_flag=True,
               help="Send model names as given, even ones the provider's list does not have.")
 @no_daemon_option
-@budget_options
 def council_run(prompt, prompt_file, diff, context, models, council_name, chair, timeout_min,
                 max_steps, tools_mode, workspace, workspace_any, tag, no_plugins, runs_dir, as_json, quiet,
                 no_validate, budgets):
@@ -158,8 +156,8 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
     Everything is checked before any spend: at least 2 seats, a chair that is not a seat,
     every model resolving with its key set, the diff and context files readable. Artifacts
     go to RUNS_DIR/council-<run_id>/ (report.md, report.html, tally.json, verdict.json,
-    run.json, ...). --max-cost bounds the whole run: each stage may spend what earlier
-    stages left. Exit code: 0 complete with a verdict, 2 degraded (a seat lost, judges
+    run.json, ...). A cost ceiling (the cost_ceiling plugin's option) bounds the whole run:
+    each stage may spend what earlier stages left. Exit code: 0 complete with a verdict, 2 degraded (a seat lost, judges
     short, no verdict, a budget stopped work or cost inexact under a ceiling), 1 pre-flight
     failure or COUNCIL_QUORUM (fewer than 2 reviews), 130/143 interrupted (run.json is still
     written).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
@@ -23,28 +22,6 @@ from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.params import FiniteFloat
 from orchestrator.cli.plugin_options import PluginOptionsCommand
 from orchestrator.errors import OrchError
-
-BUDGET_KEYS = ("max_cost",)
-
-
-def budget_options(command):
-    """``--max-cost``, handed to ``command`` in one ``budgets`` dict (only what was given)
-    with the plugins' declared options (cli/plugin_options.py): it goes into
-    WaveSpec.options, where the guard plugins read it (docs/budgets.md)."""
-    options = [
-        click.option("--max-cost", type=FiniteFloat(0), metavar="USD",
-                     help="Wave cost ceiling: launches that could pass it are refused (exit 2)."),
-    ]
-
-    @functools.wraps(command)
-    def with_budgets(*args, **kwargs):
-        budgets = {**kwargs.pop("budgets", {}),  # the plugins' declared options
-                   **{k: v for k in BUDGET_KEYS if (v := kwargs.pop(k, None)) is not None}}
-        return command(*args, budgets=budgets, **kwargs)
-
-    for option in reversed(options):
-        with_budgets = option(with_budgets)
-    return with_budgets
 
 
 @click.command(cls=PluginOptionsCommand, plugin_command="fanout")
@@ -85,7 +62,6 @@ def budget_options(command):
 @click.option("--no-validate-models", "no_validate", is_flag=True,
               help="Send model names as given, even ones the provider's list does not have.")
 @no_daemon_option
-@budget_options
 def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, timeout_min,
            max_steps,
            tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
@@ -134,8 +110,15 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
         # what the one before it paid.
         click.get_current_context().with_resource(
             claim_family(runs, family_root(runs, retry_failed)))
+        # what the plugins declare, loaded or not: a budget kept from the wave whose plugin
+        # is now off is refused, never dropped (budget_guards.py)
+        from orchestrator.budget_guards import declarations
+
+        declared = [o for _, o in declarations(
+            runtime.plugin_manager(enabled=not no_plugins), cfg, no_plugins=no_plugins)]
         plan = plan_retry(runs, retry_failed, chair_model=chair,
-                          max_cost_given="max_cost" in budgets)
+                          ceilings=[o for o in declared
+                                    if o.run_ceiling and o.key not in budgets])
         old = plan.wave
         # A leg completed in any member of the family (its files, the ledger, the outbox)
         # is never sent (or paid) again.
@@ -161,16 +144,15 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
             "tools_asked", True)
         tools_mode = tools_mode or (old.get("options") or {}).get("tools")
         workspace = workspace or (old.get("options") or {}).get("workspace")
-        ctx = click.get_current_context()
-        keys = {*BUDGET_KEYS, *(o.key for _, o in ctx.command.plugin_options(ctx))}
+        keys = {o.key for o in declared}
         kept = {k: v for k, v in (old.get("options") or {}).items()
                 if k in keys and k not in budgets}
         kept_from = dict.fromkeys(kept, retry_failed)
         budgets = {**kept, **budgets}  # a retry keeps its wave's budgets unless overridden
-        if plan.ceiling is not None:  # the family's ceiling, less what it spent (retry.py)
-            budgets["max_cost"] = plan.ceiling["left"]
-            retry_options["max_cost_family"] = plan.ceiling
-            kept_from["max_cost"] = plan.ceiling["root"]
+        for key, family in plan.ceilings.items():  # the family's, less what it spent
+            budgets[key] = family["left"]
+            retry_options[f"{key}_family"] = family
+            kept_from[key] = family["root"]
         prior = plan.prior
     else:
         specs = choose_models(models, council, cfg,

@@ -1,7 +1,7 @@
 """Numbers and inputs the CLI takes, checked as usage errors (exit 2) before anything runs.
 
 ``float("nan")`` and ``float("inf")`` parse, and click's ranges let NaN through (every
-comparison with it is false): a ``--max-cost nan`` would be no ceiling at all.
+comparison with it is false): a cost ceiling of ``nan`` would be no ceiling at all.
 """
 
 from __future__ import annotations

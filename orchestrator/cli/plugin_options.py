@@ -1,15 +1,18 @@
 """The plugins' declared options (``register_options``) as click options of ``orch fanout``
-and ``orch council run``: parsed, shown in ``--help`` and completed like the built-in ones,
-and handed to the command as one ``budgets`` dict (only those given) that goes into
-WaveSpec.options, where the plugin reads it. A disabled plugin's options do not exist; with
-a broken config.json none do: ``--help`` still prints (a line on stderr says why they are
-missing), a run exits 1 with the config error."""
+and ``orch council run`` (and the run ceilings of ``orch bench`` / ``bench resume``): parsed,
+shown in ``--help`` and completed like the built-in ones, and handed to the command as one
+``budgets`` dict (only those given) that goes into WaveSpec.options, where the plugin reads
+it. A disabled plugin's options do not exist; with a broken config.json none do: ``--help``
+still prints (a line on stderr says why they are missing), a run exits 1 with the config
+error."""
 
 from __future__ import annotations
 
 import click
 
 from orchestrator.cli.params import FiniteFloat
+
+CEILINGS_ONLY = ("bench",)  # commands that render only the run ceilings (Option.run_ceiling)
 
 
 def click_option(option) -> click.Option:
@@ -33,9 +36,18 @@ def click_option(option) -> click.Option:
 
 
 def declared(command: str, reserved=()) -> list:
-    """[(plugin, Option)] the enabled plugins declare for ``command``: remembered on disk
-    while nothing they came from changed (``plugin_host.option_cache``), else read from the
-    built-ins that declare options and the third parties (a light ``--help``)."""
+    """[(plugin, Option)] the enabled plugins declare for ``command`` (for a bench, only the
+    run ceilings: its trials are waves of their own)."""
+    found = _declared(command, reserved)
+    if command in CEILINGS_ONLY:
+        found = [(plugin, o) for plugin, o in found if o.run_ceiling]
+    return found
+
+
+def _declared(command: str, reserved=()) -> list:
+    """Remembered on disk while nothing they came from changed (``plugin_host.option_cache``),
+    else read from the built-ins that declare options and the third parties (a light
+    ``--help``)."""
     from orchestrator import runtime
     from orchestrator.config import home
     from orchestrator.plugin_host import option_cache
@@ -70,8 +82,9 @@ def declared(command: str, reserved=()) -> list:
 BROKEN = "plugin_options.config_error"  # ctx.meta: why the plugins' options are missing
 
 
-class PluginOptionsCommand(click.Command):
-    """A command whose parameters include the plugins' options for ``plugin_command``."""
+class PluginOptions:
+    """A command (or group) whose parameters include the plugins' options for
+    ``plugin_command``."""
 
     def __init__(self, *args, plugin_command: str, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -138,3 +151,11 @@ class PluginOptionsCommand(click.Command):
             budgets[option.key] = value
         ctx.params["budgets"] = {**ctx.params.get("budgets", {}), **budgets}
         return super().invoke(ctx)
+
+
+class PluginOptionsCommand(PluginOptions, click.Command):
+    pass
+
+
+class PluginOptionsGroup(PluginOptions, click.Group):
+    pass

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator import __version__, jobscope
+from orchestrator import __version__, jobscope, run_ceiling
 from orchestrator.config import Config
 from orchestrator.council.artifacts import Artifacts
 from orchestrator.council.bundle import Bundle, build_bundle
@@ -76,9 +76,12 @@ class CouncilRun:
         self.timeout_s, self.max_steps, self.tag = timeout_s, max_steps, tag
         self.project_dir, self.workspace, self.observe = project_dir, workspace, observe
         self.ledger_url = ledger_url
-        # tools, workspace and budgets for every stage; max_cost bounds the whole run
+        # tools, workspace and budgets for every stage; a run ceiling (a plugin's option, the
+        # cost_ceiling plugin's) bounds the whole run: each stage gets what the run has left
         self.options = dict(options or {})
-        self.max_cost = self.options.pop("max_cost", None)
+        self.ceiling_keys = run_ceiling.keys(pm, "council_run")
+        self.ceilings = {key: self.options.pop(key) for key in self.ceiling_keys
+                         if key in self.options}
         # name -> ResolvedModel, for promoting a chair from stats (the CLI passes plugins')
         self.resolve = resolve or (lambda name: resolve_model(name, config))
         self.server = Server(timeout_s=timeout_s)  # one gate and one set of counters per run
@@ -119,9 +122,10 @@ class CouncilRun:
         """One stage as one wave on the shared server; its legs go to the spend ledger."""
         self._check()
         options = {**self.options, "council_run": self.run_id, "council_stage": name}
-        if self.max_cost is not None:  # the wave's ceiling is what the run has left
-            spent = sum(r.cost_usd for r in self.records if r.cost_usd is not None)
-            options["max_cost"] = round(max(0.0, self.max_cost - spent), 10)
+        spent = sum(r.cost_usd for r in self.records if r.cost_usd is not None)
+        for key, ceiling in self.ceilings.items():  # the wave's: what the run has left
+            if ceiling is not None:
+                options[key] = run_ceiling.left(ceiling, spent)
         spec = WaveSpec(models=models, briefing=self.plan.briefing, briefings=briefings,
                         runs_dir=self.dir / "waves", timeout_s=self.timeout_s,
                         max_steps=self.max_steps, kind=kind, run_id=self.run_id,
@@ -389,7 +393,8 @@ class CouncilRun:
             "requests": self.server.sent,
             "notices": self.notices, "degraded": self.degraded,
             "anonymity": self.anonymity, "ledger_errors": self.spend.errors,
-            "max_cost": self.max_cost, "options": self.options,
+            **{key: self.ceilings.get(key) for key in self.ceiling_keys},
+            "options": self.options,
             "artifacts": sorted({*self.art.written, "run.json"}),
             "tag": self.tag,
         }

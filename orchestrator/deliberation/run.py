@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from orchestrator import jobscope
+from orchestrator import jobscope, run_ceiling
 from orchestrator.config import Config
 from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.bundle import leaks, new_nonce, redact
@@ -89,7 +89,7 @@ class Deliberation:
         # one gate and counters for all rounds (a host's: for all its trials too)
         self.server = server or Server(timeout_s=spec.timeout_s)
         self.ceiling_state, self._spent = ceiling_state, spent
-        self.max_cost = spec.options.get("max_cost")
+        self.ceilings = run_ceiling.given(spec.options, pm)  # {key: dollars}, e.g. max_cost
         self.seats = [Seat(n, m) for n, m in enumerate(spec.models, start=1)]
         n = len(self.seats)
         self.peers = rules.default_peers(n) if peers is None else max(1, min(peers, n - 1))
@@ -153,8 +153,8 @@ class Deliberation:
                     histories: list[list[dict]] | None = None, kind: str | None = None,
                     round_no: int | None = None) -> list[LegRecord]:
         options = {**self.spec.options, "deliberation": self.run_id, "round": round_no}
-        if self.max_cost is not None and self.ceiling_state is None:
-            options["max_cost"] = self.left()  # each wave's ceiling is what the run has left
+        if self.ceiling_state is None:  # each wave's ceiling is what the run has left
+            options.update({key: self.left(key) for key in self.ceilings})
         # (a shared ceiling account counts every wave's spend itself: the whole ceiling)
         spec = WaveSpec(models=models, briefing=self.spec.briefing, briefings=briefings,
                         histories=histories, runs_dir=self.dir / "rounds",
@@ -181,10 +181,12 @@ class Deliberation:
     def spent(self) -> float:
         return sum(r.cost_usd for r in self.records if r.cost_usd is not None)
 
-    def left(self) -> float:
-        """What the ceiling has left: of the run's own, or of the host's shared one."""
+    def left(self, key: str | None = None) -> float:
+        """What the ceiling (``key``; else the tightest) has left: of the run's own, or of
+        the host's shared one."""
         spent = self._spent() if self._spent is not None else self.spent()
-        return round(max(0.0, float(self.max_cost) - spent), 10)
+        return min(run_ceiling.left(self.ceilings[k], spent)
+                   for k in ([key] if key else self.ceilings))
 
     async def _rounds(self) -> None:
         self.say(f"round 1/{self.max_rounds}: {len(self.seats)} legs")
@@ -231,7 +233,7 @@ class Deliberation:
             if found:  # redaction and the scan share one pattern: a bug, not bad luck
                 raise RuntimeError(f"a round-{round_no} prompt still names {found}")
             prompts.append(prompt)
-        if self.max_cost is not None:
+        if self.ceilings:
             bound = round_bound(playing, prompts, self.spec.options, self.config)
             if bound is not None and bound > self.left():
                 self.notice(f"round {round_no} was not launched: its worst case "

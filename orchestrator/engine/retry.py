@@ -35,7 +35,8 @@ class RetryPlan:
     chair_model: str | None = None
     chair_only_if_new: bool = False  # call it only when a retried leg completes
     prior: list[LegRecord] = field(default_factory=list)  # complete answers the chair reads
-    ceiling: dict[str, Any] | None = None  # {"root", "ceiling", "spent", "left"}
+    # per run ceiling (a plugin's option, e.g. max_cost): {"root", "ceiling", "spent", "left"}
+    ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
     root: str = ""
     family: list[str] = field(default_factory=list)
 
@@ -101,7 +102,9 @@ def _slot_legs(doc: dict[str, Any], root_doc: dict[str, Any]) -> list[tuple[str,
 
 
 def plan_retry(runs_dir: Path, wave_id: str, *, chair_model: str | None = None,
-               max_cost_given: bool = False) -> RetryPlan:
+               ceilings=()) -> RetryPlan:
+    """``ceilings``: the run-ceiling options (orchestrator.options.Option) the retry did
+    not set itself: each the family shares, what the whole family has not spent of it."""
     from orchestrator.engine.rebuild import load_wave
 
     doc = load_wave(runs_dir, wave_id)
@@ -137,8 +140,10 @@ def plan_retry(runs_dir: Path, wave_id: str, *, chair_model: str | None = None,
                      chair_only_if_new=not owed, root=root, family=family,
                      prior=[done[leg["leg_id"]] for leg in root_doc["legs"]
                             if leg["leg_id"] in done])
-    if not max_cost_given:
-        plan.ceiling = _family_ceiling(root, docs, paid)
+    for option in ceilings:
+        family_ceiling = _family_ceiling(root, docs, paid, option)
+        if family_ceiling is not None:
+            plan.ceilings[option.key] = family_ceiling
     return plan
 
 
@@ -148,10 +153,10 @@ def _ceiling_refused(chair: dict[str, Any]) -> bool:
 
 
 def _family_ceiling(root: str, docs: dict[str, dict[str, Any]],
-                    paid: dict[str, Paid]) -> dict[str, Any] | None:
-    """The root's ceiling and what the whole family spent (each leg as its files or the
-    ledger say, whichever knows more), or None when it had none."""
-    ceiling = (docs[root].get("options") or {}).get("max_cost")
+                    paid: dict[str, Paid], option) -> dict[str, Any] | None:
+    """The root's ceiling (``option``'s) and what the whole family spent (each leg as its
+    files or the ledger say, whichever knows more), or None when it had none."""
+    ceiling = (docs[root].get("options") or {}).get(option.key)
     if ceiling is None:
         return None
     spent = 0.0
@@ -163,5 +168,6 @@ def _family_ceiling(root: str, docs: dict[str, dict[str, Any]],
     if left <= 0:
         raise OrchError(f"wave {root} and its retries spent ${spent:.4f} of their "
                         f"${float(ceiling):g} ceiling: nothing is left for a retry; pass "
-                        "--max-cost USD to set a ceiling for this retry alone")
+                        f"{option.flag} {option.metavar or 'USD'} to set a ceiling for this "
+                        "retry alone")
     return {"root": root, "ceiling": float(ceiling), "spent": round(spent, 10), "left": left}

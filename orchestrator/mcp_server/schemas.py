@@ -34,12 +34,6 @@ _TIMEOUT = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_MIN,
             "default": 10,
             "description": "Time limit per model call in MINUTES (default 10). A model "
                            "that runs out of time ends with status 'error'."}
-_MAX_COST = {"type": "number", "minimum": 0,
-             "description": "A spending ceiling in US dollars for this whole call. Before "
-                            "each model request orch claims its worst-case cost; a request "
-                            "that could pass the ceiling is never sent and is reported as "
-                            "refused. Omit for no ceiling. Needs priced models: with an "
-                            "unknown price the result says the cost is inexact."}
 _TOOLS = {"type": "string", "enum": ["read", "none"], "default": "read",
           "description": "'read' (default): models may call read-only tools (read, grep, "
                          "glob, list) confined to the git work tree orch mcp runs in, never "
@@ -63,8 +57,8 @@ FANOUT = {
         "model answers independently and concurrently; optionally a 'chair' model then "
         "reads all the answers and writes one synthesis. Every model call is recorded in "
         "orch's spend ledger and in files under the returned runs_dir/wave_id. COSTS "
-        "MONEY: each listed model is one paid call (more if it uses tools); use max_cost "
-        "to cap the total. Returns the wave document: wave_id, status (complete | partial "
+        "MONEY: each listed model is one paid call (more if it uses tools). Returns the "
+        "wave document: wave_id, status (complete | partial "
         "| error | aborted), exit_code (0 all answered, 2 partial or a budget stopped "
         "work, 1 none answered), legs[] (model, status, reason, answer, usage, "
         "cost_usd), chair, usage, cost_usd, notices, budget_refusals, degraded. Progress "
@@ -90,7 +84,6 @@ FANOUT = {
                                                "call). " + _MODEL["description"]},
             "tools": _TOOLS,
             "timeout_minutes": _TIMEOUT,
-            "max_cost": _MAX_COST,
             "tag": _TAG,
             "validate_models": _VALIDATE,
             "rounds": {"type": "integer", "minimum": 1, "maximum": 20,
@@ -116,8 +109,7 @@ COUNCIL_RUN = {
         "each other's findings anonymously; a deterministic tally sorts findings into "
         "tiers by how many peers agreed; a 'chair' model that did not review writes the "
         "verdict: ship | fix-first | rethink. COSTS MONEY: about 2-3 paid calls per seat "
-        "plus the chair, each reading the whole briefing and diff; use max_cost to cap "
-        "the total. Takes minutes. Returns run_id, status, exit_code, verdict, chair, "
+        "plus the chair, each reading the whole briefing and diff. Takes minutes. Returns run_id, status, exit_code, verdict, chair, "
         "tiers (count of findings per tier), top_findings (the most agreed-on first: "
         "tier, severity, location, claim, seats, votes), cost_usd, notices, and report "
         "(path of report.md; report.html beside it). Cancelling aborts the run and keeps "
@@ -146,7 +138,6 @@ COUNCIL_RUN = {
             "context": _CONTEXT,
             "tools": _TOOLS,
             "timeout_minutes": _TIMEOUT,
-            "max_cost": _MAX_COST,
             "tag": _TAG,
             "validate_models": _VALIDATE,
         },
@@ -231,9 +222,21 @@ def option_property(option) -> dict[str, Any]:
     return prop
 
 
+# Where a paid tool's description says how to cap its cost, when a plugin declares a run
+# ceiling (Option.run_ceiling: the cost_ceiling plugin's): after this text, "; use ARG ...".
+CEILING_HINT = {"fanout": "(more if it uses tools)",
+                "council_run": "each reading the whole briefing and diff"}
+
+
+def ceiling_arguments(options: list) -> list[str]:
+    """The MCP arguments of the run ceilings among ``options`` ([(plugin, Option)])."""
+    return [o.key for _, o in options if o.run_ceiling and o.mcp]
+
+
 def with_options(declared: dict[str, list]) -> dict[str, dict[str, Any]]:
     """TOOLS with each paid tool's plugin options ({tool: [(plugin, Option)]}) added as
-    properties; a core argument of the same name stays the core's."""
+    properties (a core argument of the same name stays the core's), and its description
+    naming the run ceiling argument, if any, that caps its cost."""
     tools = dict(TOOLS)
     for name, options in declared.items():
         extra = {o.key: option_property(o) for _, o in options
@@ -242,6 +245,11 @@ def with_options(declared: dict[str, list]) -> dict[str, dict[str, Any]]:
             schema = TOOLS[name]["inputSchema"]
             tools[name] = {**TOOLS[name], "inputSchema": {
                 **schema, "properties": {**schema["properties"], **extra}}}
+        caps = [key for key in ceiling_arguments(options) if key in extra]
+        if caps:
+            anchor = CEILING_HINT[name]
+            tools[name]["description"] = tools[name]["description"].replace(
+                anchor, f"{anchor}; use {' or '.join(caps)} to cap the total", 1)
     return tools
 
 
@@ -263,6 +271,6 @@ def plugin_declarations() -> dict[str, list]:
     return {name: declared_options(pm, name) for name in CORE_ARGUMENTS}
 
 
-def plugin_tools() -> dict[str, dict[str, Any]]:
+def plugin_tools(declared: dict[str, list] | None = None) -> dict[str, dict[str, Any]]:
     """TOOLS as the enabled plugins extend them (their ``register_options``)."""
-    return with_options(plugin_declarations())
+    return with_options(plugin_declarations() if declared is None else declared)

@@ -31,7 +31,36 @@ INSTRUCTIONS = (
     "orch runs one prompt on several LLMs at once (fanout), or a multi-model code review "
     "(council_run), and records every call's tokens and dollars in a local ledger (spend) "
     "and its files on disk (runs). fanout and council_run spend money on every model they "
-    "call: pass max_cost to cap it. spend and runs are free.")
+    "call{cap}. spend and runs are free.")
+
+
+def instructions(declared: dict[str, list]) -> str:
+    """INSTRUCTIONS, naming the run ceiling argument (a plugin's: cost_ceiling's) if any."""
+    from orchestrator.mcp_server.schemas import ceiling_arguments
+
+    caps = list(dict.fromkeys(key for options in declared.values()
+                              for key in ceiling_arguments(options)))
+    return INSTRUCTIONS.format(cap=f": pass {' or '.join(caps)} to cap it" if caps else "")
+
+
+def plugin_off(name: str, tool: dict[str, Any], args: Any) -> str | None:
+    """An argument the schema lacks because the plugin that declares it is not loaded
+    (``max_cost`` with cost_ceiling disabled): refused in one line naming the plugin and the
+    fix, as the CLI refuses such a budget, instead of as an unknown argument."""
+    if not isinstance(args, dict):
+        return None
+    unknown = {k: v for k, v in args.items() if k not in tool["inputSchema"]["properties"]}
+    if not unknown or name not in ("fanout", "council_run"):
+        return None
+    from orchestrator import runtime
+    from orchestrator.budget_guards import GuardOff, require_guards
+
+    try:
+        require_guards(unknown, runtime.plugin_manager(), None, source=lambda key: key,
+                       command=name)
+    except GuardOff as exc:
+        return f"{name}: {exc}"
+    return None
 
 
 def one_line(text: str) -> str:
@@ -203,7 +232,7 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None, words
     tool = tools.get(name)
     if tool is None:
         return tool_error(f"no tool {name!r}; the tools are {', '.join(tools)}")
-    problem = invalid(tool, args)
+    problem = plugin_off(name, tool, args) or invalid(tool, args)
     if problem:
         return tool_error(problem)
     from orchestrator import runtime
@@ -243,11 +272,11 @@ def build(jobs: Jobs):
         READ_ONLY,
         option_arguments,
         plugin_declarations,
-        with_options,
+        plugin_tools,
     )
 
     declared = plugin_declarations()  # fixed for this server's life, like its plugins
-    TOOLS = with_options(declared)  # noqa: N806
+    TOOLS = plugin_tools(declared)  # noqa: N806
     WORDS = option_arguments(declared)  # noqa: N806
     listed = [types.Tool(name=t["name"], title=t["title"], description=t["description"],
                          input_schema=t["inputSchema"],
@@ -264,7 +293,7 @@ def build(jobs: Jobs):
         return await call_tool(params.name, params.arguments or {}, ctx.session, jobs, TOOLS,
                                WORDS)
 
-    return Server("orch", version=__version__, instructions=INSTRUCTIONS,
+    return Server("orch", version=__version__, instructions=instructions(declared),
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 

@@ -49,14 +49,18 @@ class LegProgress:
 
 
 def _budgets(args: dict[str, Any], tool: str) -> dict[str, Any]:
-    """``max_cost`` and the plugins' declared options (every argument the tool's schema
-    has beyond its own: the schema was checked, so no other can be here)."""
+    """The plugins' declared options (every argument the tool's schema has beyond its own:
+    the schema was checked, so no other can be here); a float one as a float, as the CLI
+    gives it (a JSON ``1`` is ``1.0`` in wave.json)."""
+    from orchestrator import runtime
     from orchestrator.mcp_server.schemas import CORE_ARGUMENTS
+    from orchestrator.plugin_host.plugins import declared_options
 
     out = {k: v for k, v in args.items() if k not in CORE_ARGUMENTS[tool] and v is not None}
-    if args.get("max_cost") is not None:
-        out["max_cost"] = float(args["max_cost"])
-    return out
+    floats = {o.key for _, o in declared_options(runtime.plugin_manager(), tool)
+              if o.type == "float"}
+    return {k: float(v) if k in floats and not isinstance(v, bool) else v
+            for k, v in out.items()}
 
 
 def _models(args: dict[str, Any]) -> str | None:

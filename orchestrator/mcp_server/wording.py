@@ -17,7 +17,7 @@ import re
 FLAG = re.compile(r"(?<![\w`-])--[a-z][a-z0-9-]*(?![\w-])")
 _WAVE = {"--models": "models", "--council": "council", "--prompt": "prompt",
          "--context": "context", "--chair": "chair", "--timeout": "timeout_minutes",
-         "--tools": "tools", "--tag": "tag", "--max-cost": "max_cost",
+         "--tools": "tools", "--tag": "tag",
          "--no-validate-models": "validate_models: false"}
 ARGUMENTS: dict[str, dict[str, str]] = {
     "fanout": _WAVE,

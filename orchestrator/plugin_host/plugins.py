@@ -25,7 +25,7 @@ HOOK_NAMES = frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n
 BUILTIN_COMMANDS: frozenset[str] = frozenset()
 # The built-ins that implement ``register_options``: ``orch fanout --help`` (and the option
 # parsing of every run) loads only these and the third parties.
-BUILTIN_OPTIONS: frozenset[str] = frozenset({"output_budget", "turn_budget"})
+BUILTIN_OPTIONS: frozenset[str] = frozenset({"cost_ceiling", "output_budget", "turn_budget"})
 
 
 @dataclass
