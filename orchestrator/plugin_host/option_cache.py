@@ -25,7 +25,7 @@ VERSION = 1
 ENV = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS")
 
 
-def _stamp(path: str) -> list[int] | None:
+def stamp(path: str) -> list[int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -37,7 +37,7 @@ def key(command: str, reserved, plugins_section: dict | None) -> dict[str, Any]:
     """What the declarations depend on, besides the declaring files (stamped on write)."""
     return {"v": VERSION, "command": command, "reserved": sorted(reserved),
             "plugins": plugins_section or {}, "env": {n: os.environ.get(n) for n in ENV},
-            "python": sys.version, "path": [[p, _stamp(p or ".")] for p in sys.path]}
+            "python": sys.version, "path": [[p, stamp(p or ".")] for p in sys.path]}
 
 
 def cache_file(home: Path, command: str) -> Path:
@@ -55,7 +55,7 @@ def read(path: Path, wanted: dict[str, Any]) -> tuple[list, list[str]] | None:
     if not isinstance(entry, dict) or entry.get("key") != json.loads(json.dumps(wanted)):
         return None
     files = entry.get("files") or {}
-    if any(_stamp(f) != stamp for f, stamp in files.items()):
+    if any(stamp(f) != held for f, held in files.items()):
         return None
     try:
         return _rebuild(entry["declared"]), [str(w) for w in entry.get("warnings", [])]
@@ -81,7 +81,7 @@ def sources(pm) -> list[str]:
 def write(path: Path, wanted: dict[str, Any], declared: list, warnings: list[str],
           files: list[str]) -> None:
     """Remember the declarations, atomically; a cache that cannot be written is skipped."""
-    stamps = {f: _stamp(f) for f in files}
+    stamps = {f: stamp(f) for f in files}
     if any(s is None for s in stamps.values()):
         return  # a declaration not from a file (built in a test process): not remembered
     entry = {"key": wanted, "files": stamps, "warnings": warnings,

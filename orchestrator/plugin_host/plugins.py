@@ -7,15 +7,14 @@ import functools
 import os
 import sys
 from dataclasses import dataclass, field
-from importlib import metadata
 
 import pluggy
 
 from orchestrator import hookspecs
+from orchestrator.plugin_host.listing import OWN_DISTRIBUTION
 from orchestrator.security.secrets import scrub
 
 GROUP = "orch"
-OWN_DISTRIBUTION = "orch"
 HOOK_NAMES = frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n),
                                                                "orch_spec"))
 # The built-in plugins (entry point names) that implement ``register_commands``: none today.
@@ -84,31 +83,17 @@ def selection(config_plugins: dict | None) -> tuple[set[str] | None, dict[str, s
     return allow, deny
 
 
-def _dist_name(ep: metadata.EntryPoint) -> str | None:
-    return _dist_meta(ep.dist)[0] if ep.dist else None
+def _entry_points() -> list:
+    """The ``orch`` entry points (``listing.Found``), remembered in ORCH_HOME while the
+    installed distributions are unchanged: reading them costs ``orch --help`` a third."""
+    from orchestrator.config import home
+    from orchestrator.plugin_host.listing import entry_points
 
-
-@functools.lru_cache(maxsize=64)
-def _dist_meta(dist: metadata.Distribution) -> tuple[str, str]:
-    """(name, version). Each ``dist.name`` parses the METADATA file again, and start-up
-    (``orch --help`` too) asks several times per entry point: a third of its plugin scan."""
-    meta = dist.metadata
-    return meta["Name"], meta["Version"]
-
-
-def _entry_points() -> list[tuple[metadata.EntryPoint, str | None]]:
-    """Each entry point with the distribution that already took its name (a clash), if any:
-    built-ins first, then by name."""
-    seen: dict[str, metadata.EntryPoint] = {}
-    clashes: list[tuple[metadata.EntryPoint, str | None]] = []
-    eps = sorted(metadata.entry_points(group=GROUP),
-                 key=lambda ep: (_dist_name(ep) != OWN_DISTRIBUTION, ep.name))
-    for ep in eps:
-        first = seen.setdefault(ep.name, ep)
-        if first is not ep and _dist_name(first) != _dist_name(ep):
-            clashes.append((ep, _dist_name(first)))
-        # else: the same distribution on the path twice (an editable install): one copy
-    return [(ep, None) for ep in seen.values()] + clashes
+    try:
+        where = home()
+    except (OSError, RuntimeError):  # no home directory to find: read them every time
+        where = None
+    return entry_points(GROUP, where)
 
 
 def _why_disabled(name: str, allow: set[str] | None, deny: dict[str, str]) -> str | None:
@@ -140,8 +125,8 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     extra = list(extra or [])
     extra_names = {name for name, _ in extra}
     if enabled:
-        for ep, taken_by in _entry_points():
-            dist = _dist_name(ep)
+        for ep in _entry_points():
+            dist, taken_by = ep.dist, ep.taken_by
             if ep.name in extra_names or (not third_party and dist != OWN_DISTRIBUTION):
                 continue
             if commands_only and dist == OWN_DISTRIBUTION and ep.name not in BUILTIN_COMMANDS:
@@ -149,7 +134,7 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
             if options_only and dist == OWN_DISTRIBUTION and ep.name not in BUILTIN_OPTIONS:
                 continue
             info = PluginInfo(name=ep.name, module=ep.value, distribution=dist,
-                              version=_dist_meta(ep.dist)[1] if ep.dist else None,
+                              version=ep.version,
                               builtin=dist == OWN_DISTRIBUTION)
             if taken_by is not None:
                 _broken(info, f"the name {ep.name!r} is taken by {taken_by}; rename the "
