@@ -89,6 +89,8 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
         if doc.get("status") != "running":
             return doc
     alive = doc is not None and same_process(doc.get("pid"), doc.get("pid_started"))
+    if doc is not None and doc.get("kind") == "deliberation":  # its waves are its rounds
+        return doc if alive else _rounds_repaired(wave_dir, doc)
     recorded = doc is not None  # wave.json names the process
     on_disk: dict[str, LegRecord] = {}
     for path in sorted(runs_dir.glob(f"{wave_id}-*/metadata.json")):
@@ -136,6 +138,42 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
 
         write_back(runs_dir, wave_dir, doc, [r for r in on_disk.values() if r.leg_id in changed])
     return doc
+
+
+GONE = "the process that ran it is gone (killed?)"
+
+
+def _rounds_repaired(wave_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """A dead deliberation (``orch fanout --rounds``): its ``wave.json`` is the one written
+    at its start (no legs, $0) while each round is a wave of its own under ``rounds/``
+    whose legs' ledger rows were written per billed answer. Each round wave is repaired
+    as any dead wave is, then ``wave.json`` is rewritten once, atomically: ``interrupted``,
+    every round's legs, and the usage and cost they were billed."""
+    from orchestrator.store import write_json_atomic
+
+    rounds_dir = wave_dir / "rounds"
+    waves = []
+    for path in sorted(rounds_dir.glob("*/wave.json")) if rounds_dir.is_dir() else []:
+        try:
+            waves.append(load_wave(rounds_dir, path.parent.name))
+        except (OrchError, OSError, ValueError, KeyError, TypeError):
+            continue  # `orch status --runs-dir` of that round says what is wrong with it
+    waves.sort(key=lambda d: (str(d.get("created_at") or ""), d["wave_id"]))
+    legs = [LegRecord.from_dict(leg) for w in waves
+            for leg in [*(w.get("legs") or []), *([w["chair"]] if w.get("chair") else [])]]
+    extra = {k: v for k, v in doc.items()
+             if k not in ("legs", "chair", "status", "exit_code", "usage", "cost_usd",
+                          "cost_exact", "wave_id", "runs_dir", "signal", "degraded",
+                          "artifact_errors")}
+    extra.update({"error": doc.get("error") or GONE, "rebuilt": True, "alive": False,
+                  "repaired_at": now_iso(),
+                  "round_waves": [{"wave_id": w["wave_id"], "status": w["status"],
+                                   "usage": w["usage"], "cost_usd": w["cost_usd"],
+                                   "cost_exact": w["cost_exact"]} for w in waves]})
+    repaired = build_document(wave_id=wave_dir.name, status="interrupted", legs=legs,
+                              chair=None, runs_dir=wave_dir.parent, extra=extra)
+    write_json_atomic(wave_dir / "wave.json", repaired)
+    return repaired
 
 
 def _report(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
