@@ -74,7 +74,8 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     ``wave.json`` is not final is rebuilt from each leg's metadata.json; when the process
     that ran it is gone, each leg is brought up to what the ledger and its outbox say it
     was billed (engine/repair.py), legs left ``running`` are ``aborted``, and the repaired
-    files are written back (atomically, once)."""
+    files are written back (atomically, once). A dead deliberation is repaired from its
+    round waves instead (:func:`_rounds_repaired`)."""
     wave_id = resolve_wave_id(runs_dir, wave_id)
     wave_dir = runs_dir / wave_id
     doc: dict[str, Any] | None = None
