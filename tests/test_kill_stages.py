@@ -1,6 +1,7 @@
 """`kill -9` of `orch council run` (every stage; in-process, and of the `orch serve` daemon
-that runs it), `orch mcp` (its `fanout` and its `council_run` tool) and `orch bench` (a
-model trial).
+that runs it), `orch mcp` (its `fanout` and its `council_run` tool), `orch bench` (a model
+trial; and, through the daemon, a deliberating trial) and `orch fanout --rounds` (in round 2;
+in-process and through the daemon).
 
 The model is tests/test_kill_matrix.py: the real process runs against the scripted server,
 some requests are answered, the next one hangs, and the process gets SIGKILL. Then
@@ -579,6 +580,42 @@ def repair_by(repair: str, err: str, cwd: Path, daemon_process, check) -> None: 
 
 
 REPAIRS = ["the next daemon's start-up", "the client's message"]
+
+
+def test_kill_9_of_a_deliberation_in_round_2_is_listed_and_repaired_at_what_it_paid(
+        orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    """`orch fanout --rounds 3` run in-process, SIGKILL in round 2: the run is not a folder
+    nothing names (its wave.json was written at its start); `orch runs` lists it and
+    `orch status` shows it interrupted at what both rounds were billed, written back."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no daemon: the command runs it
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    scripted_server.script("alpha", deliberating("alpha", False))
+    scripted_server.script("bravo", deliberating("bravo", True))
+    models = ["alpha", "bravo"]
+    proc = subprocess.Popen(
+        [*ORCH, "fanout", "-m", "scripted/alpha,scripted/bravo", "--rounds", "3", "-p",
+         "How do I build an LRU cache?", "--tools", "none", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        wait_for(lambda: len(answered(scripted_server, "alpha")) >= 2
+                 and scripted_server.count("bravo") >= 2, what="round 2's requests")
+        settle(orch_home, None, scripted_server, models)
+        kill(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    (run_dir,) = [p.parent for p in (orch_home / "runs").glob("*/wave.json")]
+    run_id = run_dir.name
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, run_id, models)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    (entry,) = [r for r in listed["runs"] if r["id"] == run_id]
+    assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+    shown = CliRunner().invoke(cli, ["status", run_id])
+    assert shown.exit_code == 0 and "interrupted" in shown.output, shown.output
+    on_disk = json.loads((run_dir / "wave.json").read_text())
+    assert (on_disk["status"], on_disk["cost_usd"]) == ("interrupted", pytest.approx(paid))
+    assert [w["status"] for w in on_disk["round_waves"]] == ["complete", "partial"]
 
 
 @pytest.mark.parametrize("repair", REPAIRS)
