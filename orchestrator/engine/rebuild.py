@@ -173,6 +173,9 @@ def _rounds_repaired(wave_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
                                    "cost_exact": w["cost_exact"]} for w in waves]})
     repaired = build_document(wave_id=wave_dir.name, status="interrupted", legs=legs,
                               chair=None, runs_dir=wave_dir.parent, extra=extra)
+    now = _read(wave_dir / "wave.json")
+    if now.get("status") != "running":  # its process ended it as we read the rounds
+        return now
     write_json_atomic(wave_dir / "wave.json", repaired)
     return repaired
 
@@ -200,8 +203,9 @@ def _report(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def repair_dead(runs_dir: Path) -> list[str]:
     """Open every wave under ``runs_dir`` whose ``wave.json`` says ``running`` while the
-    process that ran it is gone, so :func:`load_wave` repairs it: what a daemon does on
-    start-up for the waves the one before it left behind. The ids repaired."""
+    process that ran it is gone, so :func:`load_wave` repairs it (a deliberation from its
+    rounds): what a daemon does on start-up for the waves the one before it left behind.
+    The ids repaired."""
     repaired = []
     for path in sorted(runs_dir.glob("*/wave.json")):
         doc = _read(path)
