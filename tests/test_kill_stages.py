@@ -677,18 +677,38 @@ def test_kill_9_of_the_daemon_mid_deliberation_names_the_run_and_it_is_repaired(
     assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
 
 
+# trial kind -> (its contestant in bench.toml, the models, its record in the runs folder)
+BENCH_TRIALS = {
+    "deliberation": ('kind = "fanout"\nmodels = ["scripted/alpha", "scripted/bravo"]\n'
+                     'rounds = 3\n', ["alpha", "bravo"], "{bench}-*/wave.json"),
+    "council": ('kind = "council"\nmodels = ["scripted/alpha", "scripted/bravo"]\n'
+                'chair = "scripted/delta"\n', ["alpha", "bravo", "delta"],
+                "council-{bench}-*/run.json"),
+}
+
+
 @pytest.mark.parametrize("repair", REPAIRS)
+@pytest.mark.parametrize("trial", list(BENCH_TRIALS))
 def test_kill_9_of_the_daemon_mid_bench_names_the_bench_and_shows_what_it_paid(
-        repair, orch, scripted_server, orch_home, tmp_path, xdg, daemon_process):  # noqa: F811
-    """`orch bench` relayed to `orch serve`, its one trial a deliberation (a run inside the
-    bench's run); SIGKILL the daemon in the trial's round 2. The client names the bench
-    (the first run the job announced, not the trial's deliberation nor a round's wave);
-    `orch status` of it, or the next daemon's start-up, shows it interrupted at what the
-    trial was billed, though no trial was graded, and names `orch bench resume`."""
+        trial, repair, orch, scripted_server, orch_home, tmp_path,
+        xdg, daemon_process):  # noqa: F811
+    """`orch bench` relayed to `orch serve`, its one trial a deliberation or a council (a
+    run inside the bench's run, which announces its own id); SIGKILL the daemon in the
+    deliberation's round 2, or at the council's judges. The client names the bench (the
+    first run the job announced, not the trial's run nor one of its waves); `orch status`
+    of it, or the next daemon's start-up, shows it interrupted at what the trial was
+    billed, though no trial was graded, and names `orch bench resume`."""
     orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
-    scripted_server.script("alpha", deliberating("alpha", False))
-    scripted_server.script("bravo", deliberating("bravo", True))
-    models = ["alpha", "bravo"]
+    contestant, models, record = BENCH_TRIALS[trial]
+    if trial == "deliberation":
+        scripted_server.script("alpha", deliberating("alpha", False))
+        scripted_server.script("bravo", deliberating("bravo", True))
+        until = {"alpha": 2, "bravo": 2}
+    else:
+        hangs, until = STAGES["judge"]
+        for name in ("alpha", "bravo"):
+            scripted_server.script(name, billed(name, seat(name), hangs.get(name)))
+        scripted_server.script("delta", billed("delta", chair(), None))
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "t1.json").write_text(json.dumps(
@@ -696,16 +716,14 @@ def test_kill_9_of_the_daemon_mid_bench_names_the_bench_and_shows_what_it_paid(
          "expect": {"contains": ["OrderedDict"]}, "solution": "OrderedDict"}))
     config = tmp_path / "bench.toml"
     config.write_text('[bench]\ncases = "cases"\ntrials = 1\njobs = 1\n\n[[contestants]]\n'
-                      'name = "deliberate"\nkind = "fanout"\n'
-                      'models = ["scripted/alpha", "scripted/bravo"]\ntools = "none"\n'
-                      'rounds = 3\n')
+                      f'name = "{trial}"\ntools = "none"\n{contestant}')
     out = tmp_path / "results.json"
     daemon = daemon_process()
     code, stdout, err = killed_through_the_daemon(
         daemon, ["bench", "--config", str(config), "--yes", "--out", str(out), "-q"],
         tmp_path,
-        lambda: len(answered(scripted_server, "alpha")) >= 2
-        and scripted_server.count("bravo") >= 2,
+        lambda: all(scripted_server.count(m) >= n for m, n in until.items())
+        and len(answered(scripted_server, "alpha")) >= until["alpha"],
         lambda: settle(orch_home, None, scripted_server, models))
     bench_id = json.loads(out.read_text())["bench_id"]
     died = [line for line in err.splitlines() if "daemon" in line]  # after the estimate
@@ -713,21 +731,23 @@ def test_kill_9_of_the_daemon_mid_bench_names_the_bench_and_shows_what_it_paid(
         f"orch: the orch daemon died; the run's files are as after a kill: "
         f"`orch status {bench_id}`"], err
     assert json.loads(out.read_text())["trials"] == []  # killed before it graded one
-    (trial,) = [p.parent for p in (orch_home / "runs").glob(f"{bench_id}-*/wave.json")]
-    assert json.loads((trial / "wave.json").read_text())["status"] == "running"
+    (path,) = (orch_home / "runs").glob(record.format(bench=bench_id))
 
     def trial_doc() -> dict:
-        return json.loads((trial / "wave.json").read_text())
+        return json.loads(path.read_text())
 
+    assert trial_doc()["status"] == "running"
     repair_by(repair, err, tmp_path, daemon_process,
               lambda: trial_doc()["status"] == "interrupted")
-    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, bench_id, models)
+    ledger_run = bench_id if trial == "deliberation" else \
+        path.parent.name.removeprefix("council-")  # a council trial's rows: its own run id
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, ledger_run, models)
     status = CliRunner().invoke(cli, ["status", bench_id, "--json"])
     assert status.exit_code == 0, status.output
     doc = json.loads(status.stdout)
     assert (doc["status"], doc["cost_usd"]) == ("interrupted", pytest.approx(paid))
-    assert [(w["id"], w["status"]) for w in doc["waves"]] == [(trial.name, "interrupted")]
-    assert trial_doc()["status"] == "interrupted"
+    assert [(w["id"], w["status"]) for w in doc["waves"]] == [(path.parent.name,
+                                                              "interrupted")]
     assert trial_doc()["cost_usd"] == pytest.approx(paid)
     listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
     (entry,) = [r for r in listed["runs"] if r["id"] == bench_id]
