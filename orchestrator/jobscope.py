@@ -30,11 +30,13 @@ class JobScope:
                  on_leave: Callable[[int], None] | None = None,
                  client_pid: int | None = None) -> None:
         self.on_wave = on_wave  # told the run's id: each wave's as its directory is made,
-        # or once the run of stage waves (a council) that a user asks `orch status` about
+        # or once the run of waves (a bench, council, deliberation) a user asks `orch
+        # status` about
         self.on_leave = on_leave  # a second interrupt: the job's owner ends it at once
         self.client_pid = client_pid  # the `orch` process that asked (serve: SO_PEERCRED)
         self.waves: list[str] = []
-        self.run_id: str | None = None  # a council's: its stage waves are not named then
+        self.run_id: str | None = None  # the first run announced: its waves, and the runs
+        # inside it (a bench trial's council or deliberation), are not named then
         self._lock = threading.Lock()
         self._receivers: list[tuple[Any, Any]] = []  # (event loop, send stream)
 
@@ -69,6 +71,8 @@ class JobScope:
             self.on_wave(wave_id)
 
     def run_started(self, run_id: str) -> None:
+        if self.run_id is not None:  # a run inside the job's run: the outer one is named
+            return
         self.run_id = run_id
         if self.on_wave is not None:
             self.on_wave(run_id)
@@ -138,8 +142,10 @@ def wave_started(wave_id: str) -> None:
 
 
 def run_started(run_id: str) -> None:
-    """A run made of stage waves (a council) began: its id, not a stage's, is the one its
-    client names if the daemon dies (`orch status` of it repairs the whole run)."""
+    """A run made of waves (a bench, a council, a deliberation) began: its id, not a
+    wave's, is the one its client names if the daemon dies (`orch status` of it repairs the
+    whole run). The first announced stays: a council that is a bench's trial does not
+    replace the bench."""
     scope = _current.get()
     if scope is not None:
         scope.run_started(run_id)

@@ -1,6 +1,7 @@
 """`kill -9` of `orch council run` (every stage; in-process, and of the `orch serve` daemon
-that runs it), `orch mcp` (its `fanout` and its `council_run` tool) and `orch bench` (a
-model trial).
+that runs it), `orch mcp` (its `fanout` and its `council_run` tool), `orch bench` (a model
+trial; and, through the daemon, a deliberating trial) and `orch fanout --rounds` (in round 2;
+in-process and through the daemon).
 
 The model is tests/test_kill_matrix.py: the real process runs against the scripted server,
 some requests are answered, the next one hangs, and the process gets SIGKILL. Then
@@ -530,3 +531,227 @@ def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_on
         == [("t1", True), ("t2", True)]
     rows = ledger_rows(orch_home, bench_id)
     assert sum(r["seq"] or 0 for r in rows) == len(answered(scripted_server, "solo")) == 2
+
+
+# -- a deliberation and a bench through the daemon ----------------------------------------
+
+def deliberating(name: str, hang_in_round_2: bool):
+    """Round 1: an answer; round 2: a kept answer, or (``hang_in_round_2``) no answer ever.
+    Each answer has this model's usage, so the ledger's sums name the answers."""
+    def reply(body, n):
+        if n >= 1 and hang_in_round_2:
+            return Reply(hang=True)
+        text = f"{name} says: use an OrderedDict." if n == 0 else "Mine stands."
+        return Reply(text=text, usage=usage_of(name, kind_of(body)))
+    return reply
+
+
+def killed_through_the_daemon(daemon, argv: list[str], cwd: Path, ready, settled):
+    """Run ``orch argv`` relayed to ``daemon``; when ``ready()``, ``settled()`` then SIGKILL
+    the daemon. The client's (returncode, stdout, stderr)."""
+    proc = subprocess.Popen([*ORCH, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=cwd)
+    try:
+        wait_for(ready, what="the requests to kill the daemon under")
+        settled()
+        daemon.kill()
+        daemon.wait()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, out, err
+
+
+def repair_by(repair: str, err: str, cwd: Path, daemon_process, check) -> None:  # noqa: F811
+    """The next daemon's start-up (until ``check()``), or the command the client named, as
+    the user runs it: exit 0, ``interrupted`` shown, no traceback."""
+    if repair == "the next daemon's start-up":
+        daemon_process()
+        wait_for(check, what="the repair on start-up")
+        return
+    named = err.split("`")[1].split()
+    shown = subprocess.run([*ORCH, *named[1:]], capture_output=True, text=True, cwd=cwd,
+                           timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "interrupted" in shown.stdout and "Traceback" not in shown.stderr
+    assert check()
+
+
+REPAIRS = ["the next daemon's start-up", "the client's message"]
+
+
+def test_kill_9_of_a_deliberation_in_round_2_is_listed_and_repaired_at_what_it_paid(
+        orch, scripted_server, orch_home, tmp_path, monkeypatch):
+    """`orch fanout --rounds 3` run in-process, SIGKILL in round 2: the run is not a folder
+    nothing names (its wave.json was written at its start); `orch runs` lists it and
+    `orch status` shows it interrupted at what both rounds were billed, written back."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no daemon: the command runs it
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    scripted_server.script("alpha", deliberating("alpha", False))
+    scripted_server.script("bravo", deliberating("bravo", True))
+    models = ["alpha", "bravo"]
+    proc = subprocess.Popen(
+        [*ORCH, "fanout", "-m", "scripted/alpha,scripted/bravo", "--rounds", "3", "-p",
+         "How do I build an LRU cache?", "--tools", "none", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        wait_for(lambda: len(answered(scripted_server, "alpha")) >= 2
+                 and scripted_server.count("bravo") >= 2, what="round 2's requests")
+        settle(orch_home, None, scripted_server, models)
+        kill(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    (run_dir,) = [p.parent for p in (orch_home / "runs").glob("*/wave.json")]
+    run_id = run_dir.name
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, run_id, models)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    (entry,) = [r for r in listed["runs"] if r["id"] == run_id]
+    assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+    shown = CliRunner().invoke(cli, ["status", run_id])
+    assert shown.exit_code == 0 and "interrupted" in shown.output, shown.output
+    on_disk = json.loads((run_dir / "wave.json").read_text())
+    assert (on_disk["status"], on_disk["cost_usd"]) == ("interrupted", pytest.approx(paid))
+    assert [w["status"] for w in on_disk["round_waves"]] == ["complete", "partial"]
+
+
+@pytest.mark.parametrize("repair", REPAIRS)
+def test_kill_9_of_the_daemon_mid_deliberation_names_the_run_and_it_is_repaired(
+        repair, orch, scripted_server, orch_home, tmp_path, xdg, daemon_process):  # noqa: F811
+    """`orch fanout --rounds 3` relayed to `orch serve`; SIGKILL the daemon in round 2
+    (alpha answered it, bravo's request hangs). The client names the deliberation, not a
+    round's wave; its wave.json (written `running` at its start) is repaired by the named
+    `orch status` or the next daemon's start-up: interrupted, at what both rounds paid."""
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    scripted_server.script("alpha", deliberating("alpha", False))
+    scripted_server.script("bravo", deliberating("bravo", True))
+    models = ["alpha", "bravo"]
+    runs = orch_home / "runs"
+
+    def started() -> Path:
+        (run_dir,) = [p.parent for p in runs.glob("*/wave.json")]
+        return run_dir
+
+    daemon = daemon_process()
+    code, out, err = killed_through_the_daemon(
+        daemon, ["fanout", "-m", "scripted/alpha,scripted/bravo", "--rounds", "3", "-p",
+                 "How do I build an LRU cache?", "--tools", "none", "--json"], tmp_path,
+        lambda: len(answered(scripted_server, "alpha")) >= 2
+        and scripted_server.count("bravo") >= 2,
+        lambda: settle(orch_home, None, scripted_server, models))
+    run_dir = started()
+    run_id = run_dir.name
+    assert code == 1 and out == "" and err.splitlines() == [
+        f"orch: the orch daemon died; the run's files are as after a kill: "
+        f"`orch status {run_id}`"], err
+    stale = json.loads((run_dir / "wave.json").read_text())
+    assert (stale["kind"], stale["status"], stale["cost_usd"]) == ("deliberation", "running", 0)
+    assert len(answered(scripted_server, "bravo")) == 1  # round 2's hangs
+
+    def on_disk() -> dict:
+        return json.loads((run_dir / "wave.json").read_text())
+
+    repair_by(repair, err, tmp_path, daemon_process, lambda: on_disk()["status"] != "running")
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, run_id, models)
+    doc = on_disk()
+    assert (doc["status"], doc["exit_code"], doc["cost_usd"]) == (
+        "interrupted", 1, pytest.approx(paid))
+    assert [(w["wave_id"].removeprefix(run_id), w["status"]) for w in doc["round_waves"]] \
+        == [("-round-1", "complete"), ("-round-2", "partial")]
+    legs = {(leg["wave_id"].removeprefix(run_id), leg["model"]): leg["status"]
+            for leg in doc["legs"]}
+    assert legs == {("-round-1", "scripted/alpha"): "complete",
+                    ("-round-1", "scripted/bravo"): "complete",
+                    ("-round-2", "scripted/alpha"): "complete",
+                    ("-round-2", "scripted/bravo"): "aborted"}
+    for entry in doc["round_waves"]:  # each round's own wave.json repaired, not running
+        wave = json.loads((run_dir / "rounds" / entry["wave_id"] / "wave.json").read_text())
+        assert wave["status"] == entry["status"] and wave["cost_usd"] == entry["cost_usd"]
+    status = CliRunner().invoke(cli, ["status", run_id, "--json"])
+    assert status.exit_code == 0 and json.loads(status.stdout) == doc, status.output
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    (entry,) = [r for r in listed["runs"] if r["id"] == run_id]
+    assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+
+
+# trial kind -> (its contestant in bench.toml, the models, its record in the runs folder)
+BENCH_TRIALS = {
+    "deliberation": ('kind = "fanout"\nmodels = ["scripted/alpha", "scripted/bravo"]\n'
+                     'rounds = 3\n', ["alpha", "bravo"], "{bench}-*/wave.json"),
+    "council": ('kind = "council"\nmodels = ["scripted/alpha", "scripted/bravo"]\n'
+                'chair = "scripted/delta"\n', ["alpha", "bravo", "delta"],
+                "council-{bench}-*/run.json"),
+}
+
+
+@pytest.mark.parametrize("repair", REPAIRS)
+@pytest.mark.parametrize("trial", list(BENCH_TRIALS))
+def test_kill_9_of_the_daemon_mid_bench_names_the_bench_and_shows_what_it_paid(
+        trial, repair, orch, scripted_server, orch_home, tmp_path,
+        xdg, daemon_process):  # noqa: F811
+    """`orch bench` relayed to `orch serve`, its one trial a deliberation or a council (a
+    run inside the bench's run, which announces its own id); SIGKILL the daemon in the
+    deliberation's round 2, or at the council's judges. The client names the bench (the
+    first run the job announced, not the trial's run nor one of its waves); `orch status`
+    of it, or the next daemon's start-up, shows it interrupted at what the trial was
+    billed, though no trial was graded, and names `orch bench resume`."""
+    orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
+    contestant, models, record = BENCH_TRIALS[trial]
+    if trial == "deliberation":
+        scripted_server.script("alpha", deliberating("alpha", False))
+        scripted_server.script("bravo", deliberating("bravo", True))
+        until = {"alpha": 2, "bravo": 2}
+    else:
+        hangs, until = STAGES["judge"]
+        for name in ("alpha", "bravo"):
+            scripted_server.script(name, billed(name, seat(name), hangs.get(name)))
+        scripted_server.script("delta", billed("delta", chair(), None))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "t1.json").write_text(json.dumps(
+        {"id": "t1", "task": "Task t1: how do I build an LRU cache?",
+         "expect": {"contains": ["OrderedDict"]}, "solution": "OrderedDict"}))
+    config = tmp_path / "bench.toml"
+    config.write_text('[bench]\ncases = "cases"\ntrials = 1\njobs = 1\n\n[[contestants]]\n'
+                      f'name = "{trial}"\ntools = "none"\n{contestant}')
+    out = tmp_path / "results.json"
+    daemon = daemon_process()
+    code, stdout, err = killed_through_the_daemon(
+        daemon, ["bench", "--config", str(config), "--yes", "--out", str(out), "-q"],
+        tmp_path,
+        lambda: all(scripted_server.count(m) >= n for m, n in until.items())
+        and len(answered(scripted_server, "alpha")) >= until["alpha"],
+        lambda: settle(orch_home, None, scripted_server, models))
+    bench_id = json.loads(out.read_text())["bench_id"]
+    died = [line for line in err.splitlines() if "daemon" in line]  # after the estimate
+    assert code == 1 and "Traceback" not in err and died == err.splitlines()[-1:] == [
+        f"orch: the orch daemon died; the run's files are as after a kill: "
+        f"`orch status {bench_id}`"], err
+    assert json.loads(out.read_text())["trials"] == []  # killed before it graded one
+    (path,) = (orch_home / "runs").glob(record.format(bench=bench_id))
+
+    def trial_doc() -> dict:
+        return json.loads(path.read_text())
+
+    assert trial_doc()["status"] == "running"
+    repair_by(repair, err, tmp_path, daemon_process,
+              lambda: trial_doc()["status"] == "interrupted")
+    ledger_run = bench_id if trial == "deliberation" else \
+        path.parent.name.removeprefix("council-")  # a council trial's rows: its own run id
+    paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, ledger_run, models)
+    status = CliRunner().invoke(cli, ["status", bench_id, "--json"])
+    assert status.exit_code == 0, status.output
+    doc = json.loads(status.stdout)
+    assert (doc["status"], doc["cost_usd"]) == ("interrupted", pytest.approx(paid))
+    assert [(w["id"], w["status"]) for w in doc["waves"]] == [(path.parent.name,
+                                                              "interrupted")]
+    assert trial_doc()["cost_usd"] == pytest.approx(paid)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--json"]).stdout)
+    (entry,) = [r for r in listed["runs"] if r["id"] == bench_id]
+    assert entry["status"] == "interrupted" and entry["cost_usd"] == pytest.approx(paid)
+    shown = CliRunner().invoke(cli, ["status", bench_id])
+    assert f"${paid:.4f}" in shown.output and f"orch bench resume {out}" in shown.output, \
+        shown.output

@@ -146,6 +146,7 @@ class Runner:
         self.commands = self.guard.running  # commands and checks, killed on an interrupt
         self._scopes: list[anyio.CancelScope] = []  # set-up and command trials
         self.rows: dict[int, dict[str, Any]] = {}
+        jobscope.run_started(self.bench_id)  # a daemon's client names the bench if it dies
         try:
             async with anyio.create_task_group() as outer:
                 if handle_signals:  # the process's signals, or its job's (serve)

@@ -101,6 +101,9 @@ def _echo_run(entry, doc: dict) -> None:
                    f"orch bench show {entry.dirs[0]})")
     if doc.get("error"):
         click.echo(f"  {doc['error']}")
+    if entry.kind == "bench" and doc.get("status") == "interrupted" and entry.dirs[0].is_file():
+        click.echo(f"  orch bench resume {entry.dirs[0]} runs the trials it did not grade "
+                   "(one billed before the kill is graded from the record, not bought again)")
     for wave in entry.waves or []:
         click.echo(f"  wave {wave['id']}  {wave['status']}  {wave['legs']} legs")
     for seat in doc.get("seats") or []:

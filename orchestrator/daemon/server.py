@@ -101,9 +101,9 @@ def warm() -> None:
 
 
 def _repair_dead_waves() -> None:
-    """Waves and councils a killed daemon (or any killed orch) left ``running`` get their
-    true status and cost from the ledger (engine/rebuild.py, council/repair.py), off the
-    accept loop."""
+    """Waves (a deliberation and a bench's trial waves among them) and councils a killed
+    daemon (or any killed orch) left ``running`` get their true status and cost from the
+    ledger (engine/rebuild.py, council/repair.py), off the accept loop."""
     from orchestrator import config
     from orchestrator.council.repair import repair_dead as repair_councils
     from orchestrator.engine.rebuild import repair_dead

@@ -124,6 +124,8 @@ class Deliberation:
             self.dir.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise unwritable(self.spec.runs_dir, exc) from None
+        write_json_atomic(self.dir / "wave.json", self.started())
+        jobscope.run_started(self.run_id)  # a daemon's client names it if the daemon dies
         failed: Exception | None = None
         async with anyio.create_task_group() as tg:
             if handle_signals:
@@ -143,6 +145,25 @@ class Deliberation:
         doc = self.document()
         write_json_atomic(self.dir / "wave.json", doc)
         return doc
+
+    def started(self) -> dict[str, Any]:
+        """``wave.json`` as the run begins: ``running``, and the process that runs it, so a
+        killed deliberation is found and repaired from its round waves (engine/rebuild.py)
+        instead of being a folder nothing names."""
+        from orchestrator.engine.record import now_iso
+        from orchestrator.pids import process_started
+
+        return build_document(
+            wave_id=self.run_id, status="running", legs=[], chair=None,
+            runs_dir=self.spec.runs_dir,
+            extra={"kind": "deliberation", "created_at": now_iso(), "tag": self.spec.tag,
+                   "run_id": self.ledger_run, "project_dir": self.spec.project_dir,
+                   "models": [m.name for m in self.spec.models],
+                   "chair_model": self.spec.chair.name if self.spec.chair else None,
+                   "options": {**self.spec.options, "rounds": self.max_rounds,
+                               "peers": self.peers},
+                   "pid": os.getpid(), "pid_started": process_started(os.getpid()),
+                   "client_pid": jobscope.client_pid(), "rounds": []})
 
     def interrupt(self, signum: int) -> None:
         self.signum = signum

@@ -74,7 +74,8 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     ``wave.json`` is not final is rebuilt from each leg's metadata.json; when the process
     that ran it is gone, each leg is brought up to what the ledger and its outbox say it
     was billed (engine/repair.py), legs left ``running`` are ``aborted``, and the repaired
-    files are written back (atomically, once)."""
+    files are written back (atomically, once). A dead deliberation is repaired from its
+    round waves instead (:func:`_rounds_repaired`)."""
     wave_id = resolve_wave_id(runs_dir, wave_id)
     wave_dir = runs_dir / wave_id
     doc: dict[str, Any] | None = None
@@ -89,6 +90,8 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
         if doc.get("status") != "running":
             return doc
     alive = doc is not None and same_process(doc.get("pid"), doc.get("pid_started"))
+    if doc is not None and doc.get("kind") == "deliberation":  # its waves are its rounds
+        return doc if alive else _rounds_repaired(wave_dir, doc)
     recorded = doc is not None  # wave.json names the process
     on_disk: dict[str, LegRecord] = {}
     for path in sorted(runs_dir.glob(f"{wave_id}-*/metadata.json")):
@@ -138,6 +141,45 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     return doc
 
 
+GONE = "the process that ran it is gone (killed?)"
+
+
+def _rounds_repaired(wave_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """A dead deliberation (``orch fanout --rounds``): its ``wave.json`` is the one written
+    at its start (no legs, $0) while each round is a wave of its own under ``rounds/``
+    whose legs' ledger rows were written per billed answer. Each round wave is repaired
+    as any dead wave is, then ``wave.json`` is rewritten once, atomically: ``interrupted``,
+    every round's legs, and the usage and cost they were billed."""
+    from orchestrator.store import write_json_atomic
+
+    rounds_dir = wave_dir / "rounds"
+    waves = []
+    for path in sorted(rounds_dir.glob("*/wave.json")) if rounds_dir.is_dir() else []:
+        try:
+            waves.append(load_wave(rounds_dir, path.parent.name))
+        except (OrchError, OSError, ValueError, KeyError, TypeError):
+            continue  # `orch status --runs-dir` of that round says what is wrong with it
+    waves.sort(key=lambda d: (str(d.get("created_at") or ""), d["wave_id"]))
+    legs = [LegRecord.from_dict(leg) for w in waves
+            for leg in [*(w.get("legs") or []), *([w["chair"]] if w.get("chair") else [])]]
+    extra = {k: v for k, v in doc.items()
+             if k not in ("legs", "chair", "status", "exit_code", "usage", "cost_usd",
+                          "cost_exact", "wave_id", "runs_dir", "signal", "degraded",
+                          "artifact_errors")}
+    extra.update({"error": doc.get("error") or GONE, "rebuilt": True, "alive": False,
+                  "repaired_at": now_iso(),
+                  "round_waves": [{"wave_id": w["wave_id"], "status": w["status"],
+                                   "usage": w["usage"], "cost_usd": w["cost_usd"],
+                                   "cost_exact": w["cost_exact"]} for w in waves]})
+    repaired = build_document(wave_id=wave_dir.name, status="interrupted", legs=legs,
+                              chair=None, runs_dir=wave_dir.parent, extra=extra)
+    now = _read(wave_dir / "wave.json")
+    if now.get("status") != "running":  # its process ended it as we read the rounds
+        return now
+    write_json_atomic(wave_dir / "wave.json", repaired)
+    return repaired
+
+
 def _report(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The installed plugins' ``wave_report`` on a rebuilt document (no wave runs: ``wave``
     is None), so a killed wave's exit code means what its plugins say, as a finished one's.
@@ -161,8 +203,9 @@ def _report(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def repair_dead(runs_dir: Path) -> list[str]:
     """Open every wave under ``runs_dir`` whose ``wave.json`` says ``running`` while the
-    process that ran it is gone, so :func:`load_wave` repairs it: what a daemon does on
-    start-up for the waves the one before it left behind. The ids repaired."""
+    process that ran it is gone, so :func:`load_wave` repairs it (a deliberation from its
+    rounds): what a daemon does on start-up for the waves the one before it left behind.
+    The ids repaired."""
     repaired = []
     for path in sorted(runs_dir.glob("*/wave.json")):
         doc = _read(path)

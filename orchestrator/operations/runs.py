@@ -193,17 +193,19 @@ def benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
         status = "interrupted" if stopped else "partial" if excluded else "complete"
         code = (1 if not stopped["signal"] else 128 + stopped["signal"]) if stopped \
             else 2 if excluded else 0
+        cost = round(sum(known), 8) if known or not costs else None
+        waves = _bench_waves(mine)
         marker = doc.get("running")  # a partial file, written as each trial is graded
         if isinstance(marker, dict):
             from orchestrator.pids import same_process
 
             status, code = ("running", None) if same_process(
                 marker.get("pid"), marker.get("pid_started")) else ("interrupted", 1)
-        yield RunEntry(bench_id, "bench", status, len(trials),
-                       round(sum(known), 8) if known or not costs else None,
+            if status == "interrupted":
+                cost = _paid(trials, waves, cost)
+        yield RunEntry(bench_id, "bench", status, len(trials), cost,
                        doc.get("started"), None, code,
-                       [path, *([report] if ours else []), *extra, *mine],
-                       _bench_waves(mine))
+                       [path, *([report] if ours else []), *extra, *mine], waves)
     for bench_id, mine in folders.items():  # waves without results: running, or killed
         waves = _bench_waves(mine)
         running = any(w["status"] == "running" for w in waves)
@@ -214,6 +216,19 @@ def benches(bench_dir: Path | None, runs_dir: Path) -> Iterator[RunEntry]:
                        sum(w["legs"] for w in waves),
                        round(sum(known), 8) if known and len(known) == len(costs) else None,
                        made.isoformat(), None, None if running else 1, mine, waves)
+
+
+def _paid(trials: list[Any], waves: list[dict[str, Any]], graded: float | None
+          ) -> float | None:
+    """What a killed bench paid: its trial waves' billed cost (repaired from the ledger; a
+    trial killed before it was graded paid too) and its graded command trials' own costs.
+    ``graded`` (the graded trials' sum) when a wave's cost is unknown."""
+    billed = [w["cost_usd"] for w in waves]
+    if any(not isinstance(c, int | float) for c in billed):
+        return graded
+    commands = [t.get("cost_usd") for t in trials
+                if isinstance(t, dict) and t.get("kind") == "command"]
+    return round(sum(billed) + sum(c for c in commands if isinstance(c, int | float)), 8)
 
 
 def _object(doc: Any) -> dict[str, Any]:
@@ -295,7 +310,8 @@ def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
     try:
         doc = settled(read_json(path), path.parent)
         if entry.kind == "bench" and isinstance(doc, dict) and "running" in doc:
-            doc = {**doc, "status": entry.status, "exit_code": entry.exit_code}  # partial
+            doc = {**doc, "status": entry.status, "exit_code": entry.exit_code,  # partial
+                   "cost_usd": entry.cost_usd, "waves": entry.waves or []}
         return doc
     except (OSError, ValueError) as exc:
         raise OrchError(f"{path} cannot be read ({exc}); the run's other files are "
