@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import OrchError
 from orchestrator.request import Usage
 from orchestrator.store import read_json, write_json_atomic
 
@@ -24,17 +23,9 @@ GONE = "the process that ran it is gone (killed?)"
 def stage_waves(run_dir: Path) -> list[dict[str, Any]]:
     """Each stage wave's document under ``run_dir/waves``, repaired, in the order they
     started."""
-    from orchestrator.engine.rebuild import load_wave
+    from orchestrator.engine.rebuild import nested_waves
 
-    waves_dir = run_dir / "waves"
-    docs = []
-    for path in sorted(waves_dir.glob("*/wave.json")) if waves_dir.is_dir() else []:
-        try:
-            docs.append(load_wave(waves_dir, path.parent.name))
-        except (OrchError, OSError, ValueError, KeyError, TypeError):
-            continue  # `orch status` of that wave says what is wrong with it
-    docs.sort(key=lambda d: (str(d.get("created_at") or ""), d["wave_id"]))
-    return docs
+    return nested_waves(run_dir / "waves")
 
 
 def stages(docs: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:

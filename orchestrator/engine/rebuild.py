@@ -144,6 +144,20 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
 GONE = "the process that ran it is gone (killed?)"
 
 
+def nested_waves(folder: Path) -> list[dict[str, Any]]:
+    """Each wave's document under ``folder`` (a council's stages, a deliberation's rounds),
+    repaired as any dead wave is, in the order they started. One that cannot be read is
+    left out: `orch status --runs-dir FOLDER` of it says what is wrong with it."""
+    waves = []
+    for path in sorted(folder.glob("*/wave.json")) if folder.is_dir() else []:
+        try:
+            waves.append(load_wave(folder, path.parent.name))
+        except (OrchError, OSError, ValueError, KeyError, TypeError):
+            continue
+    waves.sort(key=lambda d: (str(d.get("created_at") or ""), d["wave_id"]))
+    return waves
+
+
 def _rounds_repaired(wave_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     """A dead deliberation (``orch fanout --rounds``): its ``wave.json`` is the one written
     at its start (no legs, $0) while each round is a wave of its own under ``rounds/``
@@ -152,14 +166,7 @@ def _rounds_repaired(wave_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     every round's legs, and the usage and cost they were billed."""
     from orchestrator.store import write_json_atomic
 
-    rounds_dir = wave_dir / "rounds"
-    waves = []
-    for path in sorted(rounds_dir.glob("*/wave.json")) if rounds_dir.is_dir() else []:
-        try:
-            waves.append(load_wave(rounds_dir, path.parent.name))
-        except (OrchError, OSError, ValueError, KeyError, TypeError):
-            continue  # `orch status --runs-dir` of that round says what is wrong with it
-    waves.sort(key=lambda d: (str(d.get("created_at") or ""), d["wave_id"]))
+    waves = nested_waves(wave_dir / "rounds")
     legs = [LegRecord.from_dict(leg) for w in waves
             for leg in [*(w.get("legs") or []), *([w["chair"]] if w.get("chair") else [])]]
     extra = {k: v for k, v in doc.items()
