@@ -11,16 +11,12 @@ same Python. Anything else, or any doubt, reads the distributions again.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
-import json
-import os
 import re
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from orchestrator.plugin_host.option_cache import stamp
+from orchestrator.plugin_host.remembered import cache_file, installed, recall, remember
 
 VERSION = 1
 OWN_DISTRIBUTION = "orch"
@@ -49,38 +45,19 @@ class Found:
         return functools.reduce(getattr, attrs, module)
 
 
-def key() -> dict:
-    return {"v": VERSION, "python": sys.version,
-            "path": [[p, stamp(p or ".")] for p in sys.path]}
-
-
-def cache_file(home: Path) -> Path:
-    digest = hashlib.sha256(json.dumps(sys.path).encode()).hexdigest()[:12]
-    return home / "cache" / f"entry-points-{digest}.json"
-
-
 def entry_points(group: str, home: Path | None) -> list[Found]:
     """Each entry point of ``group``, built-ins first, then by name; a clash after them."""
-    path = cache_file(home) if home is not None else None
-    wanted = key()
-    if path is not None:
+    path = cache_file(home, "entry-points") if home is not None else None
+    key = {"v": VERSION, "group": group, **installed()}
+    entry = recall(path, key) if path is not None else None
+    if entry is not None:
         try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-            if entry.get("group") == group and entry.get("key") == json.loads(
-                    json.dumps(wanted)):
-                return [Found(**fields) for fields in entry["found"]]
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return [Found(**fields) for fields in entry["found"]]
+        except (KeyError, TypeError):
             pass
     found = read(group)
-    if path is not None and path.parent.parent.is_dir():  # no ORCH_HOME yet: create nothing
-        try:
-            path.parent.mkdir(exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps({"group": group, "key": wanted,
-                                       "found": [asdict(f) for f in found]}), encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError:
-            pass
+    if path is not None:
+        remember(path, {"key": key, "found": [asdict(f) for f in found]})
     return found
 
 

@@ -14,45 +14,35 @@ written, an option that does not round-trip through JSON), reads the plugins as 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from orchestrator.plugin_host.remembered import cache_file as _cache_file
+from orchestrator.plugin_host.remembered import installed, recall, remember, stamp
+
 VERSION = 1
 ENV = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS")
-
-
-def stamp(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_size]
 
 
 def key(command: str, reserved, plugins_section: dict | None) -> dict[str, Any]:
     """What the declarations depend on, besides the declaring files (stamped on write)."""
     return {"v": VERSION, "command": command, "reserved": sorted(reserved),
             "plugins": plugins_section or {}, "env": {n: os.environ.get(n) for n in ENV},
-            "python": sys.version, "path": [[p, stamp(p or ".")] for p in sys.path]}
+            **installed()}
 
 
 def cache_file(home: Path, command: str) -> Path:
-    digest = hashlib.sha256(json.dumps(sys.path).encode()).hexdigest()[:12]
-    return home / "cache" / f"options-{command}-{digest}.json"
+    return _cache_file(home, f"options-{command}")
 
 
 def read(path: Path, wanted: dict[str, Any]) -> tuple[list, list[str]] | None:
     """([(plugin, Option)], warnings) as remembered, or None when there is no entry that is
     still true."""
-    try:
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(entry, dict) or entry.get("key") != json.loads(json.dumps(wanted)):
+    entry = recall(path, wanted)
+    if entry is None:
         return None
     files = entry.get("files") or {}
     if any(stamp(f) != held for f, held in files.items()):
@@ -87,17 +77,11 @@ def write(path: Path, wanted: dict[str, Any], declared: list, warnings: list[str
     entry = {"key": wanted, "files": stamps, "warnings": warnings,
              "declared": [(plugin, dataclasses.asdict(option)) for plugin, option in declared]}
     try:
-        text = json.dumps(entry)
-        if _rebuild(json.loads(text)["declared"]) != declared:
-            return
-        if not path.parent.parent.is_dir():
-            return  # no ORCH_HOME yet: a --help creates nothing
-        path.parent.mkdir(exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):
+        if _rebuild(json.loads(json.dumps(entry))["declared"]) != declared:
+            return  # an option that does not round-trip through JSON: not remembered
+    except (TypeError, ValueError):
         return
+    remember(path, entry)
 
 
 def _rebuild(entries: list) -> list:
