@@ -40,6 +40,23 @@ PAID = cost((usage_of("solo", "bench")["prompt_tokens"],
              usage_of("solo", "bench")["completion_tokens"]))
 
 
+
+def gated_cases(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A cases folder whose ``gate:check`` says it started grading (the first file) and then
+    waits for the second to exist: the test kills the bench in between."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    started, go = tmp_path / "check-started", tmp_path / "go"
+    (cases / "gate.py").write_text(
+        "import pathlib, time\n"
+        f"STARTED, GO = pathlib.Path({str(started)!r}), pathlib.Path({str(go)!r})\n"
+        "def check(answer):\n"
+        "    STARTED.write_text('grading')\n"
+        "    while not GO.exists():\n"
+        "        time.sleep(0.05)\n"
+        "    return 'CODE-t1' in answer\n")
+    return cases, started, go
+
 def answering(model: str, hang: frozenset[str] = frozenset(), midway: bool = False):
     """CODE-<task>, with the usage test_kill_stages' ledger check expects of ``model``; a
     task in ``hang`` never gets an answer (``midway``: its first step, a tool call, does)."""
@@ -77,17 +94,7 @@ def killed_while_grading(orch, scripted_server, orch_home: Path, tmp_path: Path,
     orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
     for model in models:
         scripted_server.script(model, answering(model, hang, midway))
-    cases = tmp_path / "cases"
-    cases.mkdir()
-    started, go = tmp_path / "check-started", tmp_path / "go"
-    (cases / "gate.py").write_text(
-        "import pathlib, time\n"
-        f"STARTED, GO = pathlib.Path({str(started)!r}), pathlib.Path({str(go)!r})\n"
-        "def check(answer):\n"
-        "    STARTED.write_text('grading')\n"
-        "    while not GO.exists():\n"
-        "        time.sleep(0.05)\n"
-        "    return 'CODE-t1' in answer\n")
+    cases, started, go = gated_cases(tmp_path)
     (cases / "t0.json").write_text(json.dumps(
         {"id": "t0", "task": "Task t0: reply with CODE-t0.",
          "expect": {"contains": ["CODE-t0"]}, "solution": "CODE-t0"}))
@@ -311,17 +318,7 @@ def test_a_first_trial_billed_before_the_kill_is_resumable_and_graded_not_sent_a
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
     scripted_server.script("solo", answering("solo"))
-    cases = tmp_path / "cases"
-    cases.mkdir()
-    started, go = tmp_path / "check-started", tmp_path / "go"
-    (cases / "gate.py").write_text(
-        "import pathlib, time\n"
-        f"STARTED, GO = pathlib.Path({str(started)!r}), pathlib.Path({str(go)!r})\n"
-        "def check(answer):\n"
-        "    STARTED.write_text('grading')\n"
-        "    while not GO.exists():\n"
-        "        time.sleep(0.05)\n"
-        "    return 'CODE-t1' in answer\n")
+    cases, started, go = gated_cases(tmp_path)
     (cases / "t1.json").write_text(json.dumps(
         {"id": "t1", "task": "Task t1: reply with CODE-t1.",
          "expect": {"python": "gate:check"}, "solution": "CODE-t1"}))
