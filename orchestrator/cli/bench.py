@@ -51,7 +51,7 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.pass_context
 def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, timeout_s,
           selftest, dry_run, check, probe, yes, out, as_json, unsafe_checks,
-          maxfail, quiet, junit_xml, budgets):
+          maxfail, quiet, junit_xml, no_daemon, budgets):
     """Run tasks through several contestants and report pass rates with honest intervals.
 
     Each trial runs in a fresh folder and is graded by a hidden check. The first contestant

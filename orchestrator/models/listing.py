@@ -53,8 +53,9 @@ def provider_models(pid: str, entry: dict, *, refresh: bool = False,
              and time.time() - float(hit.get("fetched_at", 0)) < CACHE_TTL_S)
     if fresh and not refresh:
         return list(hit.get("models") or []), "cache"
-    var = entry.get("api_key_env")
-    key = os.environ.get(var) if var else None
+    from orchestrator import keys
+
+    key = keys.read(entry.get("api_key_env"))
     entries, _why = probe_model_entries(entry["base_url"], key)
     models = None if entries is None else [str(m["id"]) for m in entries if m.get("id")]
     if entries:  # the windows the endpoint says (vLLM, llama.cpp) go to catalog.json

@@ -39,6 +39,7 @@ class PluginInfo:
     reason: str | None = None  # why it is disabled
     hooks: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    key_variables: tuple[str, ...] = ()  # its KEY_VARIABLES: what a run hands it (keys.py)
 
     @property
     def source(self) -> str:
@@ -50,7 +51,7 @@ class PluginInfo:
         return {"name": self.name, "module": self.module, "version": self.version,
                 "source": self.source, "builtin": self.builtin, "status": self.status,
                 "error": self.error, "reason": self.reason, "hooks": self.hooks,
-                "warnings": self.warnings}
+                "warnings": self.warnings, "key_variables": list(self.key_variables)}
 
 
 class PluginManager(pluggy.PluginManager):
@@ -201,9 +202,35 @@ def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, wa
     for attr in sorted(HOOK_NAMES - set(marked) - set(info.hooks)):
         if callable(getattr(plugin, attr, None)):
             info.warnings.append(f"{attr} is not marked @hookimpl, so it never runs")
+    info.key_variables = _key_variables(plugin, info)
     for message in info.warnings:
         if warn:
             warn(f"plugin {name}: {message}")
+
+
+def _key_variables(plugin: object, info: PluginInfo) -> tuple[str, ...]:
+    """The plugin's ``KEY_VARIABLES``: the environment variables it reads through
+    ``orchestrator.keys.read`` (a run declares them, so they reach it in the daemon too)."""
+    from orchestrator.models.key_names import valid_name
+
+    declared = getattr(plugin, "KEY_VARIABLES", ())
+    if isinstance(declared, str):
+        declared = (declared,)
+    try:
+        names = list(declared)
+    except TypeError:
+        names = [declared]
+    good = tuple(dict.fromkeys(n for n in names if valid_name(n)))
+    if len(good) != len(names):
+        info.warnings.append("KEY_VARIABLES must be a tuple of variable names (e.g. "
+                             "(\"MY_SERVICE_KEY\",)); the others are ignored")
+    return good
+
+
+def key_variables(pm: PluginManager) -> set[str]:
+    """What the loaded plugins declared they read (``KEY_VARIABLES``)."""
+    return {name for info in pm.infos.values() if info.status == "loaded"
+            for name in info.key_variables}
 
 
 def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:

@@ -1,0 +1,81 @@
+"""What ``orch fanout``, ``orch council run`` and ``orch bench`` do once their flags are a
+request: prepare it here (this process, its directory, its environment), run it (on a warm
+``orch serve`` when one fits, else in this process), render its events as they come and its
+document at the end, and exit with its code."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import click
+
+from orchestrator.events import (
+    Event,
+    LegEnded,
+    LegProgress,
+    LegStarted,
+    Log,
+    Notice,
+    RoundStarted,
+    TrialEnded,
+)
+
+
+class Renderer:
+    """Events on stderr: the legs' progress (a live table on a terminal, lines otherwise),
+    the run's notices and rounds; ``trials``: a bench's trial lines."""
+
+    def __init__(self, *, quiet: bool, trials: Callable[[dict], None] | None = None) -> None:
+        from orchestrator.progress import make_progress
+
+        self.quiet = quiet
+        self.progress = make_progress(quiet)
+        self.trials = trials
+
+    def __enter__(self) -> Renderer:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, LegStarted | LegProgress | LegEnded):
+            from orchestrator.engine.record import LegRecord
+
+            self.progress(SimpleNamespace(record=LegRecord.from_dict(event.leg)))
+        elif isinstance(event, Notice):
+            click.echo(f"orch: {event.text}", err=True)
+        elif isinstance(event, RoundStarted) and not self.quiet:
+            click.echo(f"orch: round {event.round}/{event.of}: {event.legs} legs", err=True)
+        elif isinstance(event, Log):
+            sys.stderr.write(event.line if event.line.endswith("\n") else event.line + "\n")
+            sys.stderr.flush()
+        elif isinstance(event, TrialEnded) and self.trials is not None:
+            self.trials(event.row)
+
+
+def run(prepared, *, renderer: Renderer, no_daemon: bool = False
+        ) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """(document, exit code, extra) of the prepared run, its events rendered meanwhile. A
+    failure the run says is an ``OrchError`` (exit code and line kept)."""
+    if prepared.nothing is not None:
+        click.echo(prepared.nothing, err=True)
+        sys.exit(0)
+    import anyio
+
+    from orchestrator.app.start import start
+    from orchestrator.app.warm import import_litellm_quietly
+
+    import_litellm_quietly()  # its seconds before the progress display starts
+    handle = start(prepared, handle_signals=True)
+
+    async def main():
+        with renderer:
+            return await handle.drive(renderer)
+
+    doc = anyio.run(main)
+    return doc, handle.exit_code if handle.exit_code is not None else 1, handle.extra
