@@ -38,7 +38,7 @@ def prepare_council(request: Council):
     from orchestrator.app.model_choice import choose_models
     from orchestrator.app.prepared import Account, Prepared
     from orchestrator.council.preflight import preflight
-    from orchestrator.engine.wave import new_wave_id
+    from orchestrator.engine.spec import new_wave_id
     from orchestrator.keys import capture
     from orchestrator.models.resolve import resolve_all
     from orchestrator.plugin_host.config_check import check_plugin_config

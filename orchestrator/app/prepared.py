@@ -6,8 +6,8 @@ account (what it may spend, under which id). :attr:`plan` is what runs: a ``Wave
 council's plan, a bench's. It may hold what the preparing process must keep until the run
 ends (a retry's claim on its wave family): use it as a context manager, or :meth:`close` it.
 
-:meth:`to_wire` is its plain-JSON form for a process that runs it (the daemon), which rebuilds
-it with :func:`orchestrator.app.wire.from_wire`; the keys travel beside it, never inside.
+``orchestrator.app.wire.to_wire`` is its plain-JSON form for a process that runs it (the
+daemon), which rebuilds it with ``from_wire``; the keys travel beside it, never inside.
 """
 
 from __future__ import annotations
@@ -55,8 +55,3 @@ class Prepared:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def to_wire(self) -> dict[str, Any]:
-        from orchestrator.app.wire import to_wire
-
-        return to_wire(self)

@@ -45,7 +45,7 @@ class Handle:
         self.document: dict[str, Any] | None = None
         self.exit_code: int | None = None
         self.extra: dict[str, Any] = {}
-        self.error: RunFailed | None = None
+        self.error: Exception | None = None  # a RunFailed, or a bug drive() raises
         self._send, self._receive = anyio.create_memory_object_stream[Event](math.inf)
         self._loop = None
         self._thread: int | None = None
@@ -139,6 +139,15 @@ class Handle:
             self.error = RunFailed(str(exc), exc.exit_code)
             self.exit_code = exc.exit_code
             self.emit(Failed(str(exc), exc.exit_code))
+        except Exception as exc:  # a bug: raised by drive() as itself, said as one line
+            from orchestrator.runtime import log
+            from orchestrator.security.secrets import scrub
+
+            log().debug("internal_error", exc_info=True)
+            self.error, self.exit_code = exc, 1
+            first = (str(exc).splitlines() or [""])[0]
+            self.emit(Failed(f"internal error: {type(exc).__name__}: {scrub(first)} "
+                             "(LOG_LEVEL=debug shows the traceback; please report it)", 1))
         finally:
             self._send.close()
 
@@ -209,7 +218,7 @@ async def _council(handle: Handle) -> tuple[dict, int, dict]:
 
 
 async def _bench(handle: Handle) -> tuple[dict, int, dict]:
-    from orchestrator.app.bench import run_bench
+    from orchestrator.app.bench_run import run_bench
 
     return await run_bench(handle)
 

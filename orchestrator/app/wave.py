@@ -51,7 +51,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
     model is then offered none: the local plugin). ``notices``: where a notice to say once
     the run starts goes (default: stderr now, unless ``quiet``)."""
     from orchestrator import runtime
-    from orchestrator.engine.wave import WaveSpec, new_wave_id
+    from orchestrator.engine.spec import WaveSpec, new_wave_id
 
     if len(specs) > max_legs:
         raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "

@@ -28,11 +28,12 @@ class Renderer:
     """Events on stderr: the legs' progress (a live table on a terminal, lines otherwise),
     the run's notices and rounds; ``trials``: a bench's trial lines."""
 
-    def __init__(self, *, quiet: bool, trials: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, *, quiet: bool, trials: Callable[[dict], None] | None = None,
+                 display=None) -> None:
         from orchestrator.progress import make_progress
 
         self.quiet = quiet
-        self.progress = make_progress(quiet)
+        self.progress = display if display is not None else make_progress(quiet)
         self.trials = trials
 
     def __enter__(self) -> Renderer:
@@ -65,6 +66,10 @@ def run(prepared, *, renderer: Renderer, no_daemon: bool = False
     if prepared.nothing is not None:
         click.echo(prepared.nothing, err=True)
         sys.exit(0)
+    if not no_daemon and prepared.unfit_for_daemon is None:
+        outcome = _on_daemon(prepared, renderer)
+        if outcome is not None:
+            return outcome
     import anyio
 
     from orchestrator.app.start import start
@@ -79,3 +84,21 @@ def run(prepared, *, renderer: Renderer, no_daemon: bool = False
 
     doc = anyio.run(main)
     return doc, handle.exit_code if handle.exit_code is not None else 1, handle.extra
+
+
+def _on_daemon(prepared, renderer: Renderer):
+    """The run on a warm daemon: (document, exit code, extra); None: run it here."""
+    from orchestrator.daemon.client import relay_for
+
+    relay = relay_for(prepared, renderer, quiet=getattr(prepared.request, "quiet", False))
+    if relay is None:
+        return None
+    with renderer:
+        outcome = relay.run()
+    if outcome.error is not None:
+        from orchestrator.app.start import RunFailed
+
+        raise RunFailed(outcome.error, outcome.exit_code)
+    if not outcome.ended:  # it left before the run's end: said already
+        sys.exit(outcome.exit_code)
+    return outcome.document, outcome.exit_code, outcome.extra

@@ -9,7 +9,6 @@ kept in ``errors`` (``wave.json``'s ``ledger_errors``) and raised to the leg, wh
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
@@ -126,9 +125,10 @@ class LedgerSink:
             path = outbox.append(self.url or default_url(), row)
         except OSError as exc:
             lost = scrub(f"ledger: {why}; outbox: {_brief(exc)}")
-            if not self._errors:
-                print(f"orch: warning: the spend ledger could not record a row: {lost}",
-                      file=sys.stderr)
+            if not self._errors:  # a log line: in orch serve it reaches the run's client
+                from orchestrator.runtime import log
+
+                log().warning(f"the spend ledger could not record a row: {lost}")
             self._errors[str(row.get("leg_id"))] = f"{row.get('leg_id')}: {lost}"
             self._outcome[id(row)] = LedgerLost(lost)
             return

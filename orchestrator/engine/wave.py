@@ -8,11 +8,7 @@ process was killed.
 from __future__ import annotations
 
 import os
-import secrets as _random
-import sys
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +29,7 @@ from orchestrator.engine.record import (
     LegRecord,
     now_iso,
 )
+from orchestrator.engine.spec import WaveSpec, new_wave_id
 from orchestrator.errors import OrchError, PreflightError, Refusal
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
@@ -43,11 +40,6 @@ from orchestrator.security.secrets import register_identifier, scrub
 from orchestrator.store import write_json_atomic, write_text_atomic
 
 EXIT_COMPLETE, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2
-
-
-def new_wave_id() -> str:
-    """Sortable by time, unique by 64 random bits: ids made in one second never collide."""
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + _random.token_hex(8)
 
 
 def wave_status(records: list[LegRecord]) -> str:
@@ -67,33 +59,6 @@ def exit_code(status: str, signum: int | None = None) -> int:
     if signum is not None:
         return 128 + signum
     return {"complete": EXIT_COMPLETE, "partial": EXIT_PARTIAL}.get(status, EXIT_ERROR)
-
-
-@dataclass
-class WaveSpec:
-    """What the user asked for; the CLI builds it, the council builds its stages from it."""
-
-    models: list[ResolvedModel]
-    briefing: str
-    runs_dir: Path
-    timeout_s: float = 600.0
-    max_steps: int = 20
-    chair: ResolvedModel | None = None
-    chair_brief: Any = None  # callable(briefing, records) -> str | None; default chair_packet
-    tag: str | None = None
-    project_dir: str | None = None
-    workspace: Path | None = None
-    kind: str = "leg"
-    retry_of: str | None = None
-    run_id: str | None = None
-    wave_id: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    briefings: list[str] | None = None  # one per model, overriding ``briefing`` (council)
-    # one per model: the turns before its briefing, its own conversation so far (deliberation)
-    histories: list[list[dict[str, Any]]] | None = None
-    prior: list[LegRecord] = field(default_factory=list)  # answers a retry's chair also reads
-    later: list[ResolvedModel] = field(default_factory=list)  # run by later stages: pre-flight
-    chair_only_if_new: bool = False  # a retry: the chair only when one of its legs completed
 
 
 class Wave:
@@ -251,7 +216,9 @@ class Wave:
         doc["notices"] = [*doc["notices"], text]
         doc["exit_code"] = EXIT_PARTIAL if doc["exit_code"] == EXIT_COMPLETE else \
             doc["exit_code"]
-        print(f"orch: warning: {text}", file=sys.stderr)
+        from orchestrator.runtime import log
+
+        log().warning(text)  # a log line: in orch serve it reaches the run's client
         return doc
 
     async def _run_chair(self) -> None:

@@ -84,7 +84,7 @@ def fanout_request(args: dict[str, Any]):
     from orchestrator.briefing import read_prompt
 
     return requests.fanout(models=_models(args), council=args.get("council"),
-                           prompt=read_prompt(args["prompt"], None), prompt_source="prompt",
+                           prompt=read_prompt(args["prompt"], None), prompt_source="--prompt",
                            context=tuple(context_paths(args.get("context") or [])),
                            chair=args.get("chair"), rounds=int(args.get("rounds") or 1),
                            peers=args.get("peers"), tools=args.get("tools", "read"),
@@ -96,7 +96,7 @@ def council_request(args: dict[str, Any]):
     from orchestrator.app.requests import Council
     from orchestrator.briefing import read_prompt
 
-    return Council(prompt=read_prompt(args["prompt"], None), prompt_source="prompt",
+    return Council(prompt=read_prompt(args["prompt"], None), prompt_source="--prompt",
                    diff=args.get("diff"), context=tuple(context_paths(args.get("context") or [])),
                    models=_models(args), council=args.get("council"), chair=args.get("chair"),
                    tools=args.get("tools", "read"), **_common(args, "council_run"))

@@ -51,16 +51,17 @@ LITELLM_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 # litellm provider -> what its validate_environment requires before a call: ("all", names)
-# or ("any", names). A provider not here requires nothing.
-LITELLM_CHECK: dict[str, tuple[str, tuple[str, ...]]] = {
+# or ("any", names, what it names as missing). A provider not here requires nothing.
+LITELLM_CHECK: dict[str, tuple] = {
     "openai": ("all", ("OPENAI_API_KEY",)), "anthropic": ("all", ("ANTHROPIC_API_KEY",)),
-    "gemini": ("any", ("GOOGLE_API_KEY", "GEMINI_API_KEY")),
+    "gemini": ("any", ("GOOGLE_API_KEY", "GEMINI_API_KEY"), ("GOOGLE_API_KEY",
+                                                              "GEMINI_API_KEY")),
     "mistral": ("all", ("MISTRAL_API_KEY",)), "codestral": ("all", ("CODESTRAL_API_KEY",)),
     "groq": ("all", ("GROQ_API_KEY",)), "together_ai": ("all", ("TOGETHERAI_API_KEY",)),
     "openrouter": ("all", ("OPENROUTER_API_KEY",)), "deepseek": ("all", ("DEEPSEEK_API_KEY",)),
     "xai": ("all", ("XAI_API_KEY",)), "cohere": ("all", ("COHERE_API_KEY",)),
     "fireworks_ai": ("any", ("FIREWORKS_AI_API_KEY", "FIREWORKS_API_KEY",
-                             "FIREWORKSAI_API_KEY")),
+                             "FIREWORKSAI_API_KEY"), ("FIREWORKS_AI_API_KEY",)),
     "perplexity": ("all", ("PERPLEXITYAI_API_KEY",)), "cerebras": ("all", ("CEREBRAS_API_KEY",)),
     "deepinfra": ("all", ("DEEPINFRA_API_KEY",)),
     "azure": ("all", ("AZURE_API_BASE", "AZURE_API_VERSION", "AZURE_API_KEY")),
@@ -145,10 +146,10 @@ def tabled(provider: str) -> bool:
 def missing(provider: str, environ: Mapping[str, str]) -> list[str]:
     """What litellm's validate_environment would say is missing for ``provider`` given
     ``environ`` (names only are read): [] when nothing is."""
-    mode, names = LITELLM_CHECK.get(provider, ("all", ()))
+    mode, names, *said = LITELLM_CHECK.get(provider, ("all", ()))
     unset = [n for n in names if not environ.get(n)]
     if mode == "any":
-        return unset if len(unset) == len(names) else []
+        return list(said[0]) if len(unset) == len(names) else []
     return list(names) if unset else []
 
 
