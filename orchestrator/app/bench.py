@@ -185,6 +185,7 @@ def prepare_bench(request: Bench | BenchResume):
         bench = BenchPlan(plan=plan, bench_id=bench_id, path=path, link=out is not None,
                           probe=request.probe)
     plan = bench.plan
+    _absolute(plan)
     bench.resolved, bench.pms = resolve(plan)
     check_runnable(plan, bench.resolved)
     bench.bwrap, notice = choose_sandbox(plan.needs_sandbox, request.unsafe_checks)
@@ -204,6 +205,18 @@ def prepare_bench(request: Bench | BenchResume):
                     plan=bench, keys=_capture(names), notices=notices,
                     unfit_for_daemon=unfit, pm=runtime.plugin_manager(),
                     config=runtime.config())
+
+
+def _absolute(plan) -> None:
+    """The paths a run reads, made absolute where the bench is prepared (the process that
+    runs it may stand anywhere): task folders, ``[bench] readable``, each command's
+    ``writable`` folders."""
+    plan.readable = [str(Path(p).expanduser().absolute()) for p in plan.readable]
+    for task in plan.tasks:
+        if task.folder is not None:
+            task.folder = Path(task.folder).absolute()
+    for c in plan.contestants:
+        c.writable = [str(Path(w).expanduser().absolute()) for w in c.writable]
 
 
 def _variables(plan, models) -> tuple[frozenset[str], str | None]:

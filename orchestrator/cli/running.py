@@ -75,7 +75,8 @@ def run(prepared, *, renderer: Renderer, no_daemon: bool = False
     from orchestrator.app.start import start
     from orchestrator.app.warm import import_litellm_quietly
 
-    import_litellm_quietly()  # its seconds before the progress display starts
+    if prepared.models:  # its seconds before the progress display starts
+        import_litellm_quietly()
     handle = start(prepared, handle_signals=True)
 
     async def main():
@@ -99,6 +100,8 @@ def _on_daemon(prepared, renderer: Renderer):
         from orchestrator.app.start import RunFailed
 
         raise RunFailed(outcome.error, outcome.exit_code)
-    if not outcome.ended:  # it left before the run's end: said already
+    if not outcome.ended:  # it left before the run's end
+        if outcome.last_words:
+            click.echo(outcome.last_words, err=True)
         sys.exit(outcome.exit_code)
     return outcome.document, outcome.exit_code, outcome.extra

@@ -75,7 +75,8 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     ended: bool = False  # False: it left before the run's end (the daemon died, or a
-    # second signal): nothing more to print
+    # second signal): nothing more to print but ``last_words``
+    last_words: str | None = None  # said once the progress display is closed
 
 
 def submit(prepared, on_event: Callable[[Any], None], *, quiet: bool = False
@@ -233,10 +234,8 @@ class Relay:
         return False
 
     def _daemon_died(self) -> Outcome:
-        run_id = self.prepared.run_id
-        print(f"orch: the orch daemon died; the run's files are as after a kill: "
-              f"`orch status {run_id}`", file=sys.stderr)
-        return Outcome(1, error=None)
+        return Outcome(1, last_words=f"orch: the orch daemon died; the run's files are as "
+                                     f"after a kill: `orch status {self.prepared.run_id}`")
 
 
 # -- control: orch serve start | stop | status | reload, orch ui, orch doctor ----------------
@@ -275,6 +274,42 @@ def starting() -> int | None:
 def why_cold() -> str | None:
     """Why no daemon can listen here (runs pay the cold start), or None."""
     return paths.why_cold()
+
+
+def warmth() -> tuple[str, str, str | None]:
+    """(ok/warn, what ``orch doctor`` says of the daemon, the fix): warm, starting, or why
+    every run is cold here and what to do about it."""
+    from orchestrator.daemon import autostart
+
+    try:
+        mode, _chosen = autostart.mode()
+    except autostart.BadMode as exc:
+        return "warn", str(exc), "fix ORCH_DAEMON or config.json's daemon"
+    if mode == "off":
+        return "ok", "off: every run goes in-process (ORCH_DAEMON or config.json)", None
+    why = paths.why_cold()
+    if why is not None:
+        return ("warn", f"runs are cold (each pays litellm's import, seconds): no daemon can "
+                f"listen here: {why}",
+                "export XDG_RUNTIME_DIR=/run/user/$(id -u) (or any directory only you can "
+                "enter), or remove what was planted there; ORCH_DAEMON=off says you mean it")
+    try:
+        greeted = hello(paths.socket_path())
+    except paths.Untrusted as exc:
+        return "warn", f"runs are cold: {exc}", "remove it, or set XDG_RUNTIME_DIR"
+    if greeted is not None:
+        greeted[0].close()
+        if greeted[1].get("ok"):
+            return "ok", f"warm (pid {greeted[1].get('pid')}) on {paths.socket_path()}", None
+        return ("warn", f"a daemon runs (pid {greeted[1].get('pid')}) but cannot take this "
+                f"shell's runs ({greeted[1].get('why')}): they are cold",
+                "`orch serve stop`, then run again (or `orch serve start`)")
+    pid = paths.starting()
+    if pid is not None:
+        return "ok", f"starting (pid {pid or '?'}) on {paths.socket_path()}", None
+    if mode == "manual":
+        return "ok", "not running (daemon: manual)", "`orch serve start` for warm runs"
+    return "ok", f"not running; the next run starts one on {paths.socket_path()}", None
 
 
 def start_background(idle_min: float | None) -> int:

@@ -115,12 +115,26 @@ def ensure_run_dir() -> Path:
 
 
 def why_cold() -> str | None:
-    """Why no daemon can listen here (every run then pays the cold start), or None."""
-    try:
-        ensure_run_dir()
-    except (OSError, OrchError) as exc:
-        return str(exc) if isinstance(exc, OrchError) else \
-            f"{run_dir()} cannot be made ({exc.strerror or exc}); {_FIX}"
+    """Why no daemon can listen here (every run then pays the cold start), or None; what
+    does not exist yet is not made, only judged: a missing level must be creatable."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    levels = [run_dir()] if runtime else list(_fallback_levels())
+    if runtime and not os.path.isdir(runtime):
+        return f"XDG_RUNTIME_DIR={runtime} is not a directory; {_FIX}"
+    for level in levels:
+        try:
+            _verify_dir(level, fix_mode=bool(runtime))
+        except FileNotFoundError:
+            parent = level.parent
+            if not os.access(parent, os.W_OK | os.X_OK):
+                return f"{level} cannot be made ({parent} is not writable); {_FIX}"
+            return None  # made, 0700, when a daemon first starts
+        except OrchError as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"{level} cannot be checked ({exc.strerror or exc}); {_FIX}"
+    if len(os.fsencode(str(socket_path().absolute()))) > 107:
+        return f"the socket path {socket_path()} is longer than a Unix socket allows; {_FIX}"
     return None
 
 

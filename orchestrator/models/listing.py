@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import time
 from typing import Any
 
@@ -93,7 +92,9 @@ def _stderr(line: str) -> None:
 
 def keyed_litellm_models() -> list[str]:
     """litellm's chat models for providers whose key variable is set."""
-    keyed = [p for p, names in KEYED_PROVIDERS.items() if any(os.environ.get(n) for n in names)]
+    from orchestrator import keys
+
+    keyed = [p for p, names in KEYED_PROVIDERS.items() if any(keys.is_set(n) for n in names)]
     if not keyed:
         return []
     from orchestrator.runtime import litellm

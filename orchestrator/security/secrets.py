@@ -139,13 +139,6 @@ def register(value: str | None, source: str = "a credential") -> None:
             _registry.add(value.strip(), source)
 
 
-def register_env(name: str) -> str | None:
-    """Read environment variable ``name`` to send it as a credential: registered as read."""
-    value = os.environ.get(name)
-    register(value, f"${name}")
-    return value
-
-
 def _url_credentials(url: str) -> tuple[list[str], list[str]]:
     """(userinfo parts, names of query parameters that carry a credential) of ``url``."""
     from urllib.parse import parse_qsl, urlsplit
