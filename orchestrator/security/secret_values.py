@@ -29,9 +29,13 @@ _CODE_NAME = re.compile(
     r"|_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+_*"
     r"|_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+_*"
     r"|(?:[A-Z][a-z]+[0-9]*){2,}|[A-Z0-9]*(?:[A-Z][a-z]{2,}[0-9]*){2,}")
-# A value that names what it is (``token-efficient-tools-2025-02-19``, an API's beta header;
-# ``m2m-client-credentials``, an enum): a name, not the secret.
-_NAMES_ITSELF = re.compile(r"(?i)token|secret|passw|credential|api[_\-]?key")
+# A value made of lower-case words that names what it is (``token-efficient-tools-2025-02-19``,
+# an API's beta header; ``m2m-client-credentials``, an enum): a name, not the secret. (An
+# age key, ``AGE-SECRET-KEY-1...``, and a Bedrock key, ``bedrock-api-key-YmVk...``, carry a
+# random part: they are keys.)
+_SLUG = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)+")
+_NAMES_ITSELF = re.compile(r"(?:^|[-_])(?:tokens?|secrets?|passwords?|credentials?|api[-_]?keys?)"
+                           r"(?:[-_]|$)")
 # Operators no credential is written with, but code is: ``a??b``, ``x||0``, ``a===b``
 # (base64's closing ``==`` is not), ``a?.b``, a value that is itself ``name=1``, a format string's ``%d`` or ``{}``.
 _CODE_OPERATOR = re.compile(
@@ -63,7 +67,8 @@ def entropy(value: str) -> float:
 def code_like(value: str) -> bool:
     """A code reference, a call, an expression or a variable, not a literal."""
     return bool(_CODE_NAME.fullmatch(value) or _CODE_OPERATOR.search(value)
-                or _VARIABLE.match(value) or _NAMES_ITSELF.search(value))
+                or _VARIABLE.match(value)
+                or (_SLUG.fullmatch(value) and _NAMES_ITSELF.search(value)))
 
 
 def _number(value: str) -> bool:
