@@ -178,25 +178,3 @@ def identifying_terms(models: list[ResolvedModel]) -> list[str]:
         terms |= name_tokens(f"{m.provider} {model_id} {lite_id}")
     terms |= set(family_terms(models))
     return sorted((t for t in terms if t), key=lambda t: (-len(t), t))
-
-
-def _term_pattern(term: str) -> str:
-    """A term as text: separators inside a name (-, _, ., space) match any of them or none,
-    so ``gpt-4o`` also finds "GPT 4o" and "gpt4o"."""
-    pieces = re.split(r"([/@:])", term)
-    out = []
-    for piece in pieces:
-        if piece in ("/", "@", ":"):
-            out.append(re.escape(piece))
-            continue
-        chunks = [c for c in re.split(r"[\s._-]+", piece) if c]
-        out.append(r"[\s._-]?".join(re.escape(c) for c in chunks))
-    return "".join(out)
-
-
-@functools.lru_cache(maxsize=256)
-def pattern(terms: tuple[str, ...]) -> re.Pattern | None:
-    if not terms:
-        return None
-    alternatives = "|".join(_term_pattern(t) for t in terms)
-    return re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])", re.I)

@@ -23,12 +23,12 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.council.anonymity import identifying_terms, pattern
+from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.continuable import closed
 from orchestrator.council.findings import Review
+from orchestrator.intake.anonymity import REDACTED, leaked_terms  # noqa: F401 - re-exported
+from orchestrator.intake.anonymity import redact as _redact
 from orchestrator.models.addressing import ResolvedModel
-
-REDACTED = "[redacted]"
 
 
 def new_nonce() -> str:
@@ -53,13 +53,14 @@ def label_name(n: int) -> str:
 
 
 def redact(text: str, terms: list[str]) -> str:
-    found = pattern(tuple(terms))
-    return found.sub(REDACTED, text or "") if found else (text or "")
+    """``text`` with every spelling of ``terms`` redacted, folded (orchestrator/intake)."""
+    return _redact(text or "", terms)
 
 
 def leaks(text: str, terms: list[str]) -> list[str]:
-    """The identifying terms still present in ``text`` (empty when it is anonymous)."""
-    return sorted({t for t in terms if pattern((t,)).search(text or "")})
+    """The identifying terms still present in ``text``, however spelled (empty when it is
+    anonymous)."""
+    return leaked_terms(text or "", terms)
 
 
 @dataclass
