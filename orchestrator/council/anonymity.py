@@ -47,7 +47,7 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gemini": (("gemini", "gemma", "palm", "bard"),
                ("Gemini", "Gemma", "Google", "DeepMind", "Bard", "PaLM")),
     "kimi": (("kimi", "moonshot"), ("Kimi", "Moonshot")),
-    "qwen": (("qwen", "qwq"), ("Qwen", "QwQ", "Alibaba", "Tongyi")),
+    "qwen": (("qwen", "qwq"), ("Qwen", "QwQ", "Alibaba", "Tongyi", "Qianwen", "千问")),
     "mistral": (("mistral", "mixtral", "codestral", "ministral", "magistral", "pixtral",
                  "devstral"),
                 ("Mistral", "Mixtral", "Codestral", "Ministral", "Magistral", "Pixtral",
@@ -117,7 +117,9 @@ def families(model: ResolvedModel) -> set[str]:
 
 
 def family_terms(models: list[ResolvedModel]) -> list[str]:
-    """Every name of the seats' families; of every family when one seat's is unknown."""
+    """Every name of the seats' families — its prose names, and its model-id tokens that
+    are not ordinary words (``o4``, ``chatgpt``; not ``command``) — of every family when one
+    seat's is unknown."""
     seated: set[str] = set()
     for m in models:
         found = families(m)
@@ -125,7 +127,11 @@ def family_terms(models: list[ResolvedModel]) -> list[str]:
             seated = set(FAMILIES)
             break
         seated |= found
-    return sorted({name for f in seated for name in FAMILIES[f][1]})
+    names = {name for f in seated for name in FAMILIES[f][1]}
+    said = {n.lower() for n in names}
+    ids = {i for f in seated for i in FAMILIES[f][0] if i not in said
+           and (any(c.isdigit() for c in i) or not is_ordinary(i))}
+    return sorted(names | ids)
 
 
 @functools.lru_cache(maxsize=1)
