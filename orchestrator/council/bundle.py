@@ -26,7 +26,11 @@ from typing import Any
 from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.continuable import closed
 from orchestrator.council.findings import Review
-from orchestrator.intake.anonymity import REDACTED, leaked_terms  # noqa: F401 - re-exported
+from orchestrator.intake.anonymity import (  # noqa: F401 - REDACTED re-exported
+    REDACTED,
+    Anonymity,
+    leaked_terms,
+)
 from orchestrator.intake.anonymity import redact as _redact
 from orchestrator.models.addressing import ResolvedModel
 
@@ -71,6 +75,7 @@ class Bundle:
     findings: list[dict[str, Any]]  # run-wide ids, in id order
     terms: list[str] = field(default_factory=list)
     nonce: str = field(default_factory=new_nonce)
+    redacted: int = 0  # spellings of a seat's names taken out of the seats' text
 
     @property
     def seat_of_label(self) -> dict[str, str]:
@@ -160,6 +165,14 @@ def build_bundle(run_id: str, reviews: list[Review], models: list[ResolvedModel]
     # A word of orch's own scaffolding ("review", "prose") names no one even when a provider
     # or model is called that: leave it out, or the proof below would fail every such run.
     terms = [t for t in identifying_terms(models) if not leaks(_scaffold(run_id), [t])]
+    anonymity = Anonymity(tuple(terms))
+    count = [0]
+
+    def redact(text: str) -> str:
+        out, n = anonymity.redact(text or "")
+        count[0] += n
+        return out
+
     labels, anon_reviews, anon_findings = {}, [], []
     for n, review in enumerate(order):
         label = labels[review.model] = label_name(n)
@@ -169,12 +182,12 @@ def build_bundle(run_id: str, reviews: list[Review], models: list[ResolvedModel]
             f["id"] = fid  # the run-wide id travels with the seat's finding from here on
             ids.append(fid)
             anon_findings.append({"id": fid, "label": label, "severity": f["severity"],
-                                  "claim": one_line(redact(f["claim"], terms)),
-                                  "location": one_line(redact(f["location"], terms)),
-                                  "rationale": one_line(redact(f["rationale"], terms))})
+                                  "claim": one_line(redact(f["claim"])),
+                                  "location": one_line(redact(f["location"])),
+                                  "rationale": one_line(redact(f["rationale"]))})
         anon_reviews.append({"label": label, "cut": review.cut, "conformed": review.conformed,
-                             "prose": redact(review.prose, terms), "findings": ids})
-    bundle = Bundle(run_id, labels, anon_reviews, anon_findings, terms)
+                             "prose": redact(review.prose), "findings": ids})
+    bundle = Bundle(run_id, labels, anon_reviews, anon_findings, terms, redacted=count[0])
     leaked = bundle.scan({"bundle": bundle.markdown()})
     if leaked:  # redaction and scan share one pattern: reaching this is a bug, not bad luck
         raise RuntimeError(f"anonymised bundle still names {leaked['bundle']}")

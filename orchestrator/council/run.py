@@ -266,7 +266,7 @@ class CouncilRun:
                               **{f"prompt of judge {m.name}": p.split(marker, 1)[-1]
                                  for m, p in zip(judges, prompts, strict=True)}})
         self.anonymity = {"terms": len(bundle.terms), "checked": 1 + len(views),
-                          "leaks": leaked}
+                          "redacted": bundle.redacted, "leaks": leaked}
         if leaked:
             raise RuntimeError(f"an anonymised view still names a seat: {leaked}")
         # and at the wire, every request a judge sends (its retries, its steps after a tool

@@ -18,7 +18,7 @@ import anyio
 from orchestrator import jobscope, run_ceiling
 from orchestrator.config import Config
 from orchestrator.council.anonymity import identifying_terms
-from orchestrator.council.bundle import leaks, new_nonce, redact
+from orchestrator.council.bundle import leaks, new_nonce
 from orchestrator.deliberation import rules
 from orchestrator.deliberation.cost import round_bound
 from orchestrator.deliberation.reply import (
@@ -103,6 +103,7 @@ class Deliberation:
         # every request of a later round, at the wire: the same folded terms; the user's
         # briefing (the first turn of each leg's history) exempt
         self.anonymity = Anonymity(tuple(self.terms), exempt=(spec.briefing,))
+        self.redacted = 0  # spellings taken out of the answers legs were shown
         self.rounds: list[dict[str, Any]] = []
         self.records: list[LegRecord] = []
         self.refusals: list[dict[str, Any]] = []
@@ -254,8 +255,8 @@ class Deliberation:
             shown.append(peers)
             # a key a leg echoed never reaches another model (scrub), nor a name (redact)
             prompt = round_prompt(round_no=round_no, max_rounds=self.max_rounds,
-                                  own=redact(scrub(seat.answer), self.terms), nonce=self.nonce,
-                                  peers={lb: redact(scrub(p.answer), self.terms)
+                                  own=self._redact(scrub(seat.answer)), nonce=self.nonce,
+                                  peers={lb: self._redact(scrub(p.answer))
                                          for lb, p in peers.items()})
             found = leaks(prompt, self.terms)
             if found:  # redaction and the scan share one pattern: a bug, not bad luck
@@ -314,6 +315,13 @@ class Deliberation:
         self._ballots = ballots
         self._record_round(round_no, entry, ballots)
         return True
+
+    def _redact(self, text: str) -> str:
+        """An answer as another leg is shown it: every spelling of a participant's names
+        taken out (folded: orchestrator/intake/anonymity.py), counted."""
+        out, n = self.anonymity.redact(text)
+        self.redacted += n
+        return out
 
     async def _repair(self, round_no: int, playing: list[Seat], recs: list[LegRecord],
                       shown: list[dict[str, Seat]], readings: list[Reading | None]) -> None:
@@ -442,7 +450,7 @@ class Deliberation:
     def _anonymity(self) -> dict[str, Any]:
         """What the intake did to the later rounds' requests at the wire: the spellings it
         redacted, and the requests it stopped (the leg refused, nothing sent)."""
-        return {"terms": len(self.terms),
+        return {"terms": len(self.terms), "redacted": self.redacted,
                 "redacted_at_wire": sum(int(r.extra.get("anonymity_redacted") or 0)
                                         for r in self.records),
                 "stopped": {r.leg_id: r.extra["anonymity_leaks"] for r in self.records
