@@ -414,3 +414,28 @@ def test_through_orch_mcp(orch, scripted_server, orch_home, project):
     said = [ln for ln in session.stderr.read_text().splitlines() if ln.startswith("orch: ")]
     assert len(said) == 1 and "providers.openai" in said[0] and session.exit_code == 1
     assert scripted_server.count() == sent
+
+
+# -- every other entry path reaches the same intake -----------------------------------------
+
+def test_prompt_file_answers_and_chair_packet_pass_the_intake(orch, scripted_server, tmp_path):
+    """A --prompt-file holding a key block and a live key, and a leg that writes a key into
+    its answer (which the chair packet quotes): the wire holds none of them, and each leg's
+    record counts what was withheld from its requests."""
+    echoed = "sk_live_" + "9fQ2mZpL7wR4vB8nXk3d1a2b"
+    orch.provider()
+    scripted_server.script("a", Reply(text=f"Use this key: {echoed}"))
+    scripted_server.script("b", Reply(text="An answer."))
+    scripted_server.script("c", Reply(text="A synthesis."))
+    prompt = tmp_path / "prompt.md"
+    prompt.write_text(f"Why does deploy fail?\n{PEM}\nSTRIPE_KEY={STRIPE}\n")
+    result = invoke(["fanout", "-m", "scripted/a,scripted/b", "--chair", "scripted/c",
+                     "--prompt-file", str(prompt), "--tools", "none", "--json"])
+    assert result.exit_code == 0, result.output
+    bodies = [json.dumps(r.body) for r in scripted_server.chats]
+    assert len(bodies) == 3 and "Why does deploy fail?" in bodies[0]
+    assert secret_bytes(scripted_server) == [] and not any(echoed in b for b in bodies)
+    doc = json.loads(result.stdout)
+    for leg in doc["legs"]:
+        assert "private-key" in leg["credentials_withheld"]
+    assert doc["chair"]["credentials_withheld"]  # the echoed key, withheld from its packet

@@ -84,8 +84,13 @@ def fold_char(char: str) -> str:
         return char
     if unicodedata.category(char) in _DROPPED_CATEGORIES:
         return ""
+    nfkc = unicodedata.normalize("NFKC", char)
+    if nfkc.isascii() and nfkc.isalnum():
+        return nfkc  # fullwidth, mathematical, superscript letters and digits
+    if char in confusables():  # before NFKC's own change: "˛" reads as i, not a space
+        return confusables()[char]
     out = []
-    for c in unicodedata.normalize("NFKC", char):
+    for c in nfkc:
         if c.isascii():
             out.append(c)
         elif unicodedata.category(c) in _DROPPED_CATEGORIES:
