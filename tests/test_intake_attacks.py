@@ -439,3 +439,25 @@ def test_prompt_file_answers_and_chair_packet_pass_the_intake(orch, scripted_ser
     for leg in doc["legs"]:
         assert "private-key" in leg["credentials_withheld"]
     assert doc["chair"]["credentials_withheld"]  # the echoed key, withheld from its packet
+
+
+def test_the_diffs_own_rules(project):
+    """Folders the deny-list names (``.ssh/``), the user's own ``deny``/``allow``, and a
+    subtree (``REV:PATH``, whose paths would lose the folders the rules read) refused."""
+    from orchestrator.errors import OrchError
+    from orchestrator.intake.diff import read_diff
+
+    (project / ".ssh").mkdir()
+    (project / ".ssh" / "config").write_text("Host prod\n  IdentityFile ~/.ssh/prod\n")
+    (project / "secrets").mkdir()
+    (project / "secrets" / "notes.txt").write_text("the vault code is 4711\n")
+    (project / ".env.example").write_text("DB_PASSWORD=\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "three")
+    diff = read_diff("HEAD~2..HEAD", project, deny=["secrets/"], allow=[".env.example"])
+    assert diff.denied == {".env": ".env*", ".ssh/config": ".ssh/", "deploy/id_deploy": "id_*",
+                           "secrets/notes.txt": "secrets/"}
+    assert "IdentityFile" not in diff.text and "4711" not in diff.text
+    assert ".env.example" in diff.text and "print('v2')" in diff.text
+    with pytest.raises(OrchError, match=r"names a path inside a revision"):
+        read_diff("HEAD~2..HEAD:.ssh", project)

@@ -84,6 +84,9 @@ def read_diff(rev_range: str, cwd: Path | None = None, *, deny=(), allow=(),
 
     if rev_range.startswith("-") or not rev_range.strip():
         raise OrchError(f"--diff {rev_range!r} is not a revision range; pass e.g. main..HEAD")
+    if ":" in rev_range:  # REV:PATH names a subtree: its paths lose the folders the rules see
+        raise OrchError(f"--diff {rev_range!r} names a path inside a revision (REV:PATH); pass "
+                        "a range of commits, e.g. main..HEAD")
     base = ["-c", "core.quotepath=off", "diff", "--no-color", "--no-ext-diff", "--no-renames",
             "--no-textconv"]
     names = [n for n in _git([*base, "-z", "--name-only", rev_range, "--"], rev_range,
