@@ -116,6 +116,9 @@ def config_problems(data: dict[str, Any]) -> list[tuple[str, str, str]]:
                         "name", "rename it in config.json (letters, digits, - _ .)"))
     councils = data.get("councils")
     for name, members in sorted(councils.items()) if isinstance(councils, dict) else ():
+        if not NAME_RE.match(name):
+            out.append((f"councils.{shown(name)}", f"council name '{shown(name)}' is not a "
+                        "simple name", "rename it in config.json (letters, digits, - _ .)"))
         for n, member in enumerate(members if isinstance(members, list) else ()):
             if isinstance(member, str) and model_name_problem(member):
                 out.append((f"councils.{shown(name)}[{n}]", f"model name '{shown(member)}' "
