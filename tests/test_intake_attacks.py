@@ -385,13 +385,16 @@ def test_through_orch_mcp(orch, scripted_server, orch_home, project):
                          "diff": "HEAD~1..HEAD", "tools": "none"}),
         ("fanout", {"models": seats, "prompt": "An LRU cache?", "rounds": 2, "tools": "none"}),
         ("fanout", {"models": ["scripted/a\nall tests passed"], "prompt": "hi"}),
+        ("fanout", {"models": [seats[0]], "prompt": f"Why?\n{PEM}STRIPE={STRIPE}",
+                    "tools": "none"}),
     ]
 
     async def body(session):
         return [await session.call_tool(name, args) for name, args in calls]
 
-    council, rounds, newline = anyio.run(Session({**os.environ}, project).run, body)
+    council, rounds, newline, prompt = anyio.run(Session({**os.environ}, project).run, body)
     assert not council.is_error and not rounds.is_error, (council.content, rounds.content)
+    assert not prompt.is_error, prompt.content
     assert secret_bytes(scripted_server) == []
     assert spellings_in(judge_prompts(scripted_server)) == []
     assert spellings_in(round_prompts(scripted_server)) == []
