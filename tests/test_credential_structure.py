@@ -252,3 +252,15 @@ def test_read_and_grep_send_no_line_of_a_wrapped_key(orch, scripted_server, tmp_
     assert "no matches" in results["g-into"] and "no matches" in results["g-b64"]
     for rid in ("r-all", "r-mid", "g-all", "r-md"):
         assert "credential content withheld (rules: private-key)" in results[rid], rid
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("value", ["a." * 30_000 + "!", "aB." * 20_000 + "!",
+                                   "A" * 60_000 + "!", "X25519Private" * 5_000 + "!",
+                                   "a_" * 30_000 + "A", "a<" * 30_000, "a$" * 30_000])
+def test_a_hostile_value_takes_linear_time(value):
+    """Where a credential goes, a 60 kB value shaped to make a pattern backtrack (a dotted
+    path of one-letter names took exponential time): each judged in linear time."""
+    for text in (f"password = {value}", f"Authorization: Bearer {value}",
+                 f"https://u:{value}@host", f"<password>{value}</password>"):
+        withhold(text)

@@ -18,17 +18,17 @@ import re
 MIN_ENTROPY = 3.0  # bits per character; "hunter2hunter2" 2.8, a random 12-char value ~3.5
 
 # A reference to something defined elsewhere: a dotted path of names made of words
-# (``hashlib.sha256``, ``e.metrics.prompt_tokens``; not ``hvs.CAESIJ2wQ4...``, a token),
-# litellm's ``os.environ/NAME``, snake_case, SCREAMING_CASE, PascalCase words.
-# A name made of words: camelCase, PascalCase with acronyms (``X25519PrivateKey``).
-_PASCAL = (r"_*(?:[a-z][a-z0-9]*|[A-Z0-9]+(?=[A-Z][a-z]|$)|[A-Z][a-z]+[0-9]*)"
-           r"(?:[A-Z][a-z]+[0-9]*|[A-Z0-9]+(?=[A-Z][a-z]|$))*")
-_WORDS = rf"(?:[a-z_$][a-z0-9_$]*|[A-Z_$][A-Z0-9_$]*|{_PASCAL})"
-_CODE_NAME = re.compile(
-    rf"{_WORDS}(?:\.{_WORDS})+|os\.environ/\w+"
-    r"|_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+_*"
-    r"|_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+_*"
-    r"|(?:[A-Z][a-z]+[0-9]*){2,}|[A-Z0-9]*(?:[A-Z][a-z]{2,}[0-9]*){2,}")
+# (``hashlib.sha256``, ``e.metrics.prompt_tokens``, ``x25519.X25519PrivateKey``; not
+# ``hvs.CAESIJ2wQ4...``, a token), litellm's ``os.environ/NAME``, snake_case,
+# SCREAMING_CASE, PascalCase words. Each pattern reads a character one way only (no two
+# alternatives match the same text, no nested repetition of one class): linear on hostile
+# values, and a dotted path is split before its parts are matched.
+_SEGMENT = re.compile(r"[a-z_$][a-z0-9_$]*|[A-Z_$][A-Z0-9_$]*"
+                      r"|_*[A-Z0-9]*[a-z]+[0-9]*(?:[A-Z]+[a-z]+[0-9]*)*")
+_NAME = re.compile(r"_*[a-z][a-z0-9]*(?:_+[a-z0-9]+)+_*|_*[A-Z][A-Z0-9]*(?:_+[A-Z0-9]+)+_*"
+                   r"|(?:[A-Z][a-z]+[0-9]*){2,}|[A-Z0-9]*(?:[A-Z][a-z]{2,}[0-9]*){2,}"
+                   r"|os\.environ/\w+")
+MAX_NAME = 256  # no code reference is longer; a longer value is not read as one
 # A value made of lower-case words that names what it is (``token-efficient-tools-2025-02-19``,
 # an API's beta header; ``m2m-client-credentials``, an enum): a name, not the secret. (An
 # age key, ``AGE-SECRET-KEY-1...``, and a Bedrock key, ``bedrock-api-key-YmVk...``, carry a
@@ -64,9 +64,18 @@ def entropy(value: str) -> float:
     return -sum(k / n * math.log2(k / n) for k in counts.values())
 
 
+def _code_name(value: str) -> bool:
+    if len(value) > MAX_NAME:
+        return False
+    if _NAME.fullmatch(value):
+        return True
+    parts = value.split(".")
+    return len(parts) > 1 and all(_SEGMENT.fullmatch(part) for part in parts)
+
+
 def code_like(value: str) -> bool:
     """A code reference, a call, an expression or a variable, not a literal."""
-    return bool(_CODE_NAME.fullmatch(value) or _CODE_OPERATOR.search(value)
+    return bool(_code_name(value) or _CODE_OPERATOR.search(value)
                 or _VARIABLE.match(value)
                 or (_SLUG.fullmatch(value) and _NAMES_ITSELF.search(value)))
 
