@@ -224,3 +224,20 @@ def test_nothing_reaches_the_terminal_but_through_the_outlet():
             found.update(_bypasses(path.read_text(encoding="utf-8"), rel))
     assert found - ALLOWED == set(), sorted(found - ALLOWED)
     assert ALLOWED - found == set(), sorted(ALLOWED - found)  # the list stays exact
+
+
+def test_status_and_runs_show_print_a_stored_answer_inert(orch, scripted_server):
+    """What was stored with the model's exact bytes is printed inert when read back."""
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    orch.provider()
+    scripted_server.script("a", Reply(text=FORGED))
+    scripted_server.script("b", Reply(status=400, error_message="bad \x1b[2J\x1b]0;pwned\x07"))
+    wave = orch.run_wave(["scripted/a", "scripted/b"], "x")
+    for args in (["status", wave.doc["wave_id"]], ["runs", "show", wave.doc["wave_id"]]):
+        shown = CliRunner().invoke(cli, args)
+        printed = shown.stdout + shown.stderr
+        assert "\x1b" not in printed and "\x9b" not in printed and "\u202e" not in printed, args
+        assert "\\x1b" in printed, (args, printed)
