@@ -98,10 +98,14 @@ def test_a_foreground_daemon_started_by_hand_starts_again_clean(env, tmp_path):
     environ = Path(f"/proc/{proc.pid}/environ")
     try:
         deadline = time.monotonic() + 120
-        while KEYS["ACME_CRED"].encode() in environ.read_bytes():
+        while True:  # until the new image's environment shows (read mid-exec, it is empty)
+            raw = environ.read_bytes()
+            if b"ORCH_HOME=" in raw and KEYS["ACME_CRED"].encode() not in raw:
+                break
             assert proc.poll() is None, "the daemon exited"
             assert time.monotonic() < deadline, "it never started again clean"
             time.sleep(0.05)
+        assert proc.poll() is None
         _assert_no_key(proc.pid)
     finally:
         proc.terminate()
