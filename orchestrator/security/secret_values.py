@@ -37,7 +37,8 @@ _SLUG = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)+")
 _NAMES_ITSELF = re.compile(r"(?:^|[-_])(?:tokens?|secrets?|passwords?|credentials?|api[-_]?keys?)"
                            r"(?:[-_]|$)")
 # Operators no credential is written with, but code is: ``a??b``, ``x||0``, ``a===b``
-# (base64's closing ``==`` is not), ``a?.b``, a value that is itself ``name=1``, a format string's ``%d`` or ``{}``.
+# (base64's closing ``==`` is not), ``a?.b``, a value that is itself ``name=1``, a format
+# string's ``%d`` or ``{}``.
 _CODE_OPERATOR = re.compile(
     r"\?\?|\?\.|\|\||&&|!==?|===?(?=[^=])|=>|\*|\?[A-Za-z]|\bvoid\b|^[a-z_][a-z0-9_]*=[^=]"
     r"|%[sdrif]|\{\d*\}")
