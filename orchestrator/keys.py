@@ -26,11 +26,13 @@ class RunKeys(Mapping[str, str]):
     """A run's variables by name: only the declared ones that were set."""
 
     def __init__(self, values: Mapping[str, str] | None = None,
-                 declared: Iterable[str] = ()) -> None:
+                 declared: Iterable[str] = (), settings: Iterable[str] = ()) -> None:
         self._values = {k: v for k, v in (values or {}).items() if isinstance(v, str) and v}
         self.declared = frozenset(declared) | frozenset(self._values)
+        self.settings = frozenset(settings)  # no secret: a path, a user name, PATH
         for name, value in self._values.items():
-            register(value, f"${name}")
+            if name not in self.settings:
+                register(value, f"${name}")
 
     def __getitem__(self, name: str) -> str:
         return self._values[name]
@@ -49,11 +51,14 @@ class RunKeys(Mapping[str, str]):
         return dict(self._values)
 
 
-def capture(names: Iterable[str], environ: Mapping[str, str] | None = None) -> RunKeys:
-    """The values of ``names`` in ``environ`` (default: this process's environment)."""
+def capture(names: Iterable[str], environ: Mapping[str, str] | None = None,
+            settings: Iterable[str] = ()) -> RunKeys:
+    """The values of ``names`` in ``environ`` (default: this process's environment);
+    ``settings``: those of them that are no secret (not registered as one)."""
     environ = os.environ if environ is None else environ
     names = sorted(set(names))
-    return RunKeys({n: environ[n] for n in names if environ.get(n)}, declared=names)
+    return RunKeys({n: environ[n] for n in names if environ.get(n)}, declared=names,
+                   settings=settings)
 
 
 _current: ContextVar[RunKeys | None] = ContextVar("orch_run_keys", default=None)

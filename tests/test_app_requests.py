@@ -113,6 +113,7 @@ def test_the_mcp_tool_says_the_builders_refusal_in_its_own_words(orch):
 def test_a_prepared_run_knows_its_models_keys_run_id_and_account(orch, monkeypatch):
     """Including the models of a retried wave and a configured chair, and a plugin's
     declared variable: exactly these are captured, no other key of the environment."""
+    from orchestrator.app.declared import RECORD
     from orchestrator.app.prepare import prepare
     from orchestrator.app.requests import Council, Fanout
 
@@ -126,15 +127,16 @@ def test_a_prepared_run_knows_its_models_keys_run_id_and_account(orch, monkeypat
                          validate_models=False, budgets={"max_cost": 2.0})) as council:
         assert council.kind == "council" and council.run_id
         assert [m.name for m in council.models] == ["scripted/a", "scripted/b", "judges/c"]
-        assert council.key_vars == {"SEAT_KEY", "CHAIR_KEY"}
-        assert dict(council.keys) == {"SEAT_KEY": "sk-seat-0123456789abcdef",
-                                      "CHAIR_KEY": "sk-chair-0123456789abcdef"}
+        assert council.key_vars == {"SEAT_KEY", "CHAIR_KEY", *RECORD}  # and where rows go
+        keys = {k: v for k, v in council.keys.items() if k not in RECORD}
+        assert keys == {"SEAT_KEY": "sk-seat-0123456789abcdef",
+                        "CHAIR_KEY": "sk-chair-0123456789abcdef"}
         assert council.account.run_id == council.run_id
         assert council.account.ceilings == {"max_cost": 2.0}
     with prepare(Fanout(prompt="q", models="scripted/a", tools="none",
                         validate_models=False)) as wave:
         assert wave.kind == "wave" and wave.plan.wave_id == wave.run_id
-        assert wave.key_vars == {"SEAT_KEY"} and "GITHUB_TOKEN" not in wave.keys
+        assert wave.key_vars == {"SEAT_KEY", *RECORD} and "GITHUB_TOKEN" not in wave.keys
 
 
 def test_a_prepared_run_comes_back_from_the_wire_equal(orch, tmp_path):

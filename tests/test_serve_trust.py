@@ -244,8 +244,12 @@ def test_a_daemon_of_ours_gets_only_the_keys_the_run_declared(
     listener.close()
     assert result.exit_code == 0, result.output
     run = seen["run"]
-    assert run["keys"] == {"SCRIPTED_TEST_KEY": key}  # the run's own provider's key
-    assert run["prepared"]["key_vars"] == ["SCRIPTED_TEST_KEY"]
+    from orchestrator.app.declared import RECORD
+
+    # the run's own provider's key, and where its record goes
+    assert {k: v for k, v in run["keys"].items() if k not in RECORD} == {
+        "SCRIPTED_TEST_KEY": key}
+    assert set(run["prepared"]["key_vars"]) == {"SCRIPTED_TEST_KEY", *RECORD}
     assert GITHUB not in json.dumps(run) and "sk-openai-not" not in json.dumps(run)
     assert seen["after"] == b""  # asking for other variables got no answer at all
     assert GITHUB not in result.output

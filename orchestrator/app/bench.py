@@ -236,9 +236,10 @@ def _variables(plan, models) -> tuple[frozenset[str], str | None]:
 
 
 def _capture(names):
+    from orchestrator.app.declared import settings_among
     from orchestrator.keys import capture
 
-    return capture(names)
+    return capture(names, settings=settings_among(names))
 
 
 def _resume(request: BenchResume) -> BenchPlan | str | None:

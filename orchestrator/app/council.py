@@ -34,7 +34,7 @@ def prepare_council(request: Council):
     prepared council."""
     from orchestrator import config as config_mod
     from orchestrator import runtime
-    from orchestrator.app.declared import declared_variables
+    from orchestrator.app.declared import declared_variables, settings_among
     from orchestrator.app.model_choice import choose_models
     from orchestrator.app.prepared import Account, Prepared
     from orchestrator.council.preflight import preflight
@@ -58,8 +58,11 @@ def prepare_council(request: Council):
     check_plugin_config(cfg, pm)  # plugin_config.output_budget.tokens: -5 stops here
     seats = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0]
+    workspace_rules = cfg.plugin_config("workspace")  # the diff's files follow the tools' rules
     plan = preflight(seats=seats, chair=chair_model, prompt=request.prompt, diff=request.diff,
-                     paths=request.context, cwd=Path.cwd(), prompt_source=request.prompt_source)
+                     paths=request.context, cwd=Path.cwd(), prompt_source=request.prompt_source,
+                     rules={"deny": workspace_rules.get("deny", ()),
+                            "allow": workspace_rules.get("allow", ())})
     if request.validate_models:  # a typo fails here, before any spend, with the closest names
         from orchestrator.models.check import check_models_exist
 
@@ -77,5 +80,6 @@ def prepare_council(request: Council):
     return Prepared(request=request, kind="council", run_id=run_id, models=models,
                     key_vars=names, account=Account(run_id=run_id, ceilings=given(
                         options, pm, "council_run")),
-                    plan=council, keys=capture(names), notices=notices, unfit_for_daemon=unfit,
+                    plan=council, keys=capture(names, settings=settings_among(names)),
+                    notices=notices, unfit_for_daemon=unfit,
                     pm=pm, config=cfg)

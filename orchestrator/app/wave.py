@@ -155,7 +155,7 @@ def prepare_retry(request: Retry):
 
 
 def _prepared(cls, request, kind: str, spec, plan, pm, cfg, notices: list[str]):
-    from orchestrator.app.declared import declared_variables
+    from orchestrator.app.declared import declared_variables, settings_among
     from orchestrator.app.prepared import Account
     from orchestrator.keys import capture
     from orchestrator.run_ceiling import given
@@ -164,5 +164,6 @@ def _prepared(cls, request, kind: str, spec, plan, pm, cfg, notices: list[str]):
     names, unfit = declared_variables(models, pm)
     return cls(request=request, kind=kind, run_id=spec.wave_id, models=models, key_vars=names,
                account=Account(run_id=spec.wave_id, ceilings=given(spec.options, pm)),
-               plan=plan, keys=capture(names), notices=notices, unfit_for_daemon=unfit,
+               plan=plan, keys=capture(names, settings=settings_among(names)),
+               notices=notices, unfit_for_daemon=unfit,
                pm=pm, config=cfg)

@@ -34,8 +34,9 @@ def _unmodel(data: dict[str, Any]):
 
 
 def _spec(spec) -> dict[str, Any]:
-    if spec.chair_brief is not None:
-        raise OrchError("a wave with its own chair brief runs in the process that made it")
+    if spec.chair_brief is not None or spec.anonymity is not None:
+        raise OrchError("a wave with its own chair brief or anonymity runs in the process "
+                        "that made it")
     return {"models": [_model(m) for m in spec.models], "briefing": spec.briefing,
             "runs_dir": _path(spec.runs_dir), "timeout_s": spec.timeout_s,
             "max_steps": spec.max_steps, "chair": _model(spec.chair) if spec.chair else None,
@@ -161,6 +162,7 @@ def to_wire(prepared) -> dict[str, Any]:
             "request": _request(prepared.request),
             "models": [_model(m) for m in prepared.models],
             "key_vars": sorted(prepared.key_vars),
+            "settings": sorted(prepared.keys.settings),
             "account": dataclasses.asdict(prepared.account), "notices": prepared.notices,
             "plan": plan}
 
@@ -191,5 +193,6 @@ def from_wire(data: dict[str, Any], keys: dict[str, str] | None = None):
     return Prepared(request=_unrequest(data["request"]), kind=kind, run_id=data["run_id"],
                     models=[_unmodel(m) for m in data["models"]], key_vars=declared,
                     account=Account(**data["account"]), plan=plan,
-                    keys=RunKeys(values, declared), notices=list(data["notices"]),
+                    keys=RunKeys(values, declared, settings=data.get("settings") or ()),
+                    notices=list(data["notices"]),
                     pm=runtime.plugin_manager(enabled=plugins), config=runtime.config())

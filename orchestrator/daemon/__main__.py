@@ -17,7 +17,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("--idle", type=float, default=None, metavar="MINUTES")
     args = parser.parse_args(argv)
-    from orchestrator.daemon.autostart import wait_for_starter
+    from orchestrator.daemon.autostart import AFTER_ENV, LOCK_FD_ENV, wait_for_starter
+    from orchestrator.daemon.environment import start_clean
+
+    if argv is None:  # the real entry point (never inside a test's process)
+        start_clean((LOCK_FD_ENV, AFTER_ENV), sys.argv[1:])  # its environment holds no key
     from orchestrator.daemon.server import run
 
     try:

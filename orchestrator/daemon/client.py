@@ -314,6 +314,7 @@ def warmth() -> tuple[str, str, str | None]:
 
 def start_background(idle_min: float | None) -> int:
     """Start the daemon detached; its pid, once it answers. Raises OrchError otherwise."""
+    from orchestrator.daemon.environment import daemon_environment
     from orchestrator.errors import OrchError
 
     run_dir = paths.ensure_run_dir()
@@ -321,7 +322,8 @@ def start_background(idle_min: float | None) -> int:
         idle = ["--idle", repr(idle_min)] if idle_min is not None else []
         proc = subprocess.Popen([sys.executable, "-m", "orchestrator.daemon", "serve", *idle],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True, cwd=str(run_dir))
+                                start_new_session=True, cwd=str(run_dir),
+                                env=daemon_environment(os.environ))  # no key (serve.md)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -352,13 +354,18 @@ def wait_until_up(timeout: float) -> int | None:
 
 def foreground(idle_min: float | None) -> None:
     """Become the daemon (``orch serve start --foreground``): this process is replaced by
-    ``python -m orchestrator.daemon serve``, its pid kept."""
+    ``python -m orchestrator.daemon serve``, its pid kept, with the allowed environment
+    only (``/proc/PID/environ`` shows what a process started with: it must hold no key)."""
+    from orchestrator.daemon.autostart import AFTER_ENV, LOCK_FD_ENV
+    from orchestrator.daemon.environment import daemon_environment
+
     argv = [sys.executable, "-m", "orchestrator.daemon", "serve"]
     if idle_min is not None:
         argv += ["--idle", repr(idle_min)]
+    kept = {name: os.environ[name] for name in (LOCK_FD_ENV, AFTER_ENV) if name in os.environ}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, argv)
+    os.execve(sys.executable, argv, daemon_environment(os.environ, **kept))
 
 
 def pid_from_file() -> int | None:

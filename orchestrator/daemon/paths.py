@@ -29,10 +29,12 @@ SOCKET = "orch.sock"
 LOCK = "orch.lock"  # held by the daemon for its whole life: one starts at a time; its pid
 _FIX = "set XDG_RUNTIME_DIR to a directory only you can enter"
 PROTOCOL = 2
-# What a run reads from its process besides its keys: a daemon whose own differ from the
-# client's runs it differently, so it is not used (the daemon's environment must keep them).
-SETTINGS = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS", "ORCH_LEDGER_URL", "ORCH_OUTBOX_DIR",
-            "ORCH_RUNS_DIR", "ORCH_USER", "ORCH_DATA_HOME", "ORCH_HOOK_DEADLINE_S",
+# What a run reads from its process besides the variables it declares (its keys, and where
+# its record goes: app/declared.py): a daemon whose own differ from the client's would run
+# it differently, so it is not used (each is one the daemon's allow-list keeps:
+# environment.py).
+SETTINGS = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS", "ORCH_RUNS_DIR", "ORCH_DATA_HOME",
+            "ORCH_HOOK_DEADLINE_S",
             "LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_MODE", "LITELLM_OFFLINE_MODE",
             "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PYTHONPATH")

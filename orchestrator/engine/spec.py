@@ -43,3 +43,7 @@ class WaveSpec:
     prior: list[LegRecord] = field(default_factory=list)  # answers a retry's chair also reads
     later: list[ResolvedModel] = field(default_factory=list)  # run by later stages: pre-flight
     chair_only_if_new: bool = False  # a retry: the chair only when one of its legs completed
+    # the legs' readers must not learn who wrote what (a council's judges, a deliberation's
+    # later rounds): the intake redacts and scans every prompt of theirs (orchestrator/intake;
+    # an ``intake.Anonymity``, not imported here: this module stays light)
+    anonymity: Any = None
