@@ -117,8 +117,7 @@ def confirm(prepared, yes: bool) -> None:
 class BenchProgress:
     """One PASS/FAIL/EXCL line per trial on stderr; on a terminal, above a rich table of
     each contestant's tally so far. ``quiet``: one line, rewritten in place on a terminal,
-    printed once at the end otherwise. ``maxfail``: after that many failed trials, the
-    runner is stopped."""
+    printed once at the end otherwise. (``--maxfail`` is the run's: app/bench_run.py.)"""
 
     def __init__(self, plan: Plan, *, quiet: bool = False, total: int | None = None) -> None:
         self.total = len(plan.tasks) * plan.trials

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Any
@@ -31,27 +32,31 @@ def job_level(settings: dict[str, Any]) -> int:
 class JobLogHandler(logging.Handler):
     """The root handler: a job's record to its client at its level; another to the log."""
 
-    def __init__(self, fallback: logging.Handler) -> None:
+    def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.fallback = fallback
         self._formatters: dict[bool, logging.Formatter] = {}
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def _format(self, record: logging.LogRecord, as_json: bool) -> str:
         from orchestrator import runtime
 
-        job = _job.get()
-        if job is None:
-            if record.levelno >= _installed.get("level", logging.WARNING):
-                self.fallback.handle(record)
-            return
-        if record.levelno < job.log_level:
-            return
-        as_json = bool(job.log_settings.get("json"))
         fmt = self._formatters.get(as_json)
         if fmt is None:
             fmt = self._formatters[as_json] = runtime.formatter(as_json)
+        return fmt.format(record)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from orchestrator import runtime
+        from orchestrator.security.outlet import inert
+
+        job = _job.get()
         try:
-            job.log_line(fmt.format(record))
+            if job is None:  # the daemon's own: its log (stderr), made inert like its lines
+                if record.levelno >= _installed.get("level", logging.WARNING):
+                    sys.stderr.write(inert(self._format(record, runtime.log_as_json())) + "\n")
+                    sys.stderr.flush()
+                return
+            if record.levelno >= job.log_level:
+                job.log_line(self._format(record, bool(job.log_settings.get("json"))))
         except Exception:
             self.handleError(record)
 
@@ -100,11 +105,9 @@ def install() -> None:
         return
     root = logging.getLogger()
     runtime.configure_logging()
-    fallback = logging.StreamHandler()  # the daemon's own stderr: its log file
-    fallback.setFormatter(runtime.formatter(runtime.log_as_json()))
     _installed.update(handlers=list(root.handlers), level=runtime.log_level(),
                       root_level=root.level)
-    root.handlers = [JobLogHandler(fallback)]
+    root.handlers = [JobLogHandler()]
     _set_root_level()
     structlog.configure(
         processors=[*runtime._shared(), structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
