@@ -1,14 +1,16 @@
 """A child process under limits: wall time, memory, file size, and how much of its output is
-kept.
+kept; and every process it starts ends with it.
 
-The child runs in its own session (a terminal's Ctrl-C never reaches it) and, on its time
-limit or an interrupt, its whole process group is killed. Its stdout and stderr are read as
-they come: the first ``keep_bytes`` of each are kept and the rest is read, counted and
+The child runs in its own session (a terminal's Ctrl-C never reaches it) behind the reaper
+(:mod:`orchestrator.sandbox.reaper`), a subreaper that, when the program ends or is stopped
+(its time limit, an interrupt, orch's death), kills every process the program started, those
+that left its process group or session (``setsid``) included. Its stdout and stderr are read
+as they come: the first ``keep_bytes`` of each are kept and the rest is read, counted and
 dropped, so a program that prints gigabytes costs orch a fixed amount of memory, and a
 program that prints forever still ends at its time limit (``timed_out``), never earlier.
 
-Memory and file size are rlimits set by ``/bin/sh``'s ``ulimit`` just before the program is
-exec'd (no ``preexec_fn``: orch has threads). The memory limit is RLIMIT_DATA (heap and private
+Memory and file size are rlimits the reaper sets between its fork and the program's exec (no
+``preexec_fn`` here: orch has threads). The memory limit is RLIMIT_DATA (heap and private
 writable mappings), which leaves the large address-space reservations of JavaScript and Go
 runtimes alone.
 """
@@ -19,6 +21,7 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -28,6 +31,8 @@ from pathlib import Path
 KEEP_BYTES = 8 << 20  # of each stream, by default
 _CHUNK = 1 << 16
 STATUS_FD = "{status-fd}"  # in argv: replaced by the number of a pipe the launcher reports on
+REAPER = Path(__file__).with_name("reaper.py")
+REAP_GRACE_S = 10.0  # how long the reaper may take to end everything before its group is killed
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class Running:
             self._procs.add(proc)
             if not self.stopped:
                 return
-        kill_group(proc)  # started as the interrupt arrived
+        end(proc)  # started as the interrupt arrived
 
     def discard(self, proc: subprocess.Popen) -> None:
         with self._lock:
@@ -111,7 +116,16 @@ class Running:
             self.stopped = True
             procs = list(self._procs)
         for proc in procs:
-            kill_group(proc)
+            end(proc)
+
+
+def end(proc: subprocess.Popen) -> None:
+    """Ask the reaper to end the program and everything it started (it does, then exits);
+    never blocks. :func:`run` kills the group too once the reaper is gone or late."""
+    try:
+        proc.send_signal(signal.SIGTERM)  # not once it is reaped: its pid may be reused
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -121,17 +135,27 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def with_rlimits(argv: list[str], limits: Limits) -> list[str]:
-    """``argv`` behind a ``/bin/sh`` that sets the rlimits and execs it (a limit that cannot
-    be set because a lower one is in force leaves the lower one)."""
-    sets = []
+def _stop(proc: subprocess.Popen) -> None:
+    """End it all and wait: the reaper sweeps and exits; one that does not in time has its
+    group killed (while it is unreaped, so its group id cannot be anyone else's)."""
+    end(proc)
+    try:
+        proc.wait(REAP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.wait()
+
+
+def reaped(argv: list[str], limits: Limits, report: int | None = None) -> list[str]:
+    """``argv`` behind the reaper, which sets the rlimits and ends every process it starts."""
+    opts = [f"--parent={os.getpid()}"]
+    if report is not None:
+        opts.append(f"--report={report}")
     if limits.memory_mb:
-        sets.append(f"ulimit -d {int(limits.memory_mb) * 1024} 2>/dev/null")
+        opts.append(f"--data_kb={int(limits.memory_mb) * 1024}")
     if limits.file_mb:
-        sets.append(f"ulimit -f {int(limits.file_mb) * 2048} 2>/dev/null")  # 512-byte blocks
-    if not sets:
-        return list(argv)
-    return ["/bin/sh", "-c", "; ".join([*sets, 'exec "$@"']), "sh", *argv]
+        opts.append(f"--fsize_blocks={int(limits.file_mb) * 2048}")  # 512-byte blocks
+    return [sys.executable, "-I", "-S", str(REAPER), *opts, "--", *argv]
 
 
 def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Limits,
@@ -142,26 +166,28 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
     if STATUS_FD in argv:
         status_r, status_w = os.pipe()
         argv = [str(status_w) if a == STATUS_FD else a for a in argv]
-    full = with_rlimits(argv, limits)
+    report_r, report_w = os.pipe()  # the reaper says there when the program cannot start
+    full = reaped(argv, limits, report_w)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(full, cwd=cwd, env=dict(env), start_new_session=True,
                                 stdin=subprocess.PIPE if stdin is not None else
                                 subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE,
-                                pass_fds=(status_w,) if status_w is not None else ())
+                                pass_fds=(report_w, *(() if status_w is None else (status_w,))))
     except OSError as exc:
-        for fd in (status_r, status_w):
+        for fd in (status_r, report_r):
             if fd is not None:
                 os.close(fd)
         return Finished(list(argv), None, error=f"cannot start {argv[0]}: "
                         f"{exc.strerror or exc}")
     finally:
-        if status_w is not None:
-            try:
-                os.close(status_w)  # the launcher holds it now
-            except OSError:
-                pass
+        for fd in (status_w, report_w):
+            if fd is not None:
+                try:
+                    os.close(fd)  # the launcher holds it now
+                except OSError:
+                    pass
     if running is not None:
         running.add(proc)
     out, err = Capture(), Capture()
@@ -169,10 +195,10 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
     try:
         timed_out = _pump(proc, stdin, out, err, limits, start)
         if timed_out:
-            kill_group(proc)
+            _stop(proc)
         proc.wait()
     except BaseException:  # Ctrl-C in this thread, or any failure: the group goes too
-        kill_group(proc)
+        _stop(proc)
         raise
     finally:
         if running is not None:
@@ -183,6 +209,11 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
                     pipe.close()
                 except OSError:
                     pass
+    unstarted = _drain(report_r)
+    if unstarted:
+        if status_r is not None:
+            os.close(status_r)
+        return Finished(list(argv), None, error=unstarted.decode("utf-8", "replace"))
     stopped = running is not None and running.stopped and not timed_out and proc.returncode < 0
     return Finished(list(argv), proc.returncode, out, err, time.monotonic() - start,
                     timed_out, interrupted=stopped, status=_drain(status_r))
