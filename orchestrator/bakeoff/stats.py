@@ -104,6 +104,37 @@ def pareto_front(points: dict[str, tuple[float, float | None]]) -> set[str]:
     return front
 
 
+def tasks_needed(wins: int, losses: int, ties: int, alpha: float = ALPHA,
+                 power: float = POWER) -> int | None:
+    """About how many tasks the paired sign test needs to detect the difference seen, with
+    ``power`` at two-sided ``alpha`` (Noether 1987: ``(z₁₋α/₂ + z_power)² / (4 (q − ½)²)``
+    untied tasks, q = wins / (wins + losses), over the share of tasks that were not tied).
+    None when no difference was seen (wins = losses): no size would show one."""
+    untied = wins + losses
+    n = untied + ties
+    if untied == 0 or wins == losses:
+        return None
+    q = wins / untied
+    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    return math.ceil(z * z / (4 * (q - 0.5) ** 2) / (untied / n))
+
+
+VERSUS_WORDS = {"better": "beats its best member", "worse": "worse than its best member"}
+
+
+def versus_verdict(p_holm: float, low: float | None, high: float | None, wins: int,
+                   losses: int, ties: int, family: int, alpha: float = ALPHA
+                   ) -> tuple[str, int | None]:
+    """What a user can act on about an ensemble and its best member: ``better``, ``worse``
+    (the Holm-adjusted sign test and the Δ interval agree), or ``inconclusive`` with about
+    how many tasks would settle it, planned at ``alpha / family`` (Holm's strictest step:
+    ``family`` ensembles are compared at once)."""
+    word = "inconclusive" if low is None else verdict(p_holm, low, high, alpha)
+    if word != "inconclusive":
+        return word, None
+    return word, tasks_needed(wins, losses, ties, alpha / max(family, 1))
+
+
 def verdict(p_holm: float, low: float, high: float, alpha: float = ALPHA) -> str:
     """better/worse only when the adjusted p clears alpha AND the interval excludes 0."""
     if p_holm < alpha and low > 0:
@@ -192,7 +223,9 @@ def _interval(draws: np.ndarray, alpha: float, tasks: int | None = None
 
 
 def _num(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
+    """A finite number, with the dust of float arithmetic swept off (a Δ of equal costs
+    is 0, not 3.39e-21)."""
+    return None if x is None or not math.isfinite(x) else round(float(x), 12) + 0.0
 
 
 # --- the whole analysis --------------------------------------------------------------------
@@ -316,6 +349,11 @@ def analyse(trials: Iterable[dict[str, Any]], contestants: Sequence[str],
     versus = [_versus(table, metrics, name, members, resamples, seed, alpha)
               for name, members in (ensembles or {}).items()
               if name in names and any(m in names for m in members)]
+    for v, adjusted in zip(versus, holm([v["p"] for v in versus]), strict=True):
+        low, high = v["delta_ci"]
+        v["p_holm"] = adjusted
+        v["verdict"], v["needs_tasks"] = versus_verdict(
+            adjusted, low, high, v["wins"], v["losses"], v["ties"], len(versus), alpha)
     return {"baseline": names[0] if names else None, "tasks": n_tasks, "k": k,
             "graded_tasks": graded, "ensembles": versus,
             "resamples": resamples, "seed": seed, "alpha": alpha, "rows": rows,
@@ -351,8 +389,12 @@ def _versus(table: Table, metrics: dict, name: str, members: Sequence[str], resa
     interval, W/L/T, the sign test's p, and the cost ratio (ensemble / member per trial)."""
     names = table.contestants
     candidates = [m for m in members if m in names]
-    best = max(candidates, key=lambda m: (metrics["pass"][m]["value"] or -1.0,
+    rate = {m: metrics["pass"][m]["value"] for m in candidates}
+    best = max(candidates, key=lambda m: (rate[m] if rate[m] is not None else -1.0,
                                           -candidates.index(m)))
+    # equal pass rates: the first in the ensemble's models is compared, the others named
+    tied = [m for m in candidates if m != best and rate[m] is not None and
+            rate[best] is not None and math.isclose(rate[m], rate[best], abs_tol=1e-12)]
     i, j = names.index(best), names.index(name)
     pair = _Paired(table.shared(i, j), resamples, seed)
     passed, counted = table.sums["passed"], table.sums["counted"]
@@ -363,7 +405,8 @@ def _versus(table: Table, metrics: dict, name: str, members: Sequence[str], resa
     wins = int((ensemble_rate > member_rate).sum())
     losses = int((ensemble_rate < member_rate).sum())
     cost_e, cost_m = (metrics["cost_per_trial"][n]["value"] for n in (name, best))
-    return {"contestant": name, "best_member": best, "tasks": pair.n, "delta": delta,
+    return {"contestant": name, "best_member": best, "tied": tied, "tasks": pair.n,
+            "delta": delta,
             "delta_ci": ci, "wins": wins, "losses": losses, "ties": pair.n - wins - losses,
             "p": sign_test(wins, losses),
             "cost_ratio": None if cost_e is None or not cost_m else cost_e / cost_m}

@@ -193,6 +193,9 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
     out, err = Capture(), Capture()
     timed_out = False
     try:
+        # the time limit is the program's: it starts when the reaper has exec'd it (the
+        # report pipe closes), not while the launcher itself starts up
+        unstarted, start = _launched(report_r, start + limits.timeout_s), time.monotonic()
         timed_out = _pump(proc, stdin, out, err, limits, start)
         if timed_out:
             _stop(proc)
@@ -209,7 +212,6 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
                     pipe.close()
                 except OSError:
                     pass
-    unstarted = _drain(report_r)
     if unstarted:
         if status_r is not None:
             os.close(status_r)
@@ -217,6 +219,24 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
     stopped = running is not None and running.stopped and not timed_out and proc.returncode < 0
     return Finished(list(argv), proc.returncode, out, err, time.monotonic() - start,
                     timed_out, interrupted=stopped, status=_drain(status_r))
+
+
+def _launched(fd: int, deadline: float) -> bytes:
+    """Wait until the reaper has exec'd the program (its end of ``fd`` closes: nothing was
+    said) or could not (why, in a few words); closes ``fd``. At ``deadline`` it is taken
+    as started, and the time limit does the rest."""
+    said = b""
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0 and sel.select(left):
+                chunk = os.read(fd, _CHUNK)
+                if not chunk:
+                    break
+                said += chunk[:1000]
+    finally:
+        os.close(fd)
+    return said
 
 
 def _drain(fd: int | None) -> bytes | None:
