@@ -92,7 +92,7 @@ def deliberation_ended(run, doc: dict[str, Any], secs: float) -> Ended:
                       for r in doc.get("rounds") or []],
         "degraded": doc.get("degraded") or []}
     return Ended(
-        status=status, reason=reason, answers=(answer,) if status == COMPLETE else (),
+        status=status, reason=reason, answers=(answer or "",) if status == COMPLETE else (),
         excluded=f"not launched: {run.refusals[0]['reason']}" if run.refusals and not answer
         else None,
         fields=dict(command=run.run_id, answer=keep_answer(answer or ""),

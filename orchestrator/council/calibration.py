@@ -140,10 +140,11 @@ def judges(votes: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
     by_finding: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
     for v in counted:
         by_finding[(v["run_id"], v["finding"])][v["judge"]] = v["vote"]
-    runs = sorted({v["run_id"] for v in counted})
-    panel = {r: coincidences([[_value(x) for x in cast.values()]
-                              for (run, _), cast in by_finding.items() if run == r], VALUES)
-             for r in runs}
+    units: dict[str, list[list[str | None]]] = defaultdict(list)
+    for (run, _), cast in by_finding.items():
+        units[run].append([_value(x) for x in cast.values()])
+    runs = sorted(units)
+    panel = {r: coincidences(units[r], VALUES) for r in runs}
     out = []
     for judge in sorted({v["judge"] for v in counted}):
         mine = [v for v in counted if v["judge"] == judge]
