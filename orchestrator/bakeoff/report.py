@@ -154,7 +154,7 @@ def ensemble_lines(doc: dict[str, Any]) -> list[str]:
 
 def versus_words(e: dict[str, Any]) -> str:
     """The verdict on an ensemble and its best member, in words a user can act on."""
-    from orchestrator.bakeoff.stats import VERSUS_WORDS
+    from orchestrator.bakeoff.verdicts import VERSUS_WORDS
 
     if e["verdict"] in VERSUS_WORDS:
         return VERSUS_WORDS[e["verdict"]]

@@ -16,9 +16,17 @@ from typing import Any
 
 import numpy as np
 
+# what a comparison lets a user conclude lives beside: these names are the statistics' too
+from orchestrator.bakeoff.verdicts import (  # noqa: F401 - re-exported
+    ALPHA,
+    POWER,
+    VERSUS_WORDS,
+    tasks_needed,
+    verdict,
+    versus_verdict,
+)
+
 RESAMPLES = 10_000
-ALPHA = 0.05
-POWER = 0.80
 MIN_TRIALS = 3  # fewer trials per task and pass^k says little: the report warns
 COVERAGE_FROM = 10  # tasks: from here up the pass-rate interval's coverage is measured 93-97%
 
@@ -102,46 +110,6 @@ def pareto_front(points: dict[str, tuple[float, float | None]]) -> set[str]:
         if not dominated:
             front.add(name)
     return front
-
-
-def tasks_needed(wins: int, losses: int, ties: int, alpha: float = ALPHA,
-                 power: float = POWER) -> int | None:
-    """About how many tasks the paired sign test needs to detect the difference seen, with
-    ``power`` at two-sided ``alpha`` (Noether 1987: ``(z₁₋α/₂ + z_power)² / (4 (q − ½)²)``
-    untied tasks, q = wins / (wins + losses), over the share of tasks that were not tied).
-    None when no difference was seen (wins = losses): no size would show one."""
-    untied = wins + losses
-    n = untied + ties
-    if untied == 0 or wins == losses:
-        return None
-    q = wins / untied
-    z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
-    return math.ceil(z * z / (4 * (q - 0.5) ** 2) / (untied / n))
-
-
-VERSUS_WORDS = {"better": "beats its best member", "worse": "worse than its best member"}
-
-
-def versus_verdict(p_holm: float, low: float | None, high: float | None, wins: int,
-                   losses: int, ties: int, family: int, alpha: float = ALPHA
-                   ) -> tuple[str, int | None]:
-    """What a user can act on about an ensemble and its best member: ``better``, ``worse``
-    (the Holm-adjusted sign test and the Δ interval agree), or ``inconclusive`` with about
-    how many tasks would settle it, planned at ``alpha / family`` (Holm's strictest step:
-    ``family`` ensembles are compared at once)."""
-    word = "inconclusive" if low is None else verdict(p_holm, low, high, alpha)
-    if word != "inconclusive":
-        return word, None
-    return word, tasks_needed(wins, losses, ties, alpha / max(family, 1))
-
-
-def verdict(p_holm: float, low: float, high: float, alpha: float = ALPHA) -> str:
-    """better/worse only when the adjusted p clears alpha AND the interval excludes 0."""
-    if p_holm < alpha and low > 0:
-        return "better"
-    if p_holm < alpha and high < 0:
-        return "worse"
-    return "inconclusive"
 
 
 def wilson_cluster(passes: np.ndarray, trials: np.ndarray, alpha: float = ALPHA

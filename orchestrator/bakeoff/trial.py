@@ -17,7 +17,7 @@ it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -156,12 +156,6 @@ class Trials(Protocol):
     async def folder(self, task: Task, row: dict[str, Any]) -> Path | None: ...
     async def finish(self, slot: Any, folder: Path | None,
                      row: dict[str, Any] | None) -> None: ...
-
-
-@contextlib.asynccontextmanager
-async def unlimited() -> AsyncIterator[None]:
-    """A turn that waits for nothing."""
-    yield
 
 
 async def run(runner: Trials, slot: Any, attempt: Attempt) -> None:
