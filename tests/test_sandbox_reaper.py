@@ -59,10 +59,12 @@ def gone(tok: str, within: float = 10.0) -> bool:
 
 def launch(argv: list[str], *, timeout: float = 30.0, running: Running | None = None,
            confined: bool = False):
+    """``argv`` run as a bench runs it: unconfined behind the reaper, or under bwrap, whose
+    PID namespace is then the boundary (``reap=False``, as ``Guard.reaps`` says)."""
     if confined:
         argv = bwrap.argv(bwrap.Confinement(cwd=Path("/tmp")), argv, bwrap.found())
     return run(argv, cwd="/tmp", env=environment.confined(), limits=Limits(timeout_s=timeout),
-               running=running)
+               running=running, reap=not confined)
 
 
 def escape(tok: str, then: str = "exit 0") -> list[str]:

@@ -48,6 +48,12 @@ class Guard:
                    readable=tuple(Path(p).expanduser() for p in settings["readable"]))
 
     @property
+    def reaps(self) -> bool:
+        """Whether what :meth:`command` returns needs the reaper to end everything it
+        starts: unconfined, yes; under bwrap its PID namespace does (sandbox/process.py)."""
+        return self.bwrap is None
+
+    @property
     def confinement(self) -> str:
         """What the results file states: the flag only when it was passed."""
         if self.bwrap:

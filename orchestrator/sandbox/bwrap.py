@@ -133,7 +133,8 @@ def usable() -> str | None:
     if path is None:
         return "bwrap (bubblewrap) is not installed"
     done = run(argv(Confinement(cwd=Path("/")), ["true"], path), cwd="/",
-               env={"PATH": os.environ.get("PATH", os.defpath)}, limits=Limits(timeout_s=20))
+               env={"PATH": os.environ.get("PATH", os.defpath)}, limits=Limits(timeout_s=20),
+               reap=False)
     if done.error or done.timed_out:
         return f"bwrap cannot run: {done.error or 'it did not answer in 20 s'}"
     if done.exit_code != 0:

@@ -1,16 +1,20 @@
 """A child process under limits: wall time, memory, file size, and how much of its output is
 kept; and every process it starts ends with it.
 
-The child runs in its own session (a terminal's Ctrl-C never reaches it) behind the reaper
-(:mod:`orchestrator.sandbox.reaper`), a subreaper that, when the program ends or is stopped
-(its time limit, an interrupt, orch's death), kills every process the program started, those
-that left its process group or session (``setsid``) included. Its stdout and stderr are read
+The child runs in its own session (a terminal's Ctrl-C never reaches it), and every process
+it starts ends with it, by one of two boundaries. Unconfined (a ``python`` check, a parser,
+``--unsafe-checks``) it runs behind the reaper (:mod:`orchestrator.sandbox.reaper`), a
+subreaper that, when the program ends or is stopped (its time limit, an interrupt, orch's
+death), kills every process the program started, those that left its process group or
+session (``setsid``) included. Under bubblewrap (``reap=False``) the sandbox's own PID
+namespace is the boundary: nothing leaves it, and it ends when bwrap does, which dies with
+orch (``--die-with-parent``) and is killed with its process group; no launcher is paid for. Its stdout and stderr are read
 as they come: the first ``keep_bytes`` of each are kept and the rest is read, counted and
 dropped, so a program that prints gigabytes costs orch a fixed amount of memory, and a
 program that prints forever still ends at its time limit (``timed_out``), never earlier.
 
-Memory and file size are rlimits the reaper sets between its fork and the program's exec (no
-``preexec_fn`` here: orch has threads). The memory limit is RLIMIT_DATA (heap and private
+Memory and file size are rlimits set between a fork and the program's exec, by the reaper or
+by ``/bin/sh``'s ``ulimit`` (no ``preexec_fn`` here: orch has threads). The memory limit is RLIMIT_DATA (heap and private
 writable mappings), which leaves the large address-space reservations of JavaScript and Go
 runtimes alone.
 """
@@ -97,31 +101,34 @@ class Running:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen] = set()
+        self._procs: dict[subprocess.Popen, bool] = {}  # -> behind the reaper?
         self.stopped = False
 
-    def add(self, proc: subprocess.Popen) -> None:
+    def add(self, proc: subprocess.Popen, reaped: bool = True) -> None:
         with self._lock:
-            self._procs.add(proc)
+            self._procs[proc] = reaped
             if not self.stopped:
                 return
-        end(proc)  # started as the interrupt arrived
+        end(proc, reaped)  # started as the interrupt arrived
 
     def discard(self, proc: subprocess.Popen) -> None:
         with self._lock:
-            self._procs.discard(proc)
+            self._procs.pop(proc, None)
 
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
-            procs = list(self._procs)
-        for proc in procs:
-            end(proc)
+            procs = list(self._procs.items())
+        for proc, reaped in procs:
+            end(proc, reaped)
 
 
-def end(proc: subprocess.Popen) -> None:
-    """Ask the reaper to end the program and everything it started (it does, then exits);
-    never blocks. :func:`run` kills the group too once the reaper is gone or late."""
+def end(proc: subprocess.Popen, reaped: bool = True) -> None:
+    """End the program and everything it started; never blocks. Behind the reaper: ask it
+    (it ends them all, then exits; :func:`run` kills its group if it is late). Else: kill
+    its process group (bwrap, whose PID namespace then ends)."""
+    if not reaped:
+        return kill_group(proc)
     try:
         proc.send_signal(signal.SIGTERM)  # not once it is reaped: its pid may be reused
     except (ProcessLookupError, PermissionError):
@@ -135,15 +142,28 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen, reaped: bool) -> None:
     """End it all and wait: the reaper sweeps and exits; one that does not in time has its
     group killed (while it is unreaped, so its group id cannot be anyone else's)."""
-    end(proc)
+    end(proc, reaped)
     try:
         proc.wait(REAP_GRACE_S)
     except subprocess.TimeoutExpired:
         kill_group(proc)
         proc.wait()
+
+
+def with_rlimits(argv: list[str], limits: Limits) -> list[str]:
+    """``argv`` behind a ``/bin/sh`` that sets the rlimits and execs it (a limit that cannot
+    be set because a lower one is in force leaves the lower one)."""
+    sets = []
+    if limits.memory_mb:
+        sets.append(f"ulimit -d {int(limits.memory_mb) * 1024} 2>/dev/null")
+    if limits.file_mb:
+        sets.append(f"ulimit -f {int(limits.file_mb) * 2048} 2>/dev/null")  # 512-byte blocks
+    if not sets:
+        return list(argv)
+    return ["/bin/sh", "-c", "; ".join([*sets, 'exec "$@"']), "sh", *argv]
 
 
 def reaped(argv: list[str], limits: Limits, report: int | None = None) -> list[str]:
@@ -159,22 +179,25 @@ def reaped(argv: list[str], limits: Limits, report: int | None = None) -> list[s
 
 
 def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Limits,
-        stdin: bytes | None = None, running: Running | None = None) -> Finished:
+        stdin: bytes | None = None, running: Running | None = None,
+        reap: bool = True) -> Finished:
     """Run ``argv`` to its end, its time limit, or ``running.stop()`` (blocking: call it in
-    a worker thread)."""
-    status_r = status_w = None
+    a worker thread). ``reap=False``: ``argv`` is its own boundary (bwrap with a PID
+    namespace that dies with its parent), started without the reaper."""
+    status_r = status_w = report_r = report_w = None
     if STATUS_FD in argv:
         status_r, status_w = os.pipe()
         argv = [str(status_w) if a == STATUS_FD else a for a in argv]
-    report_r, report_w = os.pipe()  # the reaper says there when the program cannot start
-    full = reaped(argv, limits, report_w)
+    if reap:
+        report_r, report_w = os.pipe()  # the reaper says there when the program cannot start
+    full = reaped(argv, limits, report_w) if reap else with_rlimits(argv, limits)
+    passed = tuple(fd for fd in (report_w, status_w) if fd is not None)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(full, cwd=cwd, env=dict(env), start_new_session=True,
                                 stdin=subprocess.PIPE if stdin is not None else
                                 subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE,
-                                pass_fds=(report_w, *(() if status_w is None else (status_w,))))
+                                stderr=subprocess.PIPE, pass_fds=passed)
     except OSError as exc:
         for fd in (status_r, report_r):
             if fd is not None:
@@ -189,19 +212,21 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
                 except OSError:
                     pass
     if running is not None:
-        running.add(proc)
+        running.add(proc, reap)
     out, err = Capture(), Capture()
-    timed_out = False
+    timed_out, unstarted = False, b""
     try:
-        # the time limit is the program's: it starts when the reaper has exec'd it (the
-        # report pipe closes), not while the launcher itself starts up
-        unstarted, start = _launched(report_r, start + limits.timeout_s), time.monotonic()
+        if report_r is not None:
+            # the time limit is the program's: it starts when the reaper has exec'd it (the
+            # report pipe closes), not while the launcher itself starts up
+            unstarted = _launched(report_r, start + limits.timeout_s)
+            start = time.monotonic()
         timed_out = _pump(proc, stdin, out, err, limits, start)
         if timed_out:
-            _stop(proc)
+            _stop(proc, reap)
         proc.wait()
     except BaseException:  # Ctrl-C in this thread, or any failure: the group goes too
-        _stop(proc)
+        _stop(proc, reap)
         raise
     finally:
         if running is not None:

@@ -87,6 +87,13 @@ def sweep(me: int) -> list[tuple[int, int]]:
     process, and found on the next pass); what was reaped meanwhile."""
     reaped: list[tuple[int, int]] = []
     for n in range(SWEEPS):
+        reaped += _reap()
+        try:  # no child left: nothing below (an orphan is handed here, so a tree that
+            ended = os.waitpid(-1, os.WNOHANG)  # lives on has its root among the children)
+        except ChildProcessError:
+            return reaped
+        if ended[0]:
+            reaped.append(ended)
         left = descendants(me)
         if not left:
             break
