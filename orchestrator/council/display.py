@@ -111,11 +111,12 @@ def print_judges(doc: dict[str, Any]) -> None:
     p = doc["panel"]
     click.echo(f"panel: α {_num(p['alpha'])} {_span(p['ci'], _num)} over {p['units']} "
                f"findings, {doc['runs']} runs")
-    click.echo("α: Krippendorff's alpha (nominal) with the majority of the other judges, 1 = "
-               "always agree, 0 = chance. Position bias: agree rate on findings shown in the "
-               "first half of its view less the second half, 0 = order does not move it. "
-               "Agrees with tier: its vote is the side its group's tier took (its own vote "
-               "is part of it). Intervals treat each run as one unit.")
+    click.echo("α: Krippendorff's alpha (nominal) with the majority of the other judges,\n"
+               "   1 = always agree, 0 = chance.\n"
+               "position bias: agree rate on findings shown in the first half of its view\n"
+               "   less the second half, 0 = the order does not move it.\n"
+               "agrees with tier: its vote is the side its group's tier took (its own vote\n"
+               "   is part of it). Intervals treat each council run as one unit.")
 
 
 def _num(x: float | None) -> str:
