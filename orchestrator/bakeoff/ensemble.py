@@ -1,8 +1,9 @@
 """Ensemble contestants: ``kind = "fanout"`` sends each trial to several models at once (one
 wave, the trial folder as every leg's workspace) and, with a ``chair``, has the chair write
-the one answer the hidden check grades. Without a chair there is no one answer to grade, so
-the trial passes when any member's answer passes: an oracle, the ceiling a perfect chair
-could reach (the report's line says which). Every trial is its own wave on the bench's
+the one answer the hidden check grades; with ``aggregate = "vote"``, the majority of the
+members' normalised answers is that answer (votes/aggregate.py). Without either there is no
+one answer to grade, so the trial passes when any member's answer passes: an oracle, the
+ceiling a perfect chair could reach (the report's line says which). Every trial is its own wave on the bench's
 shared server, under its one cost ceiling; its cost is the wave's (members and chair)."""
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ class Ensemble:
     chair: Any | None = None
     kind: str = "fanout"
     rounds: int = 1  # 2 or more: each trial is a deliberation (bakeoff/deliberating.py)
+    aggregate: str | None = None  # "vote": the majority of the final answers is graded
 
     @property
     def name(self) -> str:
         return f"{self.kind}({','.join(m.name for m in self.members)})" + (
-            f"+chair {self.chair.name}" if self.chair else "") + (
-            f" ×{self.rounds} rounds" if self.rounds > 1 else "")
+            f"+chair {self.chair.name}" if self.chair else "+vote" if self.aggregate
+            else "") + (f" ×{self.rounds} rounds" if self.rounds > 1 else "")
 
     @property
     def models(self) -> list[Any]:
@@ -55,7 +57,8 @@ def trial_spec(runner: Runner, slot: Slot, ensemble: Ensemble, folder):
 
     c = slot.contestant
     options: dict[str, Any] = {"plugins": True, "tools": c.tools,
-                               "bench_tier": c.tier, "workspace": str(folder)}
+                               "bench_tier": c.tier, "workspace": str(folder),
+                               **({"aggregate": c.aggregate} if c.aggregate else {})}
     # the bench's ceilings, over every trial
     options.update({k: v for k, v in runner.plan.ceilings.items() if v is not None})
     return WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
@@ -86,7 +89,7 @@ async def trial(runner: Runner, slot: Slot) -> None:
                 runner.waves.append(wave)
                 await wave.run()
         if wave is not None:
-            answers = _row(row, wave, runner.keep_answer)
+            answers = _row(row, wave, runner.keep_answer, c.aggregate)
             if runner.signum is not None:  # the interrupt stopped the wave: cut short
                 await runner.finish(slot, folder, runner._cut(row))
                 return
@@ -97,7 +100,7 @@ async def trial(runner: Runner, slot: Slot) -> None:
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             if wave is not None:
-                _row(row, wave, runner.keep_answer)
+                _row(row, wave, runner.keep_answer, c.aggregate)
             await runner.finish(slot, folder, runner._cut(row) if wave is not None else None)
         raise
     except BaseException:
@@ -106,9 +109,10 @@ async def trial(runner: Runner, slot: Slot) -> None:
     await runner.finish(slot, folder, row)
 
 
-def _row(row: dict[str, Any], wave, keep) -> list[str]:
+def _row(row: dict[str, Any], wave, keep, aggregate: str | None = None) -> list[str]:
     """The wave's usage, cost and status in the trial's row; the answers to grade (the
-    chair's, or every complete member's). ``keep``: what of an answer the row keeps."""
+    chair's, the vote's with ``aggregate``, or every complete member's). ``keep``: what of
+    an answer the row keeps."""
     records = [*wave.records, *([wave.chair.record] if wave.chair else [])]
     known = [r.cost_usd for r in records]
     cost = None if any(x is None for x in known) else sum(known)
@@ -118,6 +122,15 @@ def _row(row: dict[str, Any], wave, keep) -> list[str]:
             else []
         status = chair.status if chair is not None else ABORTED
         reason = chair.reason if chair is not None else "the chair never ran"
+    elif aggregate == "vote":
+        from orchestrator.votes.aggregate import answer_of, vote
+
+        counted = vote(wave.records)
+        answers = [answer_of(counted)] if answer_of(counted) else []
+        status = COMPLETE if answers else wave.status
+        reason = None if answers else "no member completed: nothing to vote on"
+        row["vote"] = {k: counted[k] for k in ("outcome", "answers", "of_legs", "tie_break")}
+        row["vote"]["votes"] = (counted["winner"] or {}).get("votes", 0)
     else:
         answers = [r.answer or "" for r in wave.records if r.status == COMPLETE]
         status = COMPLETE if answers else wave.status

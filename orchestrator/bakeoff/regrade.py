@@ -173,7 +173,7 @@ def _fanout(row: dict[str, Any], slot: Slot, wave_id: str, legs: list[Billed],
         records=records, chair=SimpleNamespace(record=chair) if chair else None,
         spec=SimpleNamespace(chair=slot.contestant.chair), status=doc.get("status"),
         wave_id=wave_id, budget_refusals=doc.get("budget_refusals") or [])
-    answers = _row(row, wave, Runner.keep_answer)
+    answers = _row(row, wave, Runner.keep_answer, slot.contestant.aggregate)
     _bill(row, legs)  # the money as the ledger has it, over what the files say
     row.update(command=wave_id, regraded=f"graded after the kill from the answers saved in "
                                          f"{wave_id} ({_billed_text(row)}; not sent again)")

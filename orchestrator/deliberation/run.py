@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 
 from orchestrator import jobscope, run_ceiling
+from orchestrator.chair.marks import marks_of
+from orchestrator.chair.synthesis import deliberation_packet
 from orchestrator.config import Config
 from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.bundle import leaks, new_nonce, redact
@@ -42,12 +44,8 @@ from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Usage
 from orchestrator.security.secrets import scrub
 from orchestrator.store import write_json_atomic
-
-CHAIR_BRIEF = """You are the chair. Several models were given the briefing below and \
-deliberated over {rounds} round(s): each read the others' answers, anonymised, revised or \
-kept its own, and voted for the best other answer. Their final answers and the votes of the \
-last round are below. Write one synthesis: what they agree on, where they differ and which \
-side the evidence favours, and your own conclusion. Votes are a signal, not proof."""
+from orchestrator.votes import tally
+from orchestrator.votes.answer import digest
 
 
 def round_wave_id(run_id: str, round_no: int | str) -> str:
@@ -68,6 +66,10 @@ class Seat:
     history: list[dict[str, Any]] = field(default_factory=list)
     records: list[LegRecord] = field(default_factory=list)
     last_input: int = 0  # the prompt tokens its last request reported (cost bound's anchor)
+    # the round whose reply in its own conversation holds its answer word for word (its
+    # round-1 answer, a revision's text); None after an adoption: the prompt then writes it
+    answer_round: int | None = None
+    marks: list[str] = field(default_factory=list)  # its answer's chair marks (cut, ...)
 
 
 class Deliberation:
@@ -106,7 +108,8 @@ class Deliberation:
         self.chair: LegRecord | None = None
         self.signum: int | None = None
         self._current: Wave | None = None
-        self._ballots: list[rules.Ballot] = []  # the last round's, for the stop rules
+        self.cast: list[list[tally.Vote]] = []  # per round (round 1: none), as cast
+        self._last: dict[str, Any] = {"changed": [], "replies": 0, "read": 0}
         self.dropped: list[str] = []  # legs that failed in a later round (exit 2)
         self.failure: str | None = None  # what stopped the run early, if anything raised
         self.answers: dict[str, str] = {}  # digest -> answer, every answer any round held
@@ -219,43 +222,64 @@ class Deliberation:
             seat.last_input = rec.usage.input_tokens
             if rec.status == COMPLETE and (rec.answer or "").strip():
                 seat.answer, seat.in_play = rec.answer, True
-                seat.digest = rules.digest(seat.answer)
+                seat.digest = digest(seat.answer)
+                seat.answer_round, seat.marks = 1, marks_of(rec)
                 seat.history = [{"role": "user", "content": self.spec.briefing},
                                 {"role": "assistant", "content": rec.answer}]
-            entry.append(self._leg_entry(seat, rec, None, None, changed=None))
-        self._record_round(1, entry, [])
-        for round_no in range(2, self.max_rounds + 2):
-            if self.signum is not None:
-                return
-            held = rules.stop_rules(self._ballots, round_no=round_no - 1,
-                                    max_rounds=self.max_rounds,
-                                    in_play=sum(s.in_play for s in self.seats))
+            entry.append(self._leg_entry(seat, rec, None, changed=None))
+        self.cast.append([])
+        self._record_round(1, entry, 0)
+        round_no = 1
+        while self.signum is None:
+            held = rules.stop_rules(round_no=round_no, max_rounds=self.max_rounds,
+                                    holds=[s.digest for s in self.seats if s.in_play],
+                                    **self._last)
             if held:
-                self.stop = {"rule": held[0], "after_round": round_no - 1, "also": held[1:]}
+                self.stop = {"rule": held[0], "after_round": round_no, "also": held[1:]}
                 return
+            round_no += 1
             if not await self._round(round_no):
                 return
+
+    def _offer(self, seat: Seat, peers: list[Seat], round_no: int) -> dict[str, Any]:
+        """What ``seat`` is shown this round: each distinct answer of the ``peers`` it reads
+        once, under a label dealt for it alone, never an answer identical to its own."""
+        groups, same = rules.votable(seat.digest, [(p.n, p.digest) for p in peers])
+        labels = rules.deal_labels(list(range(len(groups))), self.run_id, round_no, seat.n)
+        by_n = {p.n: p for p in peers}
+        offered = {}
+        for label, k in labels.items():
+            d, legs = groups[k]
+            holder = by_n[legs[0]]
+            offered[label] = {"digest": d, "legs": legs, "text": holder.answer,
+                              "marks": list(holder.marks)}
+        return {"labels": offered, "same": same}
 
     async def _round(self, round_no: int) -> bool:
         """Round ``round_no``; False when the ceiling could not pay for it (not launched)."""
         playing = [s for s in self.seats if s.in_play]
         graph = rules.peer_graph(len(playing), self.peers, self.run_id, round_no)
-        prompts, shown = [], []
+        asked, prompts, shown, idle = [], [], [], []
         for i, seat in enumerate(playing):
-            labels = rules.deal_labels(graph[i], self.run_id, round_no, seat.n)
-            peers = {label: playing[j] for label, j in labels.items()}
-            shown.append(peers)
+            offer = self._offer(seat, [playing[j] for j in graph[i]], round_no)
+            if not offer["labels"]:  # every answer it reads is its own: nothing to weigh
+                idle.append(seat)
+                continue
             # a key a leg echoed never reaches another model (scrub), nor a name (redact)
-            prompt = round_prompt(round_no=round_no, max_rounds=self.max_rounds,
-                                  own=redact(scrub(seat.answer), self.terms), nonce=self.nonce,
-                                  peers={lb: redact(scrub(p.answer), self.terms)
-                                         for lb, p in peers.items()})
+            prompt = round_prompt(
+                round_no=round_no, max_rounds=self.max_rounds, nonce=self.nonce,
+                own=None if seat.answer_round else redact(scrub(seat.answer), self.terms),
+                own_round=seat.answer_round, same=offer["same"],
+                peers={lb: redact(scrub(o["text"]), self.terms)
+                       for lb, o in offer["labels"].items()})
             found = leaks(prompt, self.terms)
             if found:  # redaction and the scan share one pattern: a bug, not bad luck
                 raise RuntimeError(f"a round-{round_no} prompt still names {found}")
+            asked.append(seat)
             prompts.append(prompt)
-        if self.ceilings:
-            bound = round_bound(playing, prompts, self.spec.options, self.config)
+            shown.append(offer["labels"])
+        if self.ceilings and asked:
+            bound = round_bound(asked, prompts, self.spec.options, self.config)
             if bound is not None and bound > self.left():
                 self.notice(f"round {round_no} was not launched: its worst case "
                             f"${bound:.4f} is more than the ${self.left():.4f} the cost "
@@ -263,12 +287,13 @@ class Deliberation:
                 self.stop = {"rule": rules.CEILING, "after_round": round_no - 1, "also": [],
                              "bound_usd": round(bound, 8), "left_usd": self.left()}
                 return False
-        self.say(f"round {round_no}/{self.max_rounds}: {len(playing)} legs")
+        self.say(f"round {round_no}/{self.max_rounds}: {len(asked)} legs"
+                 + (f" ({len(idle)} read only their own answer)" if idle else ""))
         recs = await self._wave(round_wave_id(self.run_id, round_no),
-                                [s.model for s in playing], prompts,
-                                [s.history for s in playing], round_no=round_no)
+                                [s.model for s in asked], prompts,
+                                [s.history for s in asked], round_no=round_no) if asked else []
         readings: list[Reading | None] = []
-        for seat, rec, peers in zip(playing, recs, shown, strict=True):
+        for seat, rec, offer in zip(asked, recs, shown, strict=True):
             seat.records.append(rec)
             if rec.status != COMPLETE or not (rec.answer or "").strip():
                 seat.in_play = False
@@ -280,77 +305,111 @@ class Deliberation:
                 readings.append(None)
                 continue
             seat.last_input = rec.usage.input_tokens
-            readings.append(read_reply(rec.answer, {lb: p.answer for lb, p in peers.items()},
+            readings.append(read_reply(rec.answer, {lb: o["text"] for lb, o in offer.items()},
                                        seat.answer))
-        await self._repair(round_no, playing, recs, shown, readings)
-        # a vote names an answer as it was shown: the peer's round r-1 answer
-        shown_digest = {s.n: s.digest for s in playing}
-        entry, ballots = [], []
-        for seat, rec, peers, reading in zip(playing, recs, shown, readings, strict=True):
+        await self._repair(round_no, asked, recs, shown, readings)
+        changed, cast, pending = [], [], []
+        for seat, rec, offer, reading in zip(asked, recs, shown, readings, strict=True):
             if reading is None:
-                entry.append(self._leg_entry(seat, rec, None, None, changed=False))
+                pending.append((seat, rec, None, None, False))
                 continue
             before = seat.digest
             if reading.problem is None:
-                seat.answer = reading.answer or seat.answer
-                seat.digest = rules.digest(seat.answer)
+                self._take(seat, rec, reading, offer, round_no)
             seat.history = [*seat.history,
-                            {"role": "user", "content": past_round(round_no, len(peers))},
+                            {"role": "user", "content": past_round(round_no, len(offer))},
                             {"role": "assistant", "content": rec.answer}]
-            voted = peers.get(reading.vote) if reading.vote else None
-            ballot = rules.Ballot(seat.n, seat.digest != before,
-                                  shown_digest[voted.n] if voted is not None else None)
-            ballots.append(ballot)
-            entry.append(self._leg_entry(seat, rec, reading, voted, changed=ballot.changed,
-                                         voted_digest=ballot.voted_for))
-        self._ballots = ballots
-        self._record_round(round_no, entry, ballots)
+            vote = None
+            if reading.vote:
+                o = offer[reading.vote]
+                vote = tally.Vote(seat.n, o["digest"], tuple(o["legs"]))
+                cast.append(vote)
+            changed.append(seat.digest != before)
+            pending.append((seat, rec, reading, vote, seat.digest != before))
+        # votes count what the legs hold now, at the end of this round (votes/tally.py)
+        now = self.holdings()
+        entry = [self._leg_entry(seat, rec, reading, changed=ch, vote=vote, now=now)
+                 for seat, rec, reading, vote, ch in pending]
+        for seat in idle:
+            changed.append(False)
+            entry.append({**self._leg_entry(seat, None, None, changed=False),
+                          "sat_out": "every answer it reads is its own"})
+        entry.sort(key=lambda e: e["leg"])
+        self.cast.append(cast)
+        replies = [r for r in readings if r is not None]
+        self._last = {"changed": changed, "replies": len(replies),
+                      "read": sum(1 for r in replies if r.problem is None)}
+        self._record_round(round_no, entry, sum(changed))
         return True
 
-    async def _repair(self, round_no: int, playing: list[Seat], recs: list[LegRecord],
-                      shown: list[dict[str, Seat]], readings: list[Reading | None]) -> None:
+    def _take(self, seat: Seat, rec: LegRecord, reading: Reading, offer: dict[str, Any],
+              round_no: int) -> None:
+        """A readable reply's decision: the answer the leg holds now, where its conversation
+        holds that answer (sent once a round) and the answer's marks for the chair."""
+        if reading.decision == "revise":
+            seat.answer, seat.answer_round, seat.marks = reading.answer, round_no, \
+                marks_of(rec)
+        elif reading.decision == "adopt":
+            o = offer[reading.adopt]
+            seat.answer, seat.answer_round, seat.marks = o["text"], None, list(o["marks"])
+        seat.digest = digest(seat.answer)
+
+    def holdings(self) -> dict[int, str]:
+        """Each leg's answer now (leg -> digest), in play or not: a leg that left keeps its
+        answer."""
+        return {s.n: s.digest for s in self.seats if s.digest}
+
+    async def _repair(self, round_no: int, asked: list[Seat], recs: list[LegRecord],
+                      shown: list[dict[str, Any]], readings: list[Reading | None]) -> None:
         """One repair prompt for each unreadable reply; still unreadable: the previous answer
         is kept, and said."""
         broken = [i for i, r in enumerate(readings) if r is not None and r.problem]
         if not broken:
             return
         again = await self._wave(f"{round_wave_id(self.run_id, round_no)}-repair",
-                                 [playing[i].model for i in broken],
+                                 [asked[i].model for i in broken],
                                  [repair_prompt(recs[i].answer, readings[i].problem,
                                                 list(shown[i])) for i in broken],
                                  round_no=round_no)
         for i, rec in zip(broken, again, strict=True):
-            seat, first = playing[i], readings[i]
+            seat, first = asked[i], readings[i]
             seat.records.append(rec)
             if rec.status == COMPLETE and rec.answer:
                 prose = payload(recs[i].answer)[1]
                 readings[i] = take_repair(first, rec.answer,
-                                          {lb: p.answer for lb, p in shown[i].items()},
+                                          {lb: o["text"] for lb, o in shown[i].items()},
                                           seat.answer, prose)
             if readings[i].problem:
                 self.notice(f"leg {seat.n} ({seat.model.name})'s round-{round_no} reply could "
                             f"not be read ({first.problem}), even after a repair prompt; its "
                             f"round-{round_no - 1} answer is kept and it cast no vote")
 
-    def _leg_entry(self, seat: Seat, rec: LegRecord, reading: Reading | None,
-                   voted: Seat | None, *, changed: bool | None,
-                   voted_digest: str | None = None) -> dict[str, Any]:
+    def _leg_entry(self, seat: Seat, rec: LegRecord | None, reading: Reading | None, *,
+                   changed: bool | None, vote: tally.Vote | None = None,
+                   now: dict[int, str] | None = None) -> dict[str, Any]:
+        """One leg's line in a round: its answer now, its decision and its vote, as cast
+        (``shown_digest``, the legs that held it) and as counted at the end of the round
+        (``answer_digest``; None and ``vote_problem`` when it counts for none)."""
+        counted, problem = tally.resolve(vote, now or {}) if vote else (None, None)
         return {
-            "leg": seat.n, "model": seat.model.name, "leg_id": rec.leg_id,
-            "status": rec.status, "answer_digest": seat.digest if seat.answer else None,
+            "leg": seat.n, "model": seat.model.name,
+            "leg_id": rec.leg_id if rec else None, "status": rec.status if rec else None,
+            "answer_digest": seat.digest if seat.answer else None,
             "changed": changed,
             "decision": reading.decision if reading else None,
             "readable": None if reading is None else reading.problem is None,
             "problem": reading.problem if reading else None,
             "source": reading.source if reading else None,
-            "vote": None if voted is None else {"label": reading.vote, "leg": voted.n,
-                                                "answer_digest": voted_digest},
-            "vote_problem": reading.vote_problem if reading else None,
+            "vote": None if vote is None else {
+                "label": reading.vote, "leg": vote.shown_legs[0], "legs": list(vote.shown_legs),
+                "shown_digest": vote.shown, "answer_digest": counted},
+            "vote_problem": problem or (reading.vote_problem if reading else None),
             "reason": reading.reason if reading else None,
-            "tokens": rec.usage.to_dict(), "cost_usd": rec.cost_usd,
+            "tokens": rec.usage.to_dict() if rec else Usage().to_dict(),
+            "cost_usd": rec.cost_usd if rec else 0.0,
         }
 
-    def _record_round(self, round_no: int, legs: list[dict], ballots: list) -> None:
+    def _record_round(self, round_no: int, legs: list[dict], changed: int) -> None:
         for seat in self.seats:
             if seat.digest:
                 self.answers.setdefault(seat.digest, seat.answer)
@@ -361,53 +420,70 @@ class Deliberation:
         self.rounds.append({
             "round": round_no, "wave_id": round_wave_id(self.run_id, round_no),
             "peers": self.peers if round_no > 1 else 0, "legs": legs,
-            "changed": sum(1 for b in ballots if b.changed),
+            "changed": changed,
             "requests": sum(r.requests for r in recs),
             "usage": sum((r.usage for r in recs), Usage()).to_dict(),
             "cost_usd": round(sum(known), 8), "cost_exact": len(known) == len(recs)})
 
     async def _chair(self) -> None:
-        finals = [s for s in self.seats if s.answer]
+        finals = self.final_answers()
         if not finals:
             self.notice("no leg answered: the chair was not called")
             return
         win = self.winner()
-        parts = [CHAIR_BRIEF.format(rounds=len(self.rounds)), "", "## The briefing", "",
-                 self.spec.briefing.strip(), "", f"## The final answers ({len(finals)})"]
-        votes = self._votes_by_digest()
-        for s in finals:
-            got = votes.get(s.digest, 0)
-            parts += ["", f"### {s.model.name} — {got} vote(s) in the last round"
-                      + (" (the winner by votes)" if win and win["digest"] == s.digest else ""),
-                      "", s.answer.strip()]
+        last = self._last_votes()
+        brief = deliberation_packet(self.spec.briefing, len(self.rounds), [
+            {"models": f["models"], "text": f["answer"], "marks": f["marks"],
+             "votes": last.get(f["digest"], 0),
+             "winner": bool(win and win["digest"] == f["digest"])} for f in finals])
         recs = await self._wave(round_wave_id(self.run_id, "chair"), [self.spec.chair],
-                                ["\n".join(parts) + "\n"], kind="chair")
+                                [brief], kind="chair")
         self.chair = recs[0]
 
     # -- the outcome -------------------------------------------------------------------
+    def final_answers(self) -> list[dict[str, Any]]:
+        """Each distinct final answer once, with the legs holding it (in --models order)."""
+        out: dict[str, dict[str, Any]] = {}
+        for s in self.seats:
+            if not s.digest:
+                continue
+            f = out.setdefault(s.digest, {"digest": s.digest, "answer": s.answer, "legs": [],
+                                          "models": [], "marks": list(s.marks)})
+            f["legs"].append(s.n)
+            f["models"].append(s.model.name)
+        return list(out.values())
+
     def _votes(self) -> list[list[dict[str, Any]]]:
+        """Every vote of every round, as cast and as it counts now (``for_digest``; None
+        with ``problem`` when it counts for none)."""
+        now = self.holdings()
         out = []
-        for r in self.rounds:
-            out.append([{"voter": leg["leg"], "for_digest": leg["vote"]["answer_digest"],
-                         "for_leg": leg["vote"]["leg"]} for leg in r["legs"] if leg["vote"]])
+        for cast in self.cast:
+            row = []
+            for v in cast:
+                counted, problem = tally.resolve(v, now)
+                row.append({"voter": v.voter, "shown_digest": v.shown,
+                            "for_legs": list(v.shown_legs), "for_digest": counted,
+                            "problem": problem})
+            out.append(row)
         return out
 
-    def _votes_by_digest(self) -> dict[str, int]:
-        last = [r for r in self._votes() if r]
+    def _last_votes(self) -> dict[str, int]:
+        """digest -> votes it counts in the last round with counted votes (what the winner
+        rule reads first)."""
+        counted = [[v["for_digest"] for v in r if v["for_digest"]] for r in self._votes()]
+        last = [r for r in counted if r]
         counts: dict[str, int] = {}
-        for v in last[-1] if last else []:
-            counts[v["for_digest"]] = counts.get(v["for_digest"], 0) + 1
+        for d in last[-1] if last else []:
+            counts[d] = counts.get(d, 0) + 1
         return counts
 
     def winner(self) -> dict[str, Any] | None:
-        order = [s.digest for s in self.seats if s.digest]
-        win = rules.winner(self._votes(), order)
+        win = tally.winner(self.cast, self.holdings())
         if win is None:
             return None
-        holders = [s.n for s in self.seats if s.digest == win["digest"]]
-        text = self.answers.get(win["digest"])
-        return {**win, "legs": holders, "models": [self.seats[n - 1].model.name
-                                                   for n in holders], "answer": text}
+        return {**win, "models": [self.seats[n - 1].model.name for n in win["legs"]],
+                "answer": next(s.answer for s in self.seats if s.digest == win["digest"])}
 
     def _final_records(self) -> list[LegRecord]:
         finals = []
@@ -427,12 +503,12 @@ class Deliberation:
             rec.cost_usd = None if None in costs else round(sum(costs), 10)
             rec.requests = sum(r.requests for r in seat.records)
             rec.extra = {**rec.extra, "leg_ids": [r.leg_id for r in seat.records],
-                         "answer_digest": seat.digest}
+                         "answer_digest": seat.digest, "answer_marks": seat.marks}
             finals.append(rec)
         return finals
 
     def document(self) -> dict[str, Any]:
-        from orchestrator.engine.wave import wave_status
+        from orchestrator.engine.wave import outcomes, wave_status
 
         finals = self._final_records()
         status = wave_status(finals + ([self.chair] if self.chair else []))
@@ -455,16 +531,21 @@ class Deliberation:
                    "server": {"requests": self.server.sent,
                               "peak_in_flight": self.server.peak_in_flight},
                    "rounds": self.rounds, "stop": stop, "winner": self.winner(),
-                   "votes": self._votes()},
+                   "answers": [{k: f[k] for k in ("digest", "legs", "models")}
+                               for f in self.final_answers()],
+                   "votes": self._votes(),
+                   **outcomes(self.spec.options, finals, None)},
             report=reporter(HookRunner(self.pm, config=self.config), self.notice))
-        doc["degraded"] += [f"{d}: its previous answer stands" for d in self.dropped]
-        if self.dropped and doc["exit_code"] == 0:
-            doc["exit_code"] = 2
+        degraded = [f"{d}: its previous answer stands" for d in self.dropped]
         if stop and stop["rule"] == rules.CEILING:
-            doc["degraded"].append(f"the cost ceiling could not pay for round "
-                                   f"{stop['after_round'] + 1}: it was not launched")
-            if doc["exit_code"] == 0:
-                doc["exit_code"] = 2
+            degraded.append(f"the cost ceiling could not pay for round "
+                            f"{stop['after_round'] + 1}: it was not launched")
+        unread = rules.votes_unread([r["legs"] for r in self.rounds[1:]])
+        if unread:
+            degraded.append(unread)
+        doc["degraded"] += degraded
+        if degraded and doc["exit_code"] == 0:
+            doc["exit_code"] = 2
         return doc
 
 
