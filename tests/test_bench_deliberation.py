@@ -135,7 +135,7 @@ def test_deliberation_beats_one_round_in_the_paired_table(orch, scripted_server,
     assert row["delta"] == pytest.approx(1.0) and row["delta_ci"][0] > 0
     assert row["verdict"] == "better", row
     report = (out.with_suffix("") / "report.md").read_text()
-    assert "fanout (scripted/a, scripted/b, scripted/c) (no chair: the winner by votes) " \
+    assert "fanout (scripted/a, scripted/b, scripted/c) (no chair: the deliberation's winner) " \
            "×4 rounds, 2 peers" in report
 
     # every round's requests are ledger rows under the bench's run id, the round in the

@@ -135,3 +135,46 @@ def test_a_structured_synthesis_needs_a_one_round_chair(orch, scripted_server, a
     result = invoke(["fanout", "-m", "scripted/a,scripted/b", "-p", "Q?", *args])
     assert result.exit_code == 2 and says in result.output
     assert scripted_server.count() == 0
+
+
+def test_the_wave_page_shows_the_structured_synthesis_and_the_vote(orch, scripted_server,
+                                                                   tmp_path):
+    """``orch ui`` in a real headless Chromium: the structured synthesis (labels with the
+    models behind them) and the vote, with the chair's hostile text inert."""
+    from test_ui import HOSTILE
+    from ui_browser import Chromium, OrchUI
+
+    orch.provider()
+
+    def chair(body, n):
+        block = block_for(body["messages"][-1]["content"])
+        block["resolution"] = "LRU. " + HOSTILE
+        block["consensus"].append("<img src=x onerror=\"window.pwned = 5\">")
+        return Reply(text="My synthesis.\n\n```json\n" + json.dumps(block) + "\n```")
+
+    script(scripted_server, chair)
+    doc = json.loads(run("--json", "--aggregate", "vote").stdout)
+    ui, browser = OrchUI(), Chromium(tmp_path / "chromium-profile")
+    try:
+        browser.open(ui.url.replace("/?", f"/wave/{doc['wave_id']}?"))
+        browser.wait_for("!!document.getElementById('structured')")
+        consensus = browser.eval("[...document.querySelectorAll('#consensus li')]"
+                                 ".map(li => li.textContent)")
+        assert consensus[0] == "an eviction policy is needed"
+        assert 'onerror="window.pwned = 5"' in consensus[1]  # shown as text
+        sides = browser.eval("[...document.querySelectorAll('#disagreements li.side')]"
+                             ".map(li => li.textContent)")
+        assert any("(scripted/qwen3-coder)" in s and "oldest first" in s for s in sides), sides
+        assert "<script>window.pwned = 1</script>" in browser.eval(
+            "document.getElementById('resolution').textContent")
+        assert browser.eval("typeof window.pwned") == "undefined"
+        assert browser.eval("document.querySelectorAll('[onerror], script').length") == 0
+        outcome = browser.eval("document.getElementById('vote-outcome').textContent")
+        assert "tie" in outcome and "3 of 3 legs answered" in outcome  # three answers
+        assert "tie broken by the answer held by the leg earliest in --models" in outcome
+        assert browser.eval("document.getElementById('vote-models').textContent") == \
+            "scripted/gpt-4o"
+        browser.screenshot(tmp_path / "structured.png")
+    finally:
+        browser.close()
+        ui.stop()

@@ -216,7 +216,7 @@ def graded(c: Contestant | dict[str, Any]) -> str:
     if get("aggregate") == "vote":
         return "+vote"
     return " (any member: no chair)" if (get("rounds") or 1) == 1 else \
-        " (the winner by votes)"
+        " (the deliberation's winner)"
 
 
 def label(c: Contestant) -> str:

@@ -167,7 +167,7 @@ def settings_lines(doc: dict[str, Any]) -> list[str]:
             + (f" + chair {c['chair']}" if c.get("chair") else
                " (no chair: the majority vote)" if c.get("aggregate") == "vote" else
                " (no chair: any member)" if (c.get("rounds") or 1) == 1 else
-               " (no chair: the winner by votes)") + _rounds(c)
+               " (no chair: the deliberation's winner)") + _rounds(c)
         if c["kind"] == "council":
             what = f"seats ({', '.join(c.get('models') or [])}), chair {c.get('chair')}"
         model_id = (doc.get("model_ids") or {}).get(c["name"])

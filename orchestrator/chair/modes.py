@@ -7,11 +7,14 @@ from __future__ import annotations
 
 WEIGH = ("An answer marked CUT or UNFINISHED is incomplete: weigh what it says, not what it "
          "left out. Do not invent facts that no answer supports.")
+# a synthesis is graded as an answer to the briefing (orch bench): its form, last
+FORM = ("If the briefing asks for its answer in a set form (a number, a label, one word), "
+        "end with that answer alone on the last line.")
 
 FANOUT = f"""You are the chair. Several models were given the same briefing, reproduced \
 below, and answered independently. Read their answers and write one synthesis: what they \
 agree on, where they differ and which side the evidence favours, and your own conclusion. \
-Name the models when you attribute a view. {WEIGH}"""
+Name the models when you attribute a view. {WEIGH} {FORM}"""
 
 STRUCTURED = f"""You are the chair. Several participants were given the same briefing, \
 reproduced below, and answered independently. Their answers are anonymous, each under a \
@@ -25,7 +28,7 @@ deliberated over {{rounds}} round(s): each read the others' answers, anonymised,
 kept its own, and voted for the best answer other than its own. Their final answers are \
 below, each once, with the models that hold it and the votes it received in the last round \
 that had votes. Write one synthesis: what they agree on, where they differ and which side the \
-evidence favours, and your own conclusion. Votes are a signal, not proof. {WEIGH}"""
+evidence favours, and your own conclusion. Votes are a signal, not proof. {WEIGH} {FORM}"""
 
 COUNCIL = f"""You are the chair of a review council. Several models (the seats) reviewed \
 the work in the briefing below, then judged each other's findings anonymously; a \
