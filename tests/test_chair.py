@@ -138,14 +138,12 @@ def test_no_module_but_the_chair_writes_a_chair_prompt_or_a_mark():
 
 
 def test_a_chair_prompt_written_elsewhere_is_caught(tmp_path):
-    for top in ("orchestrator", "plugins"):
-        for path in (ROOT / top).rglob("*.py"):
-            if "__pycache__" in path.parts:
-                continue
-            copy = tmp_path / path.relative_to(ROOT)
-            copy.parent.mkdir(parents=True, exist_ok=True)
-            copy.write_bytes(path.read_bytes())
-    victim = tmp_path / "orchestrator" / "deliberation" / "run.py"
-    victim.write_text(victim.read_text() + '\nBRIEF = "You are the chair. Read these."\n'
-                      'MARK = "CUT: this one stopped early"\n')
-    assert len(chair_words_outside(tmp_path)) == 2
+    planted = tmp_path / "orchestrator" / "deliberation" / "run.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('BRIEF = "You are the chair. Read these."\n'
+                       'MARK = "CUT: this one stopped early"\n'
+                       'NOTICE = f"seat {1}\'s review is CUT: a notice, not a mark"\n')
+    (tmp_path / "orchestrator" / "chair").mkdir()
+    (tmp_path / "orchestrator" / "chair" / "modes.py").write_text('R = "You are the chair."\n')
+    assert chair_words_outside(tmp_path) == ["orchestrator/deliberation/run.py:1",
+                                             "orchestrator/deliberation/run.py:2"]

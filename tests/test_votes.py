@@ -213,3 +213,39 @@ def test_majority_properties(holdings):
     first = {d: min(n for n, h in holdings.items() if h == d) for d in shared}
     assert got["digest"] == min(shared, key=first.get)
     assert sum(g["votes"] for g in got["groups"]) == len(holdings)
+
+
+# -- one home: counting lives in orchestrator/votes -----------------------------------------
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+COUNTING = {"digest", "normalised", "majority", "winner"}
+
+
+def counting_outside(root) -> list[str]:
+    """Functions outside orchestrator/votes/ that would count answers or votes their own way
+    (a second ``digest``, ``winner``, ``majority``): each concern has one home."""
+    import ast
+
+    found = []
+    for top in ("orchestrator", "plugins"):
+        for path in sorted((root / top).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel.startswith("orchestrator/votes/"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                        node.name in COUNTING:
+                    found.append(f"{rel}:{node.name}")
+    return found
+
+
+def test_no_module_but_votes_counts_answers_or_votes():
+    # the deliberation's own ``winner`` method presents votes/tally.winner's result
+    assert counting_outside(ROOT) == ["orchestrator/deliberation/run.py:winner"]
+
+
+def test_a_second_digest_elsewhere_is_caught(tmp_path):
+    planted = tmp_path / "orchestrator" / "bakeoff" / "ensemble.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("def digest(answer):\n    return hash(answer.strip())\n")
+    assert counting_outside(tmp_path) == ["orchestrator/bakeoff/ensemble.py:digest"]
