@@ -20,7 +20,7 @@ from orchestrator.chair.marks import marks_of
 from orchestrator.chair.synthesis import deliberation_packet
 from orchestrator.config import Config
 from orchestrator.council.anonymity import identifying_terms
-from orchestrator.council.bundle import leaks, new_nonce, redact
+from orchestrator.council.bundle import leaks, new_nonce
 from orchestrator.deliberation import rules
 from orchestrator.deliberation.cost import round_bound
 from orchestrator.deliberation.reply import (
@@ -37,6 +37,7 @@ from orchestrator.engine.degraded import reporter
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import COMPLETE, ERROR, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
+from orchestrator.intake import Anonymity
 from orchestrator.ledger.schema import ROUND_INFIX
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
@@ -99,7 +100,14 @@ class Deliberation:
         terms = identifying_terms(spec.models + ([spec.chair] if spec.chair else []))
         scaffold = round_prompt(round_no=2, max_rounds=3, own="", peers={"Answer A": ""},
                                 nonce="0") + INSTRUCTION
+        scaffold += past_round(2, 1) + "".join(  # the words that point at its own answer
+            round_prompt(round_no=3, max_rounds=3, own=None, own_round=k, same=2,
+                         peers={"Answer A": ""}, nonce="0") for k in (1, 2))
         self.terms = [t for t in terms if not leaks(scaffold, [t])]  # orch's words name no one
+        # every request of a later round, at the wire: the same folded terms; the user's
+        # briefing (the first turn of each leg's history) exempt
+        self.anonymity = Anonymity(tuple(self.terms), exempt=(spec.briefing,))
+        self.redacted = 0  # spellings taken out of the answers legs were shown
         self.rounds: list[dict[str, Any]] = []
         self.records: list[LegRecord] = []
         self.refusals: list[dict[str, Any]] = []
@@ -175,7 +183,8 @@ class Deliberation:
 
     async def _wave(self, wave_id: str, models: list[ResolvedModel], briefings: list[str],
                     histories: list[list[dict]] | None = None, kind: str | None = None,
-                    round_no: int | None = None) -> list[LegRecord]:
+                    round_no: int | None = None,
+                    anonymity: Anonymity | None = None) -> list[LegRecord]:
         options = {**self.spec.options, "deliberation": self.run_id, "round": round_no}
         if self.ceiling_state is None:  # each wave's ceiling is what the run has left
             options.update({key: self.left(key) for key in self.ceilings})
@@ -186,7 +195,8 @@ class Deliberation:
                         kind=kind or self.spec.kind, run_id=self.ledger_run, wave_id=wave_id,
                         tag=self.spec.tag,
                         project_dir=self.spec.project_dir, workspace=self.spec.workspace,
-                        options=options, later=[self.spec.chair] if self.spec.chair else [])
+                        options=options, later=[self.spec.chair] if self.spec.chair else [],
+                        anonymity=anonymity)
         wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.ledger,
                     observe=self.observe, server=self.server)
         if self.ceiling_state is not None:
@@ -268,9 +278,9 @@ class Deliberation:
             # a key a leg echoed never reaches another model (scrub), nor a name (redact)
             prompt = round_prompt(
                 round_no=round_no, max_rounds=self.max_rounds, nonce=self.nonce,
-                own=None if seat.answer_round else redact(scrub(seat.answer), self.terms),
+                own=None if seat.answer_round else self._redact(scrub(seat.answer)),
                 own_round=seat.answer_round, same=offer["same"],
-                peers={lb: redact(scrub(o["text"]), self.terms)
+                peers={lb: self._redact(scrub(o["text"]))
                        for lb, o in offer["labels"].items()})
             found = leaks(prompt, self.terms)
             if found:  # redaction and the scan share one pattern: a bug, not bad luck
@@ -291,7 +301,8 @@ class Deliberation:
                  + (f" ({len(idle)} read only their own answer)" if idle else ""))
         recs = await self._wave(round_wave_id(self.run_id, round_no),
                                 [s.model for s in asked], prompts,
-                                [s.history for s in asked], round_no=round_no) if asked else []
+                                [s.history for s in asked], round_no=round_no,
+                                anonymity=self.anonymity) if asked else []
         readings: list[Reading | None] = []
         for seat, rec, offer in zip(asked, recs, shown, strict=True):
             seat.records.append(rec)
@@ -359,6 +370,13 @@ class Deliberation:
         answer."""
         return {s.n: s.digest for s in self.seats if s.digest}
 
+    def _redact(self, text: str) -> str:
+        """An answer as another leg is shown it: every spelling of a participant's names
+        taken out (folded: orchestrator/intake/anonymity.py), counted."""
+        out, n = self.anonymity.redact(text)
+        self.redacted += n
+        return out
+
     async def _repair(self, round_no: int, asked: list[Seat], recs: list[LegRecord],
                       shown: list[dict[str, Any]], readings: list[Reading | None]) -> None:
         """One repair prompt for each unreadable reply; still unreadable: the previous answer
@@ -370,7 +388,7 @@ class Deliberation:
                                  [asked[i].model for i in broken],
                                  [repair_prompt(recs[i].answer, readings[i].problem,
                                                 list(shown[i])) for i in broken],
-                                 round_no=round_no)
+                                 round_no=round_no, anonymity=self.anonymity)
         for i, rec in zip(broken, again, strict=True):
             seat, first = asked[i], readings[i]
             seat.records.append(rec)
@@ -507,6 +525,15 @@ class Deliberation:
             finals.append(rec)
         return finals
 
+    def _anonymity(self) -> dict[str, Any]:
+        """What the intake did to the later rounds' requests at the wire: the spellings it
+        redacted, and the requests it stopped (the leg refused, nothing sent)."""
+        return {"terms": len(self.terms), "redacted": self.redacted,
+                "redacted_at_wire": sum(int(r.extra.get("anonymity_redacted") or 0)
+                                        for r in self.records),
+                "stopped": {r.leg_id: r.extra["anonymity_leaks"] for r in self.records
+                            if r.extra.get("anonymity_leaks")}}
+
     def document(self) -> dict[str, Any]:
         from orchestrator.engine.wave import outcomes, wave_status
 
@@ -533,7 +560,7 @@ class Deliberation:
                    "rounds": self.rounds, "stop": stop, "winner": self.winner(),
                    "answers": [{k: f[k] for k in ("digest", "legs", "models")}
                                for f in self.final_answers()],
-                   "votes": self._votes(),
+                   "votes": self._votes(), "anonymity": self._anonymity(),
                    **outcomes(self.spec.options, finals, None)},
             report=reporter(HookRunner(self.pm, config=self.config), self.notice))
         degraded = [f"{d}: its previous answer stands" for d in self.dropped]
