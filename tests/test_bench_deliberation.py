@@ -167,6 +167,11 @@ def test_deliberation_beats_one_round_in_the_paired_table(orch, scripted_server,
                                 "number from 1 to 2 with 3 models"),
     ("rounds = 3\npeers = 0\n", "from 1 to 2 with 3 models"),
     ("peers = 2\n", "`peers` applies to a deliberation; add rounds = N"),
+    # a fanout's `aggregate` (the majority graded): one value, and not beside a chair
+    ('aggregate = "mean"\n', "`aggregate` is 'vote' (the majority of the final answers is "
+                             "graded), not 'mean'"),
+    ('aggregate = "vote"\nchair = "scripted/c"\n', '`aggregate = "vote"` and `chair` each '
+                                                    "make the one answer a trial grades"),
 ])
 def test_a_bad_rounds_or_peers_is_refused_in_one_line(orch, scripted_server, tmp_path, setting,
                                                       said):
