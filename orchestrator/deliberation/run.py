@@ -6,10 +6,8 @@ every request a ledger row under the run id, the round in the wave id (docs/deli
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +19,9 @@ from orchestrator.chair.synthesis import deliberation_packet
 from orchestrator.config import Config
 from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.bundle import leaks, new_nonce
-from orchestrator.deliberation import rules
+from orchestrator.deliberation import outcome, rules
 from orchestrator.deliberation.cost import round_bound
+from orchestrator.deliberation.outcome import Seat
 from orchestrator.deliberation.reply import (
     INSTRUCTION,
     Reading,
@@ -35,7 +34,7 @@ from orchestrator.deliberation.reply import (
 )
 from orchestrator.engine.degraded import reporter
 from orchestrator.engine.ledger_sink import LedgerSink
-from orchestrator.engine.record import COMPLETE, ERROR, LegRecord
+from orchestrator.engine.record import COMPLETE, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
 from orchestrator.intake import Anonymity
 from orchestrator.ledger.schema import ROUND_INFIX
@@ -53,24 +52,6 @@ def round_wave_id(run_id: str, round_no: int | str) -> str:
     """Where a round's number lives in the ledger: its wave id (docs/spend.md); the chair's
     wave is round ``chair``, a round's repair prompts ``<N>-repair``."""
     return f"{run_id}{ROUND_INFIX}{round_no}"
-
-
-@dataclass
-class Seat:
-    """One leg across rounds: its current answer and its own conversation."""
-
-    n: int  # 1-based, in the order of --models
-    model: ResolvedModel
-    answer: str = ""
-    digest: str | None = None
-    in_play: bool = False
-    history: list[dict[str, Any]] = field(default_factory=list)
-    records: list[LegRecord] = field(default_factory=list)
-    last_input: int = 0  # the prompt tokens its last request reported (cost bound's anchor)
-    # the round whose reply in its own conversation holds its answer word for word (its
-    # round-1 answer, a revision's text); None after an adoption: the prompt then writes it
-    answer_round: int | None = None
-    marks: list[str] = field(default_factory=list)  # its answer's chair marks (cut, ...)
 
 
 class Deliberation:
@@ -236,7 +217,7 @@ class Deliberation:
                 seat.answer_round, seat.marks = 1, marks_of(rec)
                 seat.history = [{"role": "user", "content": self.spec.briefing},
                                 {"role": "assistant", "content": rec.answer}]
-            entry.append(self._leg_entry(seat, rec, None, changed=None))
+            entry.append(outcome.leg_entry(seat, rec, None, changed=None))
         self.cast.append([])
         self._record_round(1, entry, 0)
         round_no = 1
@@ -339,11 +320,11 @@ class Deliberation:
             pending.append((seat, rec, reading, vote, seat.digest != before))
         # votes count what the legs hold now, at the end of this round (votes/tally.py)
         now = self.holdings()
-        entry = [self._leg_entry(seat, rec, reading, changed=ch, vote=vote, now=now)
+        entry = [outcome.leg_entry(seat, rec, reading, changed=ch, vote=vote, now=now)
                  for seat, rec, reading, vote, ch in pending]
         for seat in idle:
             changed.append(False)
-            entry.append({**self._leg_entry(seat, None, None, changed=False),
+            entry.append({**outcome.leg_entry(seat, None, None, changed=False),
                           "sat_out": "every answer it reads is its own"})
         entry.sort(key=lambda e: e["leg"])
         self.cast.append(cast)
@@ -364,11 +345,6 @@ class Deliberation:
             o = offer[reading.adopt]
             seat.answer, seat.answer_round, seat.marks = o["text"], None, list(o["marks"])
         seat.digest = digest(seat.answer)
-
-    def holdings(self) -> dict[int, str]:
-        """Each leg's answer now (leg -> digest), in play or not: a leg that left keeps its
-        answer."""
-        return {s.n: s.digest for s in self.seats if s.digest}
 
     def _redact(self, text: str) -> str:
         """An answer as another leg is shown it: every spelling of a participant's names
@@ -402,31 +378,6 @@ class Deliberation:
                             f"not be read ({first.problem}), even after a repair prompt; its "
                             f"round-{round_no - 1} answer is kept and it cast no vote")
 
-    def _leg_entry(self, seat: Seat, rec: LegRecord | None, reading: Reading | None, *,
-                   changed: bool | None, vote: tally.Vote | None = None,
-                   now: dict[int, str] | None = None) -> dict[str, Any]:
-        """One leg's line in a round: its answer now, its decision and its vote, as cast
-        (``shown_digest``, the legs that held it) and as counted at the end of the round
-        (``answer_digest``; None and ``vote_problem`` when it counts for none)."""
-        counted, problem = tally.resolve(vote, now or {}) if vote else (None, None)
-        return {
-            "leg": seat.n, "model": seat.model.name,
-            "leg_id": rec.leg_id if rec else None, "status": rec.status if rec else None,
-            "answer_digest": seat.digest if seat.answer else None,
-            "changed": changed,
-            "decision": reading.decision if reading else None,
-            "readable": None if reading is None else reading.problem is None,
-            "problem": reading.problem if reading else None,
-            "source": reading.source if reading else None,
-            "vote": None if vote is None else {
-                "label": reading.vote, "leg": vote.shown_legs[0], "legs": list(vote.shown_legs),
-                "shown_digest": vote.shown, "answer_digest": counted},
-            "vote_problem": problem or (reading.vote_problem if reading else None),
-            "reason": reading.reason if reading else None,
-            "tokens": rec.usage.to_dict() if rec else Usage().to_dict(),
-            "cost_usd": rec.cost_usd if rec else 0.0,
-        }
-
     def _record_round(self, round_no: int, legs: list[dict], changed: int) -> None:
         for seat in self.seats:
             if seat.digest:
@@ -449,7 +400,7 @@ class Deliberation:
             self.notice("no leg answered: the chair was not called")
             return
         win = self.winner()
-        last = self._last_votes()
+        last = outcome.last_votes(self.cast, self.holdings())
         brief = deliberation_packet(self.spec.briefing, len(self.rounds), [
             {"models": f["models"], "text": f["answer"], "marks": f["marks"],
              "votes": last.get(f["digest"], 0),
@@ -458,72 +409,15 @@ class Deliberation:
                                 [brief], kind="chair")
         self.chair = recs[0]
 
-    # -- the outcome -------------------------------------------------------------------
+    # -- the outcome (deliberation/outcome.py) ------------------------------------------
+    def holdings(self) -> dict[int, str]:
+        return outcome.holdings(self.seats)
+
     def final_answers(self) -> list[dict[str, Any]]:
-        """Each distinct final answer once, with the legs holding it (in --models order)."""
-        out: dict[str, dict[str, Any]] = {}
-        for s in self.seats:
-            if not s.digest:
-                continue
-            f = out.setdefault(s.digest, {"digest": s.digest, "answer": s.answer, "legs": [],
-                                          "models": [], "marks": list(s.marks)})
-            f["legs"].append(s.n)
-            f["models"].append(s.model.name)
-        return list(out.values())
-
-    def _votes(self) -> list[list[dict[str, Any]]]:
-        """Every vote of every round, as cast and as it counts now (``for_digest``; None
-        with ``problem`` when it counts for none)."""
-        now = self.holdings()
-        out = []
-        for cast in self.cast:
-            row = []
-            for v in cast:
-                counted, problem = tally.resolve(v, now)
-                row.append({"voter": v.voter, "shown_digest": v.shown,
-                            "for_legs": list(v.shown_legs), "for_digest": counted,
-                            "problem": problem})
-            out.append(row)
-        return out
-
-    def _last_votes(self) -> dict[str, int]:
-        """digest -> votes it counts in the last round with counted votes (what the winner
-        rule reads first)."""
-        counted = [[v["for_digest"] for v in r if v["for_digest"]] for r in self._votes()]
-        last = [r for r in counted if r]
-        counts: dict[str, int] = {}
-        for d in last[-1] if last else []:
-            counts[d] = counts.get(d, 0) + 1
-        return counts
+        return outcome.final_answers(self.seats)
 
     def winner(self) -> dict[str, Any] | None:
-        win = tally.winner(self.cast, self.holdings())
-        if win is None:
-            return None
-        return {**win, "models": [self.seats[n - 1].model.name for n in win["legs"]],
-                "answer": next(s.answer for s in self.seats if s.digest == win["digest"])}
-
-    def _final_records(self) -> list[LegRecord]:
-        finals = []
-        for seat in self.seats:
-            if not seat.records:  # its first wave never ran (a wave_start refusal)
-                finals.append(LegRecord(
-                    leg_id=f"{round_wave_id(self.run_id, 1)}-{seat.n}", model=seat.model.name,
-                    wave_id=round_wave_id(self.run_id, 1), provider=seat.model.provider,
-                    status=ERROR, reason=self.failure or "not run"))
-                continue
-            rec = copy.deepcopy(seat.records[-1])
-            rec.answer = seat.answer or rec.answer
-            if seat.answer:
-                rec.status, rec.reason = COMPLETE, None
-            rec.usage = sum((r.usage for r in seat.records), Usage())
-            costs = [r.cost_usd for r in seat.records]
-            rec.cost_usd = None if None in costs else round(sum(costs), 10)
-            rec.requests = sum(r.requests for r in seat.records)
-            rec.extra = {**rec.extra, "leg_ids": [r.leg_id for r in seat.records],
-                         "answer_digest": seat.digest, "answer_marks": seat.marks}
-            finals.append(rec)
-        return finals
+        return outcome.winner(self.seats, self.cast)
 
     def _anonymity(self) -> dict[str, Any]:
         """What the intake did to the later rounds' requests at the wire: the spellings it
@@ -537,7 +431,7 @@ class Deliberation:
     def document(self) -> dict[str, Any]:
         from orchestrator.engine.wave import outcomes, wave_status
 
-        finals = self._final_records()
+        finals = outcome.final_records(self.seats, round_wave_id(self.run_id, 1), self.failure)
         status = wave_status(finals + ([self.chair] if self.chair else []))
         if self.signum is not None:
             status = "aborted"
@@ -560,7 +454,8 @@ class Deliberation:
                    "rounds": self.rounds, "stop": stop, "winner": self.winner(),
                    "answers": [{k: f[k] for k in ("digest", "legs", "models")}
                                for f in self.final_answers()],
-                   "votes": self._votes(), "anonymity": self._anonymity(),
+                   "votes": outcome.votes(self.cast, self.holdings()),
+                   "anonymity": self._anonymity(),
                    **outcomes(self.spec.options, finals, None)},
             report=reporter(HookRunner(self.pm, config=self.config), self.notice))
         degraded = [f"{d}: its previous answer stands" for d in self.dropped]
