@@ -189,17 +189,18 @@ class BenchProgress:
         self.live = None
         self.tty = sys.stderr.isatty()
         if self.tty and not quiet:
-            from rich.console import Console
-            from rich.live import Live
+            from orchestrator.security import outlet
 
-            self.live = Live(self, console=Console(stderr=True), refresh_per_second=4)
+            self.live = outlet.live(self, stderr=True, refresh_per_second=4)
 
     def __call__(self, row: dict[str, Any]) -> None:
         line = trial_line(row)
         self.tally[row["contestant"]][line[:4]] += 1
         if self.quiet:
-            if self.tty:
-                click.echo("\r" + self.summary(), nl=False, err=True)
+            if self.tty:  # orch's own line, rewritten in place
+                from orchestrator.security.outlet import write_raw
+
+                write_raw("\r" + self.summary(), err=True)
         elif self.live is not None:
             self.live.console.print(line, markup=False, highlight=False)
         else:
