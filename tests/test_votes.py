@@ -240,8 +240,10 @@ def counting_outside(root) -> list[str]:
 
 
 def test_no_module_but_votes_counts_answers_or_votes():
-    # the deliberation's own ``winner`` method presents votes/tally.winner's result
-    assert counting_outside(ROOT) == ["orchestrator/deliberation/run.py:winner"]
+    # the deliberation's ``winner`` (outcome.py, and run.py's delegate to it) presents
+    # votes/tally.winner's result with the models and words
+    assert counting_outside(ROOT) == ["orchestrator/deliberation/outcome.py:winner",
+                                      "orchestrator/deliberation/run.py:winner"]
 
 
 def test_a_second_digest_elsewhere_is_caught(tmp_path):
