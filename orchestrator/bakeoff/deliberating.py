@@ -2,9 +2,10 @@
 the code ``orch fanout --rounds`` runs (orchestrator/deliberation), over the trial folder, on
 the bench's shared server and under its one cost ceiling.
 
-The graded answer is the chair's synthesis when the contestant has a chair; else the final
-answer of the winner by votes; when no vote was cast (the run stopped after round 1), the
-answer of the leg earliest in ``models`` (the winner rule's last tie-break). The trial's
+The graded answer is the chair's synthesis when the contestant has a chair; with
+``aggregate = "vote"`` the majority of the legs' final answers; else the deliberation's
+winner: by votes, or, when no vote counted, the answer held by the most legs (then the leg
+earliest in ``models``), votes/tally.py. The trial's
 cost is every request of every round (repairs and the chair too): ledger rows with
 ``run_id`` = the bench id and wave ids ``<bench>-tNNNN-round-<r>``. Its row's
 ``deliberation`` says how many rounds ran and which rule stopped it (docs/bench.md)."""
@@ -75,9 +76,15 @@ def deliberation_ended(run, doc: dict[str, Any], secs: float) -> Ended:
         reason = None if answer is not None else (
             chair.reason if chair is not None else "the chair never ran")
         source = "chair"
+    elif doc.get("aggregate"):
+        from orchestrator.votes.aggregate import answer_of
+
+        answer, source = answer_of(doc["aggregate"]), "vote"
+        status = COMPLETE if answer else (doc.get("status") or ABORTED)
+        reason = None if answer else "no leg answered"
     else:
-        answer, source = (win.get("answer"), "winner") if win and win.get("answer") else (
-            next((s.answer for s in run.seats if s.answer), None), "first leg (no votes)")
+        answer = win.get("answer") if win else None
+        source = "winner" if win and win.get("by") == "votes" else "most held (no vote counted)"
         status = COMPLETE if answer else (doc.get("status") or ABORTED)
         reason = None if answer else "no leg answered"
     stop = doc.get("stop") or {}
@@ -86,6 +93,9 @@ def deliberation_ended(run, doc: dict[str, Any], secs: float) -> Ended:
         "peers": run.peers, "stop": stop.get("rule"), "after_round": stop.get("after_round"),
         "also": stop.get("also") or [], "answer_from": source,
         "winner_votes": win.get("votes") if win else None,
+        "vote": {k: doc["aggregate"][k] for k in ("outcome", "answers", "of_legs",
+                                                  "tie_break")}
+        if doc.get("aggregate") else None,
         "requests": sum(r.requests for r in records),
         "per_round": [{"round": r["round"], "changed": r["changed"],
                        "requests": r["requests"], "cost_usd": r["cost_usd"]}

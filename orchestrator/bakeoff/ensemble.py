@@ -1,8 +1,9 @@
 """Ensemble contestants: ``kind = "fanout"`` sends each trial to several models at once (one
 wave, the trial folder as every leg's workspace) and, with a ``chair``, has the chair write
-the one answer the hidden check grades. Without a chair there is no one answer to grade, so
-the trial passes when any member's answer passes: an oracle, the ceiling a perfect chair
-could reach (the report's line says which). Every trial is its own wave on the bench's
+the one answer the hidden check grades; with ``aggregate = "vote"``, the majority of the
+members' normalised answers is that answer (votes/aggregate.py). Without either there is no
+one answer to grade, so the trial passes when any member's answer passes: an oracle, the
+ceiling a perfect chair could reach (the report's line says which). Every trial is its own wave on the bench's
 shared server, under its one cost ceiling; its cost is the wave's (members and chair).
 ``kind = "council"`` runs one council per trial. Both are attempts the one trial skeleton
 runs (bakeoff/trial.py)."""
@@ -29,12 +30,13 @@ class Ensemble:
     chair: Any | None = None
     kind: str = "fanout"
     rounds: int = 1  # 2 or more: each trial is a deliberation (bakeoff/deliberating.py)
+    aggregate: str | None = None  # "vote": the majority of the final answers is graded
 
     @property
     def name(self) -> str:
         return f"{self.kind}({','.join(m.name for m in self.members)})" + (
-            f"+chair {self.chair.name}" if self.chair else "") + (
-            f" ×{self.rounds} rounds" if self.rounds > 1 else "")
+            f"+chair {self.chair.name}" if self.chair else "+vote" if self.aggregate
+            else "") + (f" ×{self.rounds} rounds" if self.rounds > 1 else "")
 
     @property
     def models(self) -> list[Any]:
@@ -56,7 +58,8 @@ def trial_spec(runner: Runner, slot: Slot, ensemble: Ensemble, folder):
 
     c = slot.contestant
     options: dict[str, Any] = {"plugins": True, "tools": c.tools,
-                               "bench_tier": c.tier, "workspace": str(folder)}
+                               "bench_tier": c.tier, "workspace": str(folder),
+                               **({"aggregate": c.aggregate} if c.aggregate else {})}
     # the bench's ceilings, over every trial
     options.update({k: v for k, v in runner.plan.ceilings.items() if v is not None})
     return WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
@@ -93,21 +96,33 @@ class FanoutAttempt:
         await self.wave.run()
 
     def ended(self) -> Ended | None:
-        return None if self.wave is None else wave_ended(self.wave)
+        return None if self.wave is None else wave_ended(self.wave,
+                                                         self.slot.contestant.aggregate)
 
 
-def wave_ended(wave) -> Ended:
+def wave_ended(wave, aggregate: str | None = None) -> Ended:
     """A fanout trial's wave as its row has it: usage, cost, status; the answers to grade
-    (the chair's, or every complete member's: any member may pass)."""
+    (the chair's, the vote's with ``aggregate``, or every complete member's: any member may
+    pass)."""
     records = [*wave.records, *([wave.chair.record] if wave.chair else [])]
     known = [r.cost_usd for r in records]
     cost = None if any(x is None for x in known) else sum(known)
     chair = wave.chair.record if wave.chair else None
+    voted = None
     if wave.spec.chair is not None:
         answers = (chair.answer or "",) if chair is not None and chair.status == COMPLETE \
             else ()
         status = chair.status if chair is not None else ABORTED
         reason = chair.reason if chair is not None else "the chair never ran"
+    elif aggregate == "vote":
+        from orchestrator.votes.aggregate import answer_of, vote
+
+        counted = vote(wave.records)
+        answers = (answer_of(counted),) if answer_of(counted) else ()
+        status = COMPLETE if answers else wave.status
+        reason = None if answers else "no member completed: nothing to vote on"
+        voted = {k: counted[k] for k in ("outcome", "answers", "of_legs", "tie_break")}
+        voted["votes"] = (counted["winner"] or {}).get("votes", 0)
     else:
         answers = tuple(r.answer or "" for r in wave.records if r.status == COMPLETE)
         status = COMPLETE if answers else wave.status
@@ -125,7 +140,7 @@ def wave_ended(wave) -> Ended:
                     secs=round(max((r.duration_s or 0.0) for r in records)
                                if records else 0.0, 3),
                     cost_usd=cost, cost_source="ensemble" if cost is not None else "unknown",
-                    wave_id=wave.wave_id))
+                    wave_id=wave.wave_id, **({"vote": voted} if voted else {})))
 
 
 def usage_of(records: list[Any]) -> dict[str, int]:

@@ -174,7 +174,7 @@ def _fanout(row: dict[str, Any], slot: Slot, wave_id: str, legs: list[Billed],
         records=records, chair=SimpleNamespace(record=chair) if chair else None,
         spec=SimpleNamespace(chair=slot.contestant.chair), status=doc.get("status"),
         wave_id=wave_id, budget_refusals=doc.get("budget_refusals") or [])
-    ended = wave_ended(wave)
+    ended = wave_ended(wave, slot.contestant.aggregate)
     trial.fill(row, ended)
     _bill(row, legs)  # the money as the ledger has it, over what the files say
     row.update(command=wave_id, regraded=f"graded after the kill from the answers saved in "

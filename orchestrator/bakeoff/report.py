@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.bakeoff import charts
+from orchestrator.bakeoff.contestants import graded
 
 NO_CHARTS = ("Charts need the report extra: pip install 'orch[report]' (matplotlib), then "
              "`orch bench report FILE` again.")
@@ -138,9 +139,7 @@ def ensemble_lines(doc: dict[str, Any]) -> list[str]:
     out = []
     for e in doc["stats"].get("ensembles") or []:
         c = kinds.get(e["contestant"], {})
-        label = f"{c['kind']}({','.join(c.get('models') or [])})" + (
-            "+chair" if c.get("chair") else " (any member: no chair)" if
-            (c.get("rounds") or 1) == 1 else " (the winner by votes)") + _rounds(c) \
+        label = f"{c['kind']}({','.join(c.get('models') or [])})" + graded(c) + _rounds(c) \
             if c.get("kind") in ("fanout", "council") else e["contestant"]
         ratio = "—" if e["cost_ratio"] is None else f"×{e['cost_ratio']:.2f}"
         tied = f"; tied with {', '.join(e['tied'])}" if e.get("tied") else ""
@@ -183,9 +182,10 @@ def settings_lines(doc: dict[str, Any]) -> list[str]:
     for c in s["contestants"]:
         what = c.get("model") if c["kind"] == "model" else c.get("command") \
             if c["kind"] == "command" else f"({', '.join(c.get('models') or [])})" \
-            + (f" + chair {c['chair']}" if c.get("chair") else " (no chair: any member)"
-               if (c.get("rounds") or 1) == 1 else " (no chair: the winner by votes)") \
-            + _rounds(c)
+            + (f" + chair {c['chair']}" if c.get("chair") else
+               " (no chair: the majority vote)" if c.get("aggregate") == "vote" else
+               " (no chair: any member)" if (c.get("rounds") or 1) == 1 else
+               " (no chair: the deliberation's winner)") + _rounds(c)
         if c["kind"] == "council":
             what = f"seats ({', '.join(c.get('models') or [])}), chair {c.get('chair')}"
         model_id = (doc.get("model_ids") or {}).get(c["name"])

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope, run_ceiling
+from orchestrator.chair.marks import CUT, marks_of
 from orchestrator.config import Config
 from orchestrator.council.artifacts import Artifacts
 from orchestrator.council.bundle import Bundle, build_bundle
@@ -233,6 +234,8 @@ class CouncilRun:
                 self.notice(f"seat {review.model} did not review — {why}", "seat lost")
                 continue
             review.read(rec.answer, rec.finish_reason)
+            review.marks = marks_of(rec)  # the marks every chair reads: CUT, UNFINISHED
+            review.cut = review.cut or CUT in review.marks
             if review.cut:
                 self.notice(f"seat {review.model}'s review is CUT: it stopped at its output "
                             "limit")

@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope
+from orchestrator.chair.synthesis import FanoutChair
 from orchestrator.config import Config
-from orchestrator.engine.chair import chair_packet
 from orchestrator.engine.context import LegContext, WaveContext
 from orchestrator.engine.degraded import Reporter, degradations, merge_reports, reporter
 from orchestrator.engine.ledger_sink import LedgerSink
@@ -80,7 +80,7 @@ class WaveSpec:
     timeout_s: float = 600.0
     max_steps: int = 20
     chair: ResolvedModel | None = None
-    chair_brief: Any = None  # callable(briefing, records) -> str | None; default chair_packet
+    synthesis: str = "plain"  # the chair's mode: plain | structured (chair/modes.py)
     tag: str | None = None
     project_dir: str | None = None
     workspace: Path | None = None
@@ -126,6 +126,11 @@ class Wave:
             for n, model in enumerate(spec.models, start=1)
         ]
         self.chair: Leg | None = None
+        self.chair_repair: Leg | None = None  # a structured synthesis's repair prompt
+        self.synthesis: dict[str, Any] | None = None
+        self._chair_mode = FanoutChair(spec.synthesis, seed=self.wave_id,
+                                       models=[*spec.models, *([spec.chair] if spec.chair
+                                                               else [])])
         self.context = WaveContext(wave_id=self.wave_id, legs=[leg.ctx for leg in self.legs],
                                    config=config, dir=self.dir, options=spec.options,
                                    chair_model=spec.chair, later_models=spec.later)
@@ -268,8 +273,8 @@ class Wave:
             self.context.notice("no retried leg completed: the chair was not called again "
                                 "(it would read the same answers)")
             return
-        brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing,
-                                                        [*self.spec.prior, *self.records])
+        mode = self._chair_mode
+        brief = mode.packet(self.spec.briefing, [*self.spec.prior, *self.records])
         if brief is None:
             self.context.notice("no leg completed: the chair was not called")
             return
@@ -277,6 +282,21 @@ class Wave:
                                intake=self.chair_intake)
         self.context.chair = self.chair.ctx
         await self._launch(self.chair)
+        if not mode.structured:
+            return
+        record = self.chair.record
+        if record.status != COMPLETE or not (record.answer or "").strip():
+            self.synthesis = mode.document(None)
+            return
+        reading = mode.read(record.answer)
+        if reading["problem"] and self.signum is None:  # one repair prompt, as council findings
+            self.chair_repair = self._leg(f"{self.wave_id}-chair-repair", self.spec.chair,
+                                          "chair", mode.repair(record.answer, reading["problem"]))
+            await self._launch(self.chair_repair)
+            again = self.chair_repair.record
+            if again.status == COMPLETE and again.answer:
+                reading = mode.take_repair(reading, again.answer)
+        self.synthesis = mode.document(reading)
 
     async def _launch(self, leg: Leg) -> None:
         """Start ``leg`` unless a ``before_launch`` hook (the cost ceiling) refuses it; the
@@ -318,6 +338,7 @@ class Wave:
             wave_id=self.wave_id, status=status, legs=self.records,
             chair=self.chair.record if self.chair else None, runs_dir=self.spec.runs_dir,
             signum=self.signum,
+            chair_repair=self.chair_repair.record if self.chair_repair else None,
             extra={
                 "created_at": self._created,
                 "ended_at": None if status == "running" else now_iso(),
@@ -334,6 +355,8 @@ class Wave:
                 "server": {"requests": self.server.sent,
                            "peak_in_flight": self.server.peak_in_flight,
                            "rate_gate": self.server.holds.to_dict()},
+                **outcomes(self.spec.options, [*self.spec.prior, *self.records],
+                           self.synthesis),
             }, report=reporter(self.hooks, self.context.notice, self.context))
 
     def write(self) -> dict[str, Any]:
@@ -342,14 +365,30 @@ class Wave:
         return doc
 
 
+def outcomes(options: dict[str, Any], records: list[LegRecord],
+             synthesis: dict[str, Any] | None) -> dict[str, Any]:
+    """What the wave document says beside the legs: the vote over their answers
+    (``--aggregate vote``) and the chair's structured synthesis, when asked for."""
+    out: dict[str, Any] = {}
+    if options.get("aggregate") == "vote":
+        from orchestrator.votes.aggregate import vote
+
+        out["aggregate"] = vote(records)
+    if synthesis is not None:
+        out["synthesis"] = synthesis
+    return out
+
+
 def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
                    chair: LegRecord | None, runs_dir: Path, signum: int | None = None,
                    extra: dict[str, Any] | None = None,
-                   report: Reporter | None = None) -> dict[str, Any]:
+                   report: Reporter | None = None,
+                   chair_repair: LegRecord | None = None) -> dict[str, Any]:
     """The wave document: ``wave.json`` and ``orch fanout --json`` (one shape, two places).
     ``report`` asks the plugins what the document means for the exit code (``wave_report``;
-    engine/degraded.py)."""
-    everything = legs + ([chair] if chair else [])
+    engine/degraded.py). ``chair_repair``: a structured synthesis's repair prompt, billed
+    with the wave, not counted in its status."""
+    everything = legs + ([chair] if chair else []) + ([chair_repair] if chair_repair else [])
     usage = sum((r.usage for r in everything), Usage())
     known = [r.cost_usd for r in everything if r.cost_usd is not None]
     doc = {
@@ -358,6 +397,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "exit_code": exit_code(status, signum),
         "legs": [r.to_dict() for r in legs],
         "chair": chair.to_dict() if chair else None,
+        **({"chair_repair": chair_repair.to_dict()} if chair_repair else {}),
         "usage": usage.to_dict(),
         "cost_usd": round(sum(known), 8),
         "cost_exact": len(known) == len(everything),
@@ -374,6 +414,11 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
             n for n in doc["notices"] if str(n).startswith("artifacts incomplete")))
     # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/degraded.py).
     doc["degraded"] = degradations(everything, doc) + reported
+    synthesis = doc.get("synthesis")
+    if isinstance(synthesis, dict) and synthesis.get("problem") and chair is not None \
+            and chair.status == COMPLETE:  # asked for a structure, got prose: not clean
+        doc["degraded"].append(f"the chair's structured synthesis could not be read "
+                               f"({synthesis['problem']}): its prose stands")
     if (doc["degraded"] or doc["artifact_errors"]) and doc["exit_code"] == EXIT_COMPLETE:
         doc["exit_code"] = EXIT_PARTIAL
     return doc

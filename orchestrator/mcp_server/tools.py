@@ -91,7 +91,9 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
         timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
         tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
         max_legs=DEFAULT_MAX_LEGS, tag=args.get("tag"), no_plugins=False,
-        budgets=_budgets(args, "fanout"), validate_models=args.get("validate_models", True)))
+        budgets=_budgets(args, "fanout"), validate_models=args.get("validate_models", True),
+        aggregate=args.get("aggregate"), synthesis=args.get("synthesis"),
+        rounds=int(args.get("rounds") or 1)))
     rounds = int(args.get("rounds") or 1)
     if rounds > 1:  # a deliberation (docs/deliberation.md): how many rounds run is not known
         from orchestrator.deliberation.run import Deliberation
