@@ -209,7 +209,8 @@ for p in PATHS:
 
 
 @needs_bwrap
-def test_a_command_contestant_cannot_read_the_tasks_checks_or_results(tmp_path, monkeypatch):
+def test_a_command_contestant_cannot_read_the_tasks_checks_or_results(tmp_path, monkeypatch,
+                                                                     orch_home):
     """Before, the bench's task files (checks and solutions), the built-in suites and the
     results file were readable from inside the sandbox; now each is hidden, while the script
     bench.toml names (in the same folder as the results) is still shown."""
@@ -265,6 +266,7 @@ def spawn(answer):
 @pytest.mark.parametrize("confined", [False, pytest.param(True, marks=needs_bwrap)],
                          ids=["unsafe-checks", "bwrap"])
 def test_no_process_a_check_or_a_contestant_starts_outlives_the_bench(tmp_path, monkeypatch,
+                                                                      orch_home,
                                                                       confined):
     """A python check's child, the child of a verify killed at its limit, a command
     contestant's daemon: each escapes with setsid, and each ends with its trial (before:
