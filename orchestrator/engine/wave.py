@@ -37,6 +37,8 @@ from orchestrator.errors import OrchError, PreflightError, Refusal
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
 from orchestrator.pids import process_started
+from orchestrator.plugin_host.boundary import said
+from orchestrator.plugin_host.fail_closed import holders
 from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Usage
 from orchestrator.security.secrets import register_identifier, scrub
@@ -101,7 +103,7 @@ class Wave:
                  observe=None, server: Server | None = None) -> None:
         self.spec = spec
         self.config = config
-        self.hooks = HookRunner(pm, config=config)
+        self.hooks = HookRunner(pm, config=config, held=holders(pm, config, spec.options))
         self.ledger = ledger
         self.observe = observe
         self.wave_id = spec.wave_id or new_wave_id()
@@ -144,7 +146,7 @@ class Wave:
         return [leg.record for leg in self.legs]
 
     def _on_hook_error(self, plugin: str, hook: str, exc: BaseException) -> None:
-        self.context.notice(f"plugin {plugin} failed in {hook}: {type(exc).__name__}: {exc}")
+        self.context.notice(f"plugin {plugin} failed in {hook}: {said(exc)}")
 
     # -- running -------------------------------------------------------------------------
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
