@@ -36,12 +36,13 @@ class Call:
     """One piece of work handed to a worker (or to the plugin loop): its limit, and whether
     its caller stopped waiting for it."""
 
-    __slots__ = ("deadline", "seconds", "abandoned")
+    __slots__ = ("deadline", "seconds", "abandoned", "site")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, site: tuple[str, str] | None = None) -> None:
         self.deadline = time.monotonic() + seconds
         self.seconds = seconds
         self.abandoned = False
+        self.site = site  # (plugin, hook) when the work is a plugin's: what a late write names
 
 
 _current: contextvars.ContextVar[Call | None] = contextvars.ContextVar("orch_tool_call",
@@ -60,6 +61,15 @@ def abandoned() -> bool:
     what it does now is done for nobody."""
     call = _current.get()
     return call is not None and call.abandoned
+
+
+def abandoned_site() -> tuple[str, str] | None:
+    """(plugin, hook) of the abandoned plugin call running here, or None when the work
+    running here (if any) is still waited for."""
+    call = _current.get()
+    if call is None or not call.abandoned:
+        return None
+    return call.site or ("?", "?")
 
 
 def seconds_allowed() -> float | None:

@@ -125,9 +125,15 @@ def plain(exc: BaseException) -> BaseException:
     return PluginFailure(describe(exc))
 
 
-def captured(fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn`` (plugin code) as run on a worker: whatever it raises comes out :func:`plain`."""
+Site = tuple[str, str] | None  # (plugin, hook): whose code a call runs
+
+
+def captured(fn: Callable[[], T], site: Site = None) -> Callable[[], T]:
+    """``fn`` (plugin code) as run on a worker: whatever it raises comes out :func:`plain`;
+    ``site`` names it to what it writes after it was abandoned (engine/context.py)."""
     def run() -> T:
+        if site is not None:
+            tool_thread.current().site = site  # type: ignore[union-attr]
         try:
             return fn()
         except BaseException as exc:  # noqa: BLE001 - every way out is the plugin's
@@ -135,20 +141,21 @@ def captured(fn: Callable[[], T]) -> Callable[[], T]:
     return run
 
 
-def call_blocking(fn: Callable[[], T], seconds: float) -> T:
+def call_blocking(fn: Callable[[], T], seconds: float, site: Site = None) -> T:
     """``fn`` (a third party's code) on a worker, from synchronous code (start-up, the CLI
     reading its models), waited for at most ``seconds``: HookTimeout past it."""
     try:
-        return tool_thread.run_blocking(captured(fn), seconds=seconds)
+        return tool_thread.run_blocking(captured(fn, site), seconds=seconds)
     except tool_thread.ToolTimeout:
         raise HookTimeout(f"did not return within {seconds:g} s") from None
 
 
-async def call(fn: Callable[[], T], deadline: Callable[[], float], seconds: float) -> T:
+async def call(fn: Callable[[], T], deadline: Callable[[], float], seconds: float,
+               site: Site = None) -> T:
     """``fn`` (a third party's synchronous code) on a worker, from orch's loop, until
     ``deadline()``: HookTimeout past it. What it returns is not awaited here."""
     try:
-        return await tool_thread.run_until(captured(fn), deadline, seconds=seconds,
+        return await tool_thread.run_until(captured(fn, site), deadline, seconds=seconds,
                                            quick_s=QUICK_S)
     except tool_thread.ToolTimeout:
         raise HookTimeout(f"did not return within {seconds:g} s") from None
@@ -167,12 +174,14 @@ async def on_plugin_loop(job: Callable[[], Awaitable[T]], deadline: Callable[[],
         raise HookTimeout(f"did not return within {seconds:g} s") from None
 
 
-async def awaited(awaitable: Awaitable[T], seconds: float) -> T:
+async def awaited(awaitable: Awaitable[T], seconds: float, site: Site = None) -> T:
     """An awaitable a third party handed back, awaited on the plugin loop within
     ``seconds``."""
     import time
 
     async def job() -> T:
+        if site is not None:
+            tool_thread.current().site = site  # type: ignore[union-attr]
         try:
             return await awaitable
         except BaseException as exc:  # noqa: BLE001
@@ -180,6 +189,53 @@ async def awaited(awaitable: Awaitable[T], seconds: float) -> T:
 
     ends = time.monotonic() + seconds
     return await on_plugin_loop(job, lambda: ends, seconds)
+
+
+async def run_tool(function: Callable[..., Any], arguments: dict[str, Any], meta: Any,
+                   default_s: float, site: Site) -> str:
+    """A third party's tool function: its limit (``meta["max_seconds"]``) and its text read
+    on the plugin's side; a plain function on a worker, an ``async`` one on the plugin loop,
+    within the limit and GRACE_S, abandoned past it (ToolTimeout, as for any tool)."""
+    import inspect
+    import time
+
+    from orchestrator.tools import as_text
+
+    def limit() -> float:
+        try:
+            return float(meta.get("max_seconds") or default_s)
+        except Exception:  # noqa: BLE001 - a limit it cannot say: the default
+            return default_s
+
+    seconds = call_blocking(limit, 5.0, site) if type(meta) is not dict else limit()
+    if not (0 < seconds < float("inf")):
+        seconds = default_s
+    ends = time.monotonic() + seconds + tool_thread.GRACE_S
+    if inspect.iscoroutinefunction(function):
+        async def job() -> str:
+            tool_thread.current().site = site  # type: ignore[union-attr]
+            try:
+                result = await function(**arguments)
+                return as_text(await result if inspect.isawaitable(result) else result)
+            except BaseException as exc:  # noqa: BLE001
+                raise plain(exc) from None
+
+        from orchestrator.plugin_host import plugin_loop
+
+        return await plugin_loop.run(job, lambda: ends, seconds=seconds)
+
+    def work() -> Any:
+        result = function(**arguments)
+        return result if inspect.isawaitable(result) else as_text(result)
+
+    result = await tool_thread.run_until(captured(work, site), lambda: ends, seconds=seconds)
+    if isinstance(result, str):
+        return result
+
+    async def handed_back() -> Any:  # a plain function that returned an awaitable
+        return await result
+
+    return await run_tool(handed_back, {}, {"max_seconds": seconds}, default_s, site)
 
 
 # -- exits ---------------------------------------------------------------------------------

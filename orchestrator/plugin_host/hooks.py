@@ -228,7 +228,7 @@ class HookRunner:
                     if impl.wrapper:
                         if impl.guarded:
                             gen = await self._on_worker(
-                                impl, lambda i=impl: _start(i.function(*i.pick(args))),
+                                impl, name, lambda i=impl: _start(i.function(*i.pick(args))),
                                 deadline_s)
                         else:
                             gen = _start(impl.function(*impl.pick(args)))  # runner: inline
@@ -257,7 +257,7 @@ class HookRunner:
                 try:
                     if impl.guarded:
                         returned, result = await self._on_worker(
-                            impl, lambda g=gen, v=current: _finish(g, v), deadline_s)
+                            impl, name, lambda g=gen, v=current: _finish(g, v), deadline_s)
                     else:
                         returned, result = _finish(gen, current)
                     if not returned:
@@ -277,7 +277,7 @@ class HookRunner:
             for impl, gen in wrappers:  # a Refusal or OrchError left some wrappers suspended
                 if impl.guarded:  # its finally: is third-party code too
                     try:
-                        await self._on_worker(impl, gen.close, deadline_s)
+                        await self._on_worker(impl, name, gen.close, deadline_s)
                     except Exception:
                         pass  # it is closed, or abandoned: either way it is done with
                 else:
@@ -302,9 +302,11 @@ class HookRunner:
             value = args[value_arg]
 
             def begin(at: int, progress: list[Any] = progress) -> _Impl | None:
-                if tool_thread.abandoned():  # nobody uses what comes next
+                call_ = tool_thread.current()
+                if call_ is None or call_.abandoned:  # nobody uses what comes next
                     return None
                 impl = run[at]
+                call_.site = (impl.plugin, name)
                 progress[0] = at
                 progress[1] = time.monotonic() + self._deadline(impl, cap)
                 return impl
@@ -378,7 +380,7 @@ class HookRunner:
             try:
                 if exc is not None:
                     raise exc
-                result = await self._awaited(impl, pending, cap)
+                result = await self._awaited(impl, name, pending, cap)
                 if result is None or check is None:
                     continue
                 problem = check(result)
@@ -419,7 +421,7 @@ class HookRunner:
                     raise _no_await(name)
                 if impl.guarded:
                     result = await self._on_worker(
-                        impl, lambda i=impl: _checked(name, i.function(*i.pick(kwargs))),
+                        impl, name, lambda i=impl: _checked(name, i.function(*i.pick(kwargs))),
                         None)
                 else:
                     result = _checked(name, impl.function(*impl.pick(kwargs)))  # runner: inline
@@ -470,7 +472,7 @@ class HookRunner:
                 if impl.guarded:
                     result = call_blocking(
                         lambda i=impl: _checked(name, i.function(*i.pick(kwargs))),
-                        impl.deadline)
+                        impl.deadline, (impl.plugin, name))
                 else:
                     result = _checked(name, impl.function(*impl.pick(kwargs)))  # runner: inline
             except deliberate:
@@ -491,24 +493,26 @@ class HookRunner:
     def _timeout(self, impl: _Impl, cap: float | None) -> HookTimeout:
         return HookTimeout(f"did not return within {self._deadline(impl, cap):g} s")
 
-    async def _on_worker(self, impl: _Impl, fn: Callable[[], Any], cap: float | None) -> Any:
+    async def _on_worker(self, impl: _Impl, name: str, fn: Callable[[], Any],
+                         cap: float | None) -> Any:
         """``fn`` (a third party's synchronous code) on a worker within its deadline. What
         it returns is not awaited here: the caller decides (an awaitable is an error for a
         first-answer hook, and a wrapper's halves are never awaitables)."""
         seconds = self._deadline(impl, cap)
         ends = time.monotonic() + seconds
         try:
-            return await call(fn, lambda: ends, seconds)
+            return await call(fn, lambda: ends, seconds, (impl.plugin, name))
         except HookTimeout:
             raise self._timeout(impl, cap) from None
 
-    async def _awaited(self, impl: _Impl, awaitable: Any, cap: float | None) -> Any:
+    async def _awaited(self, impl: _Impl, name: str, awaitable: Any,
+                       cap: float | None) -> Any:
         """Await what an implementation handed back: a third party's on the plugin loop,
         within its deadline, abandoned past it."""
         if not impl.guarded:
             return await awaitable
         try:
-            return await awaited(awaitable, self._deadline(impl, cap))
+            return await awaited(awaitable, self._deadline(impl, cap), (impl.plugin, name))
         except HookTimeout:
             raise self._timeout(impl, cap) from None
 
