@@ -41,13 +41,14 @@ class Tool:
             return await run_tool(self.function, arguments, self.meta, TOOL_LIMIT_S,
                                   (self.plugin or "?", f"tool {self.name}"))
         if inspect.iscoroutinefunction(self.function):
-            result = await self.function(**arguments)
+            result = await self.function(**arguments)  # runner: a built-in's tool
         else:
             from orchestrator import tool_thread
 
             seconds = float(self.meta.get("max_seconds") or TOOL_LIMIT_S)
-            result = await tool_thread.run_sync(lambda: self.function(**arguments),
-                                                seconds=seconds)
+            result = await tool_thread.run_sync(
+                lambda: self.function(**arguments),  # runner: a built-in's tool, a worker
+                seconds=seconds)
         if inspect.isawaitable(result):
             result = await result
         return as_text(result)

@@ -169,7 +169,7 @@ class HookRunner:
         """Implementations in pluggy's call order: wrappers (outermost first), then the rest,
         ``tryfirst`` first and ``trylast`` last. Old-style hookwrappers are never called."""
         if name not in self._impls:
-            caller = getattr(self.pm.hook, name)
+            caller = getattr(self.pm.hook, name)  # runner: implementations, not called
             is_builtin = getattr(self.pm, "is_builtin", lambda _name: False)
             declared = getattr(self.pm, "declared", None)
             default = self.wave_deadline_s if name in _WAVE_HOOKS else self.deadline_s
@@ -177,7 +177,8 @@ class HookRunner:
                 _Impl(i, name, not is_builtin(i.plugin_name), default,
                       declared(i.plugin_name) if declared else _NOTHING,
                       i.plugin_name in self.held)
-                for i in reversed(caller.get_hookimpls()) if not i.hookwrapper]
+                for i in reversed(caller.get_hookimpls())  # runner: wrapped in _Impl
+                if not i.hookwrapper]
         return self._impls[name]
 
     def steps(self, name: str) -> list:
@@ -227,9 +228,10 @@ class HookRunner:
                         raise _no_await(name)
                     if impl.wrapper:
                         if impl.guarded:
-                            gen = await self._on_worker(
-                                impl, name, lambda i=impl: _start(i.function(*i.pick(args))),
-                                deadline_s)
+                            def before(i: _Impl = impl) -> Any:
+                                return _start(i.function(*i.pick(args)))  # runner: a worker
+
+                            gen = await self._on_worker(impl, name, before, deadline_s)
                         else:
                             gen = _start(impl.function(*impl.pick(args)))  # runner: inline
                         wrappers.append((impl, gen))
@@ -420,9 +422,10 @@ class HookRunner:
                 if impl.refused_await:
                     raise _no_await(name)
                 if impl.guarded:
-                    result = await self._on_worker(
-                        impl, name, lambda i=impl: _checked(name, i.function(*i.pick(kwargs))),
-                        None)
+                    def answer(i: _Impl = impl) -> Any:
+                        return _checked(name, i.function(*i.pick(kwargs)))  # runner: a worker
+
+                    result = await self._on_worker(impl, name, answer, None)
                 else:
                     result = _checked(name, impl.function(*impl.pick(kwargs)))  # runner: inline
             except deliberate:
@@ -470,9 +473,10 @@ class HookRunner:
                 if impl.refused_await:
                     raise _no_await(name)
                 if impl.guarded:
-                    result = call_blocking(
-                        lambda i=impl: _checked(name, i.function(*i.pick(kwargs))),
-                        impl.deadline, (impl.plugin, name))
+                    def answer(i: _Impl = impl) -> Any:
+                        return _checked(name, i.function(*i.pick(kwargs)))  # runner: a worker
+
+                    result = call_blocking(answer, impl.deadline, (impl.plugin, name))
                 else:
                     result = _checked(name, impl.function(*impl.pick(kwargs)))  # runner: inline
             except deliberate:

@@ -72,7 +72,7 @@ class PluginManager(pluggy.PluginManager):
 
     def loaded(self, plugin_name: str) -> bool:
         """Whether the plugin named so is registered (loaded and not broken)."""
-        return self.get_plugin(plugin_name) is not None
+        return self.get_plugin(plugin_name) is not None  # runner: only whether it is there
 
     def declared(self, plugin_name: str | None) -> Declared:
         """The constants the plugin declares (FAIL_CLOSED, HOOK_DEADLINE_S, ...), as read
@@ -88,18 +88,19 @@ class PluginManager(pluggy.PluginManager):
     def implementers(self, hook: str) -> list[str]:
         """The plugins that implement ``hook`` (plain implementations), in registration
         order."""
-        caller = getattr(self.hook, hook, None)
+        caller = getattr(self.hook, hook, None)  # runner: only names are read
         if caller is None:
             return []
-        return [i.plugin_name for i in caller.get_hookimpls()
-                if not (i.wrapper or i.hookwrapper)]
+        impls = caller.get_hookimpls()  # runner: only names are read
+        return [i.plugin_name for i in impls if not (i.wrapper or i.hookwrapper)]
 
     def builtin_function(self, plugin_name: str, attr: str):
         """A loaded built-in plugin's module-level function (orch's own code, called inline:
         the model listing asks ``tiers.decide``); None for a third party or a missing one."""
         if not self.is_builtin(plugin_name):
             return None
-        function = getattr(self.get_plugin(plugin_name), attr, None)
+        module = self.get_plugin(plugin_name)  # runner: a built-in, orch's own code
+        function = getattr(module, attr, None)
         return function if callable(function) else None
 
 

@@ -82,11 +82,14 @@ def take(pm, plugin: object, name: str, hook_names: frozenset[str]) -> Snapshot:
 def read_declared(plugin: object, name: str) -> tuple[Declared, list[str]]:
     """The plugin's constants (plugin code runs here), checked; and warnings about them."""
     warnings: list[str] = []
-    fail_closed = _fail_closed(getattr(plugin, "FAIL_CLOSED", False), warnings)
-    deadline, problem = declared_deadline(getattr(plugin, "HOOK_DEADLINE_S", None), name)
-    schema = getattr(plugin, "CONFIG_SCHEMA", None)
+    raw = getattr(plugin, "FAIL_CLOSED", False)  # runner: on the worker (or a built-in)
+    fail_closed = _fail_closed(raw, warnings)
+    raw = getattr(plugin, "HOOK_DEADLINE_S", None)  # runner: on the worker (or a built-in)
+    deadline, problem = declared_deadline(raw, name)
+    schema = getattr(plugin, "CONFIG_SCHEMA", None)  # runner: on the worker (or a built-in)
     if schema is None and not isinstance(plugin, types.ModuleType):
-        schema = getattr(sys.modules.get(type(plugin).__module__), "CONFIG_SCHEMA", None)
+        module = sys.modules.get(type(plugin).__module__)
+        schema = getattr(module, "CONFIG_SCHEMA", None)  # runner: on the worker
     if schema is not None:
         try:
             schema = json.loads(json.dumps(schema))
@@ -96,7 +99,7 @@ def read_declared(plugin: object, name: str) -> tuple[Declared, list[str]]:
             warnings.append("CONFIG_SCHEMA is not a JSON object; its plugin_config section "
                             "is not checked")
             schema = None
-    own_name = getattr(plugin, "NAME", None)
+    own_name = getattr(plugin, "NAME", None)  # runner: on the worker (or a built-in)
     return Declared(fail_closed=fail_closed, deadline_s=deadline, config_schema=schema,
                     name=own_name if isinstance(own_name, str) else None,
                     problems=(problem,) if problem else ()), warnings
