@@ -12,10 +12,11 @@ the budget checks and the run's ceilings all read the same answer.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
-# (plugin, command, id of the plugin's own object) -> (its options, its warning or None)
-_ASKED: dict[tuple[str, str, int], tuple[list, str | None]] = {}
+# the plugin's own object -> {(plugin, command): (its options, its warning or None)}
+_ASKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _config():
@@ -44,8 +45,8 @@ def declared_options(pm, command: str, *, reserved=(), warn=None) -> list[tuple[
     runner = HookRunner(pm, config=_config())
     found: list[tuple[str, list]] = []
     for plugin in order:
-        key = (plugin, command, pm.origin(plugin))
-        if key not in _ASKED:
+        asked = _asked(pm.origin(plugin))
+        if (plugin, command) not in asked:
             failed: list[str] = []
 
             def on_error(name: str, hook: str, exc: BaseException, failed=failed) -> None:
@@ -53,8 +54,8 @@ def declared_options(pm, command: str, *, reserved=(), warn=None) -> list[tuple[
                               f"skipped: {said(exc)}")
 
             options = runner.call_sync(plugin, "register_options", on_error, command=command)
-            _ASKED[key] = (list(options or []), failed[0] if failed else None)
-        options, warning = _ASKED[key]
+            asked[(plugin, command)] = (list(options or []), failed[0] if failed else None)
+        options, warning = asked[(plugin, command)]
         if warning and warn:
             warn(warning)
         found.append((plugin, options))
@@ -74,12 +75,23 @@ def declared_options(pm, command: str, *, reserved=(), warn=None) -> list[tuple[
     return out
 
 
+def _asked(origin: object | None) -> dict:
+    """What was asked of the plugin whose own object is ``origin``, in this process (kept
+    while the object lives; one that cannot be weakly referred to is asked each time)."""
+    try:
+        return _ASKED.setdefault(origin, {})
+    except TypeError:
+        return {}
+
+
 def timed_out(pm, command: str) -> bool:
     """Whether a plugin's declaration for ``command`` missed its deadline in this process
     (a slow machine, not a fact about the plugin: not remembered on disk)."""
-    return any(warning and "HookTimeout" in warning
-               for (plugin, asked, _), (_, warning) in _ASKED.items()
-               if asked == command and plugin in pm.implementers("register_options"))
+    for plugin in pm.implementers("register_options"):
+        _, warning = _asked(pm.origin(plugin)).get((plugin, command), ([], None))
+        if warning and "HookTimeout" in warning:
+            return True
+    return False
 
 
 def add_commands(pm, group, *, reserved=(), warn=None) -> None:
