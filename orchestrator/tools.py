@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +50,8 @@ class Tool:
                 seconds=seconds)
         if inspect.isawaitable(result):
             result = await result
+        from orchestrator.plugin_host.boundary import as_text
+
         return as_text(result)
 
     @classmethod
@@ -118,9 +119,3 @@ def _strip_null(schema: dict[str, Any]) -> dict[str, Any]:
         return {**inner, **others, "_nullable": True}
     return schema
 
-
-def as_text(result: Any) -> str:
-    """What a tool returned, as the text sent back to the model (plain ``str``)."""
-    if isinstance(result, str):
-        return str.__str__(result)
-    return json.dumps(result, default=str)

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNNER = {
     "orchestrator/plugin_host/boundary.py",
     "orchestrator/plugin_host/hooks.py",
+    "orchestrator/plugin_host/handover.py",
     "orchestrator/plugin_host/plugins.py",
     "orchestrator/plugin_host/snapshot.py",
     "orchestrator/plugin_host/plugin_loop.py",

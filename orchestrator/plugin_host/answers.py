@@ -18,6 +18,18 @@ class WrongAnswer(TypeError):
     """An implementation answered with a value its hook does not take."""
 
 
+# Hooks that take no awaitable: the first-answer and collect hooks, the command line's, and
+# before_launch (its check and what it claims happen at once: the cost ceiling relies on it).
+NO_AWAIT = frozenset({"before_launch", "register_commands", "register_options",
+                      "resolve_model", "default_models", "register_tools", "system_prompt",
+                      "wave_report"})
+
+
+def no_await(name: str) -> TypeError:
+    why = " (its check and what it claims happen at once)" if name == "before_launch" else ""
+    return TypeError(f"{name} must answer synchronously, not with an awaitable{why}")
+
+
 def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 

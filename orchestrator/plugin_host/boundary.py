@@ -199,8 +199,6 @@ async def run_tool(function: Callable[..., Any], arguments: dict[str, Any], meta
     import inspect
     import time
 
-    from orchestrator.tools import as_text
-
     def limit() -> float:
         try:
             return float(meta.get("max_seconds") or default_s)
@@ -236,6 +234,15 @@ async def run_tool(function: Callable[..., Any], arguments: dict[str, Any], meta
         return await result
 
     return await run_tool(handed_back, {}, {"max_seconds": seconds}, default_s, site)
+
+
+def as_text(result: Any) -> str:
+    """What a tool returned, as the text sent back to the model (a plain ``str``)."""
+    import json
+
+    if isinstance(result, str):
+        return str.__str__(result)
+    return json.dumps(result, default=str)
 
 
 # -- exits ---------------------------------------------------------------------------------

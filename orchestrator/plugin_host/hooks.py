@@ -38,18 +38,17 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import LegError, OrchError, Refusal
-from orchestrator.plugin_host.answers import WrongAnswer, checker
+from orchestrator.plugin_host.answers import NO_AWAIT, WrongAnswer, checker, no_await
 from orchestrator.plugin_host.boundary import (
     HookTimeout,
     PluginExit,
     awaited,
     call,
     call_blocking,
-    on_plugin_loop,
-    plain,
     said,
 )
 from orchestrator.plugin_host.deadline import DEADLINE_S, WAVE_DEADLINE_S, hook_deadline_s
+from orchestrator.plugin_host.handover import Run, hand_over
 
 __all__ = ["HookRunner", "HookTimeout", "PluginExit", "ErrorSink"]
 
@@ -70,12 +69,6 @@ DELIBERATE: dict[str, tuple[type[BaseException], ...]] = {
 }
 _DEFAULT_DELIBERATE = (Refusal, OrchError)
 
-# Hooks that take no awaitable: the first-answer and collect hooks, the command line's, and
-# before_launch (its check and what it claims happen at once: the cost ceiling relies on it).
-NO_AWAIT = frozenset({"before_launch", "register_commands", "register_options",
-                      "resolve_model", "default_models", "register_tools", "system_prompt",
-                      "wave_report"})
-
 # Where a failure that must not be let through (a timeout, a fail-closed plugin) ends: before
 # the request is sent nothing goes out; after it, the leg stops with what was billed.
 BEFORE_SEND = frozenset({"leg_start", "register_tools", "tool_roster", "system_prompt",
@@ -92,11 +85,6 @@ def _picker(argnames) -> Callable[[dict], tuple]:
         name = argnames[0]
         return lambda args: (args[name],)
     return operator.itemgetter(*argnames)
-
-
-def _no_await(name: str) -> TypeError:
-    why = " (its check and what it claims happen at once)" if name == "before_launch" else ""
-    return TypeError(f"{name} must answer synchronously, not with an awaitable{why}")
 
 
 class _Impl:
@@ -119,15 +107,6 @@ class _Impl:
         self.is_async = inspect.iscoroutinefunction(impl.function)
         # an `async def` where the hook takes no awaitable: its failure, without a call
         self.refused_await = self.is_async and hook in NO_AWAIT
-
-
-class _Run(list):
-    """Consecutive third-party plain implementations handed over together: ``is_async``
-    ones to the plugin loop, synchronous ones to a worker."""
-
-    def __init__(self, is_async: bool) -> None:
-        super().__init__()
-        self.is_async = is_async
 
 
 def _start(gen):
@@ -182,15 +161,15 @@ class HookRunner:
         return self._impls[name]
 
     def steps(self, name: str) -> list:
-        """``impls`` grouped for calling: an ``_Impl``, or a ``_Run`` of consecutive guarded
+        """``impls`` grouped for calling: an ``_Impl``, or a ``Run`` of consecutive guarded
         plain ones of one kind, which share one hand-over."""
         if name not in self._steps:
             steps: list = []
-            run: _Run | None = None
+            run: Run | None = None
             for impl in self.impls(name):
                 if impl.guarded and not impl.wrapper and not impl.refused_await:
                     if run is None or run.is_async != impl.is_async:
-                        run = _Run(impl.is_async)
+                        run = Run(impl.is_async)
                         steps.append(run)
                     run.append(impl)
                 else:
@@ -213,19 +192,19 @@ class HookRunner:
             return value
         deliberate = DELIBERATE.get(name, _DEFAULT_DELIBERATE)
         check = checker(name)
-        no_await = name in NO_AWAIT
+        refuse_awaitable = name in NO_AWAIT
         wrappers: list[tuple[_Impl, Any]] = []
         args = {**kwargs, value_arg: value}
         try:
             for step in steps:
-                if step.__class__ is _Run:
-                    await self._handed(name, step, args, value_arg, check, on_error,
-                                       deliberate, deadline_s)
+                if step.__class__ is Run:
+                    await hand_over(self, name, step, args, value_arg, check, on_error,
+                                    deliberate, deadline_s)
                     continue
                 impl = step
                 try:
                     if impl.refused_await:
-                        raise _no_await(name)
+                        raise no_await(name)
                     if impl.wrapper:
                         if impl.guarded:
                             def before(i: _Impl = impl) -> Any:
@@ -238,9 +217,9 @@ class HookRunner:
                         continue
                     result = impl.function(*impl.pick(args))  # runner: a built-in, inline
                     if result is not None and inspect.isawaitable(result):
-                        if no_await:
+                        if refuse_awaitable:
                             getattr(result, "close", lambda: None)()
-                            raise _no_await(name)
+                            raise no_await(name)
                         result = await result
                     if result is None or check is None:
                         continue
@@ -286,115 +265,6 @@ class HookRunner:
                     gen.close()
         return args[value_arg]
 
-    async def _handed(self, name: str, run: _Run, args: dict[str, Any], value_arg: str,
-                      check, on_error: ErrorSink, deliberate, cap: float | None) -> None:
-        """A run of third-party implementations in one hand-over (a worker for synchronous
-        ones, the plugin loop for ``async`` ones), each within its own deadline: the wait's
-        deadline moves as the run goes on. The run stops at the first failure, deliberate
-        exception or (synchronous run) awaitable and hands it back; the loop deals with it
-        and hands the rest over again. An abandoned run stops before its next
-        implementation."""
-        from orchestrator import tool_thread
-
-        no_await = name in NO_AWAIT
-        start = 0
-        while start < len(run):
-            # (the implementation running, its deadline): the wait reads it when it expires
-            progress: list[Any] = [start, time.monotonic() + self._deadline(run[start], cap)]
-            value = args[value_arg]
-
-            def begin(at: int, progress: list[Any] = progress) -> _Impl | None:
-                call_ = tool_thread.current()
-                if call_ is None or call_.abandoned:  # nobody uses what comes next
-                    return None
-                impl = run[at]
-                call_.site = (impl.plugin, name)
-                progress[0] = at
-                progress[1] = time.monotonic() + self._deadline(impl, cap)
-                return impl
-
-            def answered(at: int, result: Any, local: dict[str, Any]) -> BaseException | None:
-                """None when the answer is taken (or no change); else what is wrong."""
-                if result is None or check is None:
-                    return None
-                problem = check(result)
-                if problem is not None:
-                    return WrongAnswer(f"{name} {problem}")
-                local[value_arg] = result
-                return None
-
-            if run.is_async:
-                async def work(first: int = start, value: Any = value) -> tuple:
-                    local = dict(args)
-                    local[value_arg] = value
-                    for at in range(first, len(run)):
-                        impl = begin(at)
-                        if impl is None:
-                            break
-                        try:
-                            result = impl.function(*impl.pick(local))  # runner: plugin loop
-                            if result is not None and inspect.isawaitable(result):
-                                result = await result
-                        except BaseException as error:  # noqa: BLE001 - said on this thread
-                            return at, plain(error), None, local[value_arg]
-                        wrong = answered(at, result, local)
-                        if wrong is not None:
-                            return at, wrong, None, local[value_arg]
-                    return len(run), None, None, local[value_arg]
-
-                handing = on_plugin_loop(work, lambda progress=progress: progress[1],
-                                         float("inf"))
-            else:
-                def work(first: int = start, value: Any = value) -> tuple:  # type: ignore[misc]
-                    local = dict(args)
-                    local[value_arg] = value
-                    for at in range(first, len(run)):
-                        impl = begin(at)
-                        if impl is None:
-                            break
-                        try:
-                            result = impl.function(*impl.pick(local))  # runner: a worker
-                        except BaseException as error:  # noqa: BLE001 - said on this thread
-                            return at, plain(error), None, local[value_arg]
-                        if result is not None and inspect.isawaitable(result):
-                            if no_await:
-                                getattr(result, "close", lambda: None)()
-                                return at, _no_await(name), None, local[value_arg]
-                            return at, None, result, local[value_arg]
-                        wrong = answered(at, result, local)
-                        if wrong is not None:
-                            return at, wrong, None, local[value_arg]
-                    return len(run), None, None, local[value_arg]
-
-                handing = call(work, lambda progress=progress: progress[1], float("inf"))
-            try:
-                at, exc, pending, value = await handing
-            except HookTimeout:
-                impl = run[progress[0]]
-                start = progress[0] + 1
-                self._failed(impl, name, self._timeout(impl, cap), on_error)
-                continue
-            args[value_arg] = value
-            start = at + 1
-            if at >= len(run):
-                return
-            impl = run[at]
-            try:
-                if exc is not None:
-                    raise exc
-                result = await self._awaited(impl, name, pending, cap)
-                if result is None or check is None:
-                    continue
-                problem = check(result)
-                if problem is not None:
-                    raise WrongAnswer(f"{name} {problem}")
-            except deliberate:
-                raise
-            except Exception as failure:
-                self._failed(impl, name, failure, on_error)
-                continue
-            args[value_arg] = result
-
     async def notify(self, name: str, on_error: ErrorSink, *, deadline_s: float | None = None,
                      **kwargs: Any) -> None:
         """Call every implementation; await what returns an awaitable; isolate failures."""
@@ -420,7 +290,7 @@ class HookRunner:
                 continue
             try:
                 if impl.refused_await:
-                    raise _no_await(name)
+                    raise no_await(name)
                 if impl.guarded:
                     def answer(i: _Impl = impl) -> Any:
                         return _checked(name, i.function(*i.pick(kwargs)))  # runner: a worker
@@ -471,7 +341,7 @@ class HookRunner:
                 continue
             try:
                 if impl.refused_await:
-                    raise _no_await(name)
+                    raise no_await(name)
                 if impl.guarded:
                     def answer(i: _Impl = impl) -> Any:
                         return _checked(name, i.function(*i.pick(kwargs)))  # runner: a worker
@@ -557,7 +427,7 @@ def _checked(name: str, result: Any) -> Any:
         return None
     if inspect.isawaitable(result):
         getattr(result, "close", lambda: None)()  # no "never awaited" warning
-        raise _no_await(name)
+        raise no_await(name)
     check = checker(name)
     problem = check(result) if check is not None else None
     if problem is not None:
