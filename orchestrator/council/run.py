@@ -319,7 +319,8 @@ class CouncilRun:
 
         exclude = {s.base_name for s in self.plan.seats} | {self.plan.chair.base_name}
         try:
-            names = CouncilLedger(self.ledger_url).best_street_cred(exclude)
+            names = self.spend.bounded(  # within the run's ledger deadline
+                lambda: CouncilLedger(self.ledger_url).best_street_cred(exclude), "read")
         except Exception as exc:  # an unreadable ledger must not cost the run its chair
             self.notice(f"council stats unavailable for promotion: {exc}")
             names = []

@@ -81,7 +81,9 @@ def council_rows(run: CouncilRun) -> None:
                      "status": "verdict" if verdict else ("no-verdict" if gave else "failed"),
                      "reviewed": False, "verdict": verdict})
     try:
-        CouncilLedger(run.ledger_url).append(rows, deadline=time.monotonic() + run.spend.left())
+        left = run.spend.left()  # what the run's stages left of its ledger deadline
+        run.spend.bounded(lambda: CouncilLedger(run.ledger_url).append(
+            rows, deadline=time.monotonic() + left))
     except Exception as exc:  # locked, full, unreachable: the rows wait in the outbox
         _outbox(run, rows, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 

@@ -292,6 +292,8 @@ class Wave:
     def interrupt(self, signum: int) -> None:
         """Stop the legs as a signal would (a council watching signals itself calls this)."""
         self.signum = signum
+        if self.ledger is not None:  # the ledger gets a moment more, then the outbox
+            self.ledger.hurry()
         for scope in (self._start_scope, self._legs_scope):
             if scope is not None:
                 scope.cancel()
