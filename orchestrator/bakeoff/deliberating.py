@@ -38,8 +38,7 @@ async def trial(runner: Runner, slot: Slot) -> None:
                 spec = trial_spec(runner, slot, ensemble, folder)
                 run = Deliberation(spec, pm=runner.pms[c.name], config=runner.config,
                                    rounds=c.rounds, peers=c.peers, ledger=runner.ledger,
-                                   server=runner.server, ceiling_state=runner.ceiling_state,
-                                   spent=lambda: runner.spent() + run.spent())
+                                   server=runner.server, account=runner.account)
                 runner.waves.append(run)  # an interrupt stops it as it stops a wave
                 started = time.monotonic()
                 doc = await run.run()

@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 
-from orchestrator import run_ceiling
 from orchestrator.engine.record import ABORTED, COMPLETE
 
 Runner = Slot = Any  # orchestrator.bakeoff.run's, which calls these (no import: no cycle)
@@ -56,8 +55,9 @@ def trial_spec(runner: Runner, slot: Slot, ensemble: Ensemble, folder):
     c = slot.contestant
     options: dict[str, Any] = {"plugins": True, "tools": c.tools,
                                "bench_tier": c.tier, "workspace": str(folder)}
-    # the bench's ceilings, over every trial
-    options.update({k: v for k, v in runner.plan.ceilings.items() if v is not None})
+    # the bench's ceilings, over every trial: its account holds them; what is left now
+    options.update({k: runner.account.left(k) for k, v in runner.plan.ceilings.items()
+                    if v is not None})
     return WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
                     briefing=runner.plan.render(slot.task),
                     runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
@@ -81,8 +81,8 @@ async def trial(runner: Runner, slot: Slot) -> None:
             if folder is not None and runner.signum is None:
                 spec = trial_spec(runner, slot, ensemble, folder)
                 wave = Wave(spec, pm=runner.pms[c.name], config=runner.config,
-                            ledger=runner.ledger, server=runner.server)
-                wave.context.state = runner.ceiling_state
+                            ledger=runner.ledger, server=runner.server,
+                            account=runner.account)
                 runner.waves.append(wave)
                 await wave.run()
         if wave is not None:
@@ -173,16 +173,15 @@ async def council_trial(runner: Runner, slot: Slot) -> None:
             if folder is not None and runner.signum is None:
                 options: dict[str, Any] = {"plugins": True, "tools": c.tools,
                                            "workspace": str(folder)}
-                spent = sum(r["cost_usd"] or 0.0 for r in runner.rows.values())
-                options.update({k: run_ceiling.left(v, spent)  # what the bench has left,
-                                for k, v in runner.plan.ceilings.items()  # at its start
-                                if v is not None})
+                options.update({k: runner.account.left(k)  # what the bench has left now
+                                for k, v in runner.plan.ceilings.items() if v is not None})
                 plan = CouncilPlan(seats=list(ensemble.members), chair=ensemble.chair,
                                    briefing=runner.plan.render(slot.task))
                 council = CouncilRun(plan, pm=runner.pms[c.name], config=runner.config,
                                      runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
                                      max_steps=c.max_steps, project_dir=os.getcwd(),
                                      workspace=folder, options=options,
+                                   account=runner.account,
                                      run_id=f"{runner.bench_id}-{runner.wave_prefix}"
                                             f"t{slot.n:04d}")
                 council.server = runner.server

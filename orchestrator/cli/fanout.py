@@ -91,6 +91,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
     cfg = runtime.config()
     runs = runs_dir or config_mod.runs_dir()
     retry_of, retry_options, prior, chair_only_if_new, kept_from = None, {}, [], False, {}
+    account = None  # a retry spends through its family's account (engine/retry.py)
     if retry_failed:
         from orchestrator.engine.retry import plan_retry
 
@@ -154,6 +155,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
             retry_options[f"{key}_family"] = family
             kept_from[key] = family["root"]
         prior = plan.prior
+        account = plan.account
     else:
         specs = choose_models(models, council, cfg,
                               runtime.plugin_manager(enabled=not no_plugins))
@@ -175,7 +177,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
         doc = deliberate(spec, pm, cfg, LedgerSink().preflight(), rounds=rounds, peers=peers,
                          quiet=quiet or as_json)
     else:
-        doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
+        doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json,
+                       account=account)
     if as_json:
         print_json(doc)
     else:
@@ -185,8 +188,9 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
     sys.exit(doc["exit_code"])
 
 
-def run_wave(spec, pm, cfg, ledger, *, quiet: bool) -> dict:
-    """Run a wave with progress and signal handling; return its document."""
+def run_wave(spec, pm, cfg, ledger, *, quiet: bool, account=None) -> dict:
+    """Run a wave with progress and signal handling; return its document. ``account``: the
+    run's (a retry's family's), else the wave's own."""
     import anyio
 
     from orchestrator.engine.wave import Wave
@@ -194,7 +198,7 @@ def run_wave(spec, pm, cfg, ledger, *, quiet: bool) -> dict:
 
     import_litellm_quietly()
     progress = make_progress(quiet)
-    wave = Wave(spec, pm=pm, config=cfg, ledger=ledger, observe=progress)
+    wave = Wave(spec, pm=pm, config=cfg, ledger=ledger, observe=progress, account=account)
 
     async def main():
         with progress:

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope, run_ceiling
+from orchestrator.account import Account
 from orchestrator.config import Config
 from orchestrator.council.artifacts import Artifacts
 from orchestrator.council.bundle import Bundle, build_bundle
@@ -69,7 +70,8 @@ class CouncilRun:
                  timeout_s: float = 600.0, max_steps: int = 20, tag: str | None = None,
                  project_dir: str | None = None, workspace: Path | None = None,
                  observe=None, run_id: str | None = None, ledger_url: str | None = None,
-                 resolve=None, options: dict[str, Any] | None = None) -> None:
+                 resolve=None, options: dict[str, Any] | None = None,
+                 account: Account | None = None) -> None:
         self.plan, self.pm, self.config = plan, pm, config
         self.run_id = run_id or new_wave_id()
         self.dir = runs_dir / f"council-{self.run_id}"
@@ -82,6 +84,10 @@ class CouncilRun:
         self.ceiling_keys = run_ceiling.keys(pm, "council_run")
         self.ceilings = {key: self.options.pop(key) for key in self.ceiling_keys
                          if key in self.options}
+        # the run's one account, every stage's (a bench's, when a trial is a council): a new
+        # run id, so the record holds nothing for it yet
+        self.account = account if account is not None else \
+            Account(run_id=self.run_id, ceilings=self.ceilings)
         # name -> ResolvedModel, for promoting a chair from stats (the CLI passes plugins')
         self.resolve = resolve or (lambda name: resolve_model(name, config))
         self.server = Server(timeout_s=timeout_s)  # one gate and one set of counters per run
@@ -122,17 +128,19 @@ class CouncilRun:
         """One stage as one wave on the shared server; its legs go to the spend ledger."""
         self._check()
         options = {**self.options, "council_run": self.run_id, "council_stage": name}
-        spent = sum(r.cost_usd for r in self.records if r.cost_usd is not None)
         for key, ceiling in self.ceilings.items():  # the wave's: what the run has left
             if ceiling is not None:
-                options[key] = run_ceiling.left(ceiling, spent)
+                left = self.account.left(key)  # the run's account, else this run's own
+                options[key] = left if left is not None else run_ceiling.left(ceiling, sum(
+                    r.cost_bound_usd if r.cost_bound_usd is not None else r.cost_usd or 0.0
+                    for r in self.records))
         spec = WaveSpec(models=models, briefing=self.plan.briefing, briefings=briefings,
                         runs_dir=self.dir / "waves", timeout_s=self.timeout_s,
                         max_steps=self.max_steps, kind=kind, run_id=self.run_id,
                         wave_id=f"{self.run_id}-{name}", tag=self.tag,
                         project_dir=self.project_dir, workspace=self.workspace,
                         options=options, later=[self.plan.chair])
-        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend,
+        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend, account=self.account,
                     observe=self.observe, server=self.server)
         self._current = wave
         try:
