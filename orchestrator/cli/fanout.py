@@ -156,6 +156,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
             kept_from[key] = family["root"]
         prior = plan.prior
         account = plan.account
+        for note in plan.notices:  # e.g. requests in flight at a kill: said before spending
+            click.echo(f"orch: {note}", err=True)
     else:
         specs = choose_models(models, council, cfg,
                               runtime.plugin_manager(enabled=not no_plugins))

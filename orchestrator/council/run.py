@@ -320,15 +320,15 @@ class CouncilRun:
         if self.chair.verdict is None and self.signum is None:
             self.notice("the council has no verdict (see chair_attempts)", "no verdict")
 
-    def _promote(self) -> ResolvedModel | None:
+    async def _promote(self) -> ResolvedModel | None:
         """The non-seat model with the best street-cred in council stats that resolves and has
         its key."""
         from orchestrator.ledger.council_rows import CouncilLedger
 
         exclude = {s.base_name for s in self.plan.seats} | {self.plan.chair.base_name}
         try:
-            names = self.spend.bounded(  # within the run's ledger deadline
-                lambda: CouncilLedger(self.ledger_url).best_street_cred(exclude), "read")
+            names = await self.spend.bounded_async(  # within the run's ledger deadline
+                lambda: CouncilLedger(self.ledger_url).best_street_cred(exclude), "answer")
         except Exception as exc:  # an unreadable ledger must not cost the run its chair
             self.notice(f"council stats unavailable for promotion: {exc}")
             names = []

@@ -102,6 +102,23 @@ class LedgerSink:
         finally:
             self._spent += time.monotonic() - start
 
+    async def bounded_async(self, fn: Callable[[], T], what: str = "answer") -> T:
+        """:meth:`bounded` from async code: the event loop (and its signals) stays free, and
+        a cancellation ends the wait at once."""
+        from orchestrator import tool_thread
+
+        left = self.left()
+        if left <= 0:
+            raise LedgerLate(self._late or f"the ledger's {self.budget_s:g} s are spent")
+        start = time.monotonic()
+        try:
+            return await tool_thread.run_until(fn, lambda: start + left)
+        except tool_thread.ToolTimeout:
+            self._give_up(what)
+            raise LedgerLate(self._late) from None
+        finally:
+            self._spent += time.monotonic() - start
+
     def _give_up(self, what: str) -> None:
         self._late = f"the ledger did not {what} within the wave's {self.budget_s:g} s"
 

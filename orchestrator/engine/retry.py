@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.account import Account
+from orchestrator.account.journal import at_kill, words
 from orchestrator.engine.paid import Paid, paid_legs
 from orchestrator.engine.record import COMPLETE, LegRecord
 from orchestrator.errors import OrchError
@@ -39,6 +40,7 @@ class RetryPlan:
     # per run ceiling (a plugin's option, e.g. max_cost): {"root", "ceiling", "spent", "left"}
     ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
     account: Account | None = None  # the family's, opened from the record: the retry's
+    notices: list[str] = field(default_factory=list)  # what the retry says before it spends
     root: str = ""
     family: list[str] = field(default_factory=list)
 
@@ -143,6 +145,15 @@ def plan_retry(runs_dir: Path, wave_id: str, *, chair_model: str | None = None,
                      prior=[done[leg["leg_id"]] for leg in root_doc["legs"]
                             if leg["leg_id"] in done])
     plan.account = _family_account(root, family, docs, ceilings)
+    flying = at_kill(waves=family)  # sent before a kill, never recorded: may be billed
+    if flying["requests"]:
+        slot_of = {leg["leg_id"]: slot for w in family
+                   for slot, leg in _slot_legs(docs[w], root_doc)}
+        again = sorted(e["leg_id"] for e in flying["legs"]
+                       if slot_of.get(e["leg_id"]) in set(plan.slots))
+        plan.notices.append(f"{words(flying)} ({', '.join(e['leg_id'] for e in flying['legs'])})"
+                            + (f"; their slots are sent again: {', '.join(again)}"
+                               if again else ""))
     for option in ceilings:
         family_ceiling = _family_ceiling(root, docs, plan.account, option)
         if family_ceiling is not None:
