@@ -69,6 +69,7 @@ class Leg:
         self._conversation = JsonlFile(ctx.dir / "conversation.jsonl")
         self._saved_at = 0.0
         self._prepared = False
+        self._dir_made = False
         self._unprepared: BaseException | None = None  # a failure while preparing, for run()
 
     # -- records -------------------------------------------------------------------------
@@ -144,6 +145,7 @@ class Leg:
         if self._prepared:
             return
         self._prepared = True
+        self._make_dir()  # its hooks may write there
         try:
             with anyio.fail_after(self.timeout_s):
                 await self.hooks.notify("leg_start", self.plugin_error, leg=self.ctx)
@@ -191,7 +193,10 @@ class Leg:
         await self._close()
 
     def _make_dir(self) -> None:
-        """The leg's own directory, created exclusively: two legs never share one."""
+        """The leg's own directory, created exclusively (once): two legs never share one."""
+        if self._dir_made:
+            return
+        self._dir_made = True
         try:
             self.ctx.dir.mkdir(parents=True, exist_ok=False)
         except Exception as exc:
