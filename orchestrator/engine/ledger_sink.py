@@ -31,6 +31,7 @@ from orchestrator.security.secrets import scrub
 BUDGET_S = 30.0  # the ledger's total wait per wave before rows go to the outbox
 DEADLINE_ENV = "ORCH_LEDGER_DEADLINE_S"  # sets it (tests; a team on a slow link)
 HURRY_S = 1.0  # after a signal, the most the ledger may still take before the outbox
+POLL_S = 0.2  # how often a wait on the ledger looks whether a signal shortened it
 
 T = TypeVar("T")
 
@@ -192,12 +193,24 @@ class LedgerSink:
         else:
             start = time.monotonic()
             ends = start + left
-            deadline = lambda: ends if self._cap is None else min(ends, self._cap)  # noqa: E731
+
+            def deadline() -> float:
+                return ends if self._cap is None else min(ends, self._cap)
+
+            def polled() -> float:  # looked at again every POLL_S: a signal shortens it
+                return min(deadline(), time.monotonic() + POLL_S)
+
             try:
-                failed = await tool_thread.run_until(lambda: self._write(rows, deadline()),
-                                                     deadline)
+                # a write under way finishes (a billed answer's row is worth a moment), but
+                # within the deadline, and within HURRY_S of a signal
+                with anyio.CancelScope(shield=True):
+                    failed = await tool_thread.run_until(
+                        lambda: self._write(rows, deadline()), polled)
             except tool_thread.ToolTimeout:
-                self._give_up("answer")
+                if self._cap is not None and self._cap < ends:
+                    self._late = f"the ledger did not answer within {HURRY_S:g} s of a signal"
+                else:
+                    self._give_up("answer")
                 failed = {id(r): LedgerLate(self._late) for r in rows}
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):  # the rows it carried, not lost

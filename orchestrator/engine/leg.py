@@ -192,6 +192,15 @@ class Leg:
         self.record.finish(REFUSED, scrub(reason))
         await self._close()
 
+    async def aborted_before_start(self) -> None:
+        """Interrupted while it was prepared or its launch waited: it ends ``aborted`` as a
+        leg the signal caught would, with its files and ledger row (nothing was sent)."""
+        if self.record.ended_at is not None:
+            return
+        self._make_dir()
+        self.record.finish(ABORTED, "aborted: the wave was interrupted")
+        await self._close()
+
     def _make_dir(self) -> None:
         """The leg's own directory, created exclusively (once): two legs never share one."""
         if self._dir_made:

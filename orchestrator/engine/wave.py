@@ -322,6 +322,10 @@ class Wave:
                     if not (self.account.waits and self.account.others_claim(leg.ctx.leg_id)):
                         raise
                     await self.account.changed(seen)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # as if it had begun: aborted, its row, files
+                await leg.aborted_before_start()
+            raise
         except (Refusal, OrchError) as exc:
             self._turn_done(leg_id)
             reason = exc.reason if isinstance(exc, Refusal) else f"config: {exc}"
