@@ -17,11 +17,12 @@ import anyio
 from orchestrator.engine.context import LegContext
 from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_iso
 from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
+from orchestrator.intake import Admitted, Leaked, Policy, admit
 from orchestrator.models.server import Server
 from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Request, Response
-from orchestrator.security.credential_content import note, withhold
-from orchestrator.security.secrets import scrub, scrub_values
+from orchestrator.security.credential_content import note
+from orchestrator.security.secrets import scrub
 from orchestrator.store import BackgroundWriter, JsonlFile
 from orchestrator.tools import Tool
 
@@ -53,8 +54,11 @@ class Leg:
                  timeout_s: float, ledger: LedgerAppend | None = None,
                  observe: LegObserver | None = None, tag: str | None = None,
                  project_dir: str | None = None, run_id: str | None = None,
-                 journal=None) -> None:
+                 intake: Policy | None = None, journal=None) -> None:
         self.ctx = ctx
+        # what every request of this leg passes before the wire (orchestrator/intake/); the
+        # wave's, kept off the context plugins see
+        self.intake = intake or Policy()
         self.journal = journal  # the wave's request journal (account/journal.py), or None
         self.server = server
         self.hooks = hooks
@@ -293,12 +297,13 @@ class Leg:
             request = self._build(step, final)
             request = await self.hooks.pipeline("before_request", "request", request,
                                                 self.plugin_error, leg=ctx)
-            self.log("request", request.to_dict())
+            admitted = self._admit(request)
             try:
-                response, claim = await self._send(request)
+                response, claim = await self._send(admitted)
             except ProviderError as exc:
-                request = await self._tools_rejected(exc, request, step, final)
-                response, claim = await self._send(request)
+                admitted = self._admit(await self._tools_rejected(exc, request, step, final))
+                response, claim = await self._send(admitted)
+            request = admitted.request
             self._bill(response, claim)  # before any hook can end the leg: billed is recorded
             await self._ledger_row(in_flight=True)  # durable before anything else happens
             response = await self.hooks.pipeline("after_response", "response", response,
@@ -342,17 +347,43 @@ class Leg:
         record_no_tools(self.ctx.model, exc.message)
         self.ctx.set("tools_rejected", exc.message)
         again = self._build(step, final).evolve(attempt=request.attempt + 1)
-        request = await self.hooks.pipeline("before_request", "request", again,
-                                            self.plugin_error, leg=self.ctx)
-        self.log("request", request.to_dict())
-        return request  # on the wire, it counts in requests (on_send)
+        return await self.hooks.pipeline("before_request", "request", again,
+                                          self.plugin_error, leg=self.ctx)
+        # admitted and logged by the caller; on the wire, it counts in requests (on_send)
 
-    async def _send(self, request: Request) -> tuple[Response, float | None]:
-        """The one way a request goes on the wire: claimed on the run's account (the most it
-        can cost), journaled durably with that claim, then sent. A ``kill -9`` while it is
-        out leaves the journal line: "in flight at the kill: may be billed, at most $X"."""
+    def _admit(self, request: Request) -> Admitted:
+        """The request as it goes on the wire: every message through the intake (what it
+        withheld counted on the leg, a leak recorded and the request not sent), then
+        logged as sent."""
+        try:
+            admitted = admit(request, self.intake)
+        except Leaked as leak:
+            self.ctx.set("anonymity_leaks", leak.spellings)
+            self.log("refused", {"reason": leak.reason})
+            raise
+        if admitted.withheld:
+            self._count_withheld(admitted.withheld)
+        if admitted.redacted:
+            self.ctx.set("anonymity_redacted",
+                         int(self.record.extra.get("anonymity_redacted") or 0)
+                         + admitted.redacted)
+        self.log("request", admitted.request.to_dict())
+        return admitted
+
+    def _count_withheld(self, rules: dict[str, int]) -> None:
+        counts = dict(self.record.extra.get("credentials_withheld") or {})
+        for rule, n in rules.items():
+            counts[rule] = counts.get(rule, 0) + n
+        self.ctx.set("credentials_withheld", counts)
+
+    async def _send(self, admitted: Admitted) -> tuple[Response, float | None]:
+        """The one way a request goes on the wire (as the intake admitted it): claimed on the
+        run's account (the most it can cost), journaled durably with that claim, then sent.
+        A ``kill -9`` while it is out leaves the journal line: "in flight at the kill: may
+        be billed, at most $X"."""
         account = self.ctx.account
-        claim = account.claim_request(self.ctx, request) if account is not None else None
+        claim = account.claim_request(self.ctx, admitted.request) if account is not None \
+            else None
         if self.journal is not None:
             try:
                 await anyio.to_thread.run_sync(self.journal.sent, self.ctx.leg_id,
@@ -360,7 +391,7 @@ class Leg:
                                                claim)
             except OSError as exc:  # said on the leg (exit 2); the request still goes
                 self.io_error("request journal", exc)
-        response = await self.server.complete(self.ctx.model, request,
+        response = await self.server.complete(self.ctx.model, admitted,
                                               on_send=self._count_request)
         return response, claim
 
@@ -401,7 +432,6 @@ class Leg:
                            f"{', '.join(sorted(self.ctx.tools)) or 'none'}")
             else:
                 content = await _call_tool(tool, call.arguments)
-            content = scrub_values(content)  # a key in a file never goes out in a result
             content = self._withhold(call.name, content)
             message = {"role": "tool", "tool_call_id": call.id, "content": content}
             self.ctx.messages.append(message)
@@ -412,17 +442,17 @@ class Leg:
 
 
     def _withhold(self, tool: str, content: str) -> str:
-        """Credential content (a private key, a token in a URL, ...) in any tool's result,
-        a third party's included, is replaced by a rule the model can read, and counted on
-        the leg as ``credentials_withheld``."""
-        withheld = withhold(content)
-        if not withheld:
-            return content
-        counts = dict(self.record.extra.get("credentials_withheld") or {})
-        for rule in withheld.rules:
-            counts[rule] = counts.get(rule, 0) + 1
-        self.ctx.set("credentials_withheld", counts)
-        return f"{withheld.text}\n{note(withheld.rules)}"
+        """Any tool's result, a third party's included, through the intake now (the wire
+        would withhold it anyway): a registered key masked, credential content (a private
+        key, a token in a URL, ...) replaced by a rule the model can read and a line naming
+        the rules, counted on the leg as ``credentials_withheld``."""
+        got = self.intake.text(content, anonymous=False)
+        if not got.withheld:
+            return got.text
+        self._count_withheld({rule: 1 for rule in got.withheld})
+        text = f"{got.text}\n{note(got.withheld)}"
+        self.intake.passed(text, anonymous=False)  # the wire passes it as it is
+        return text
 
 
 async def _call_tool(tool: Tool, arguments: str) -> str:

@@ -34,7 +34,7 @@ ROUND_INFIX = "-round-"
 
 # The newest migration (orchestrator/ledger/migrations/versions). A ledger at this revision opens
 # without importing Alembic; tests/test_ledger_migrations.py checks it is Alembic's head.
-HEAD = "0004"
+HEAD = "0005"
 
 
 def utcnow() -> datetime:
@@ -92,7 +92,7 @@ class SpendRow(SQLModel, table=True):
     seq: int | None = None
     # The most the leg can have cost when some answer's cost could not be read from its
     # usage: read costs plus each such answer's claim (its worst case as sent). Null when
-    # every cost was read (0004).
+    # every cost was read (0005).
     cost_bound_usd: float | None = None
 
 

@@ -6,15 +6,15 @@ read back from the ledger after a kill (a bench resume, a retry), still holds it
 ceiling (docs/spend.md). Null when every answer's cost was read (``cost_usd`` is then exact),
 and on rows written before this revision.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
