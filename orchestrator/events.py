@@ -71,12 +71,14 @@ class StageEnded(Event):
 
 @dataclass(frozen=True)
 class RoundStarted(Event):
-    """A deliberation's round ``round`` of at most ``of`` began with ``legs`` legs."""
+    """A deliberation's round ``round`` of at most ``of`` began with ``legs`` legs asked,
+    ``idle`` more reading only their own answer (nothing new to read)."""
 
     type: ClassVar[str] = "round_started"
     round: int
     of: int
     legs: int
+    idle: int = 0
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,9 @@ async def run_bench(handle) -> tuple[dict[str, Any], int, dict[str, Any]]:
     p = handle.prepared
     bench = p.plan
     plan, previous = bench.plan, bench.previous
-    guard = plan.guard(bench.bwrap)
+    guard = plan.guard(bench.bwrap, unsafe=bool(getattr(p.request, "unsafe_checks", False)))
+    # the results: past answers and checks' words, hidden from what the bench runs
+    guard.secret = (*guard.secret, bench.path.parent)
     again, settled = bench.again, []
     if bench.settle:
         try:
@@ -227,6 +229,9 @@ async def run_bench(handle) -> tuple[dict[str, Any], int, dict[str, Any]]:
                     resolved=bench.resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
                     on_trial=graded, guard=guard)
     if previous is not None:  # its own wave folders beside the first run's
+        # the bench's account as the record holds it: what every run of it spent, and what
+        # a killed one left in flight; the ceiling holds across resumes
+        runner.account = resume.account(previous, plan, ledger)
         runner.wanted = set(again or {})
         n = len(previous.get("resumes") or []) + 1
         # a resume killed before it graded a trial left its waves but no entry in the file

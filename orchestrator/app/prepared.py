@@ -28,6 +28,17 @@ class Account:
     run_id: str
     ceilings: dict[str, float | None] = field(default_factory=dict)
     family: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # a retry's: what its family's account opens from (engine/retry.open_family_account),
+    # in the process that runs it; else the run opens its own (orchestrator/account)
+    of_family: dict[str, Any] = field(default_factory=dict)
+
+    def open(self):
+        """The run's live account (orchestrator.account.Account), or None: its own."""
+        if not self.of_family:
+            return None
+        from orchestrator.engine.retry import open_family_account
+
+        return open_family_account(self.of_family)
 
 
 @dataclass

@@ -48,6 +48,8 @@ class Fanout(Common):
     council: str | None = None
     context: tuple[str, ...] = ()  # files added to the briefing, read at prepare
     chair: str | None = None
+    synthesis: str | None = None  # the chair's mode (plain, structured); None: plain
+    aggregate: str | None = None  # also count the final answers (vote)
     rounds: int = 1
     peers: int | None = None
     tools: str | None = None  # None: read, and not asked for (a base model then has none)
@@ -61,6 +63,8 @@ class Retry(Common):
     kind: ClassVar[str] = "retry"
     wave_id: str = ""  # the wave, or a unique prefix of its id
     chair: str | None = None
+    synthesis: str | None = None  # None: the wave's own
+    aggregate: str | None = None  # None: the wave's own
     tools: str | None = None  # None: the wave's own
     max_legs: int = DEFAULT_MAX_LEGS
 
@@ -124,7 +128,8 @@ def fanout(*, retry_failed: str | None = None, models: str | None = None,
            council: str | None = None, prompt: str | None = None,
            prompt_flags: tuple[str, ...] = (),
            prompt_source: str = "the prompt", context: tuple[str, ...] = (),
-           chair: str | None = None, rounds: int = 1, peers: int | None = None,
+           chair: str | None = None, synthesis: str | None = None,
+           aggregate: str | None = None, rounds: int = 1, peers: int | None = None,
            tools: str | None = None, max_legs: int = DEFAULT_MAX_LEGS,
            **common: Any) -> Fanout | Retry:
     """A fanout, or the retry of a wave (``retry_failed``), from plain values: the checks
@@ -140,8 +145,9 @@ def fanout(*, retry_failed: str | None = None, models: str | None = None,
         if given:
             raise UsageProblem(f"--retry-failed re-runs that wave's own models and briefing; "
                                f"drop {', '.join(given)}")
-        return Retry(wave_id=retry_failed, chair=chair, tools=tools, max_legs=max_legs,
-                     **common)
+        return Retry(wave_id=retry_failed, chair=chair, synthesis=synthesis,
+                     aggregate=aggregate, tools=tools, max_legs=max_legs, **common)
     return Fanout(prompt=prompt or "", prompt_source=prompt_source, models=models,
-                  council=council, context=tuple(context), chair=chair, rounds=rounds,
+                  council=council, context=tuple(context), chair=chair, synthesis=synthesis,
+                  aggregate=aggregate, rounds=rounds,
                   peers=peers, tools=tools, max_legs=max_legs, **common)

@@ -26,12 +26,16 @@ class RetryInputs:
     chair_only_if_new: bool = False
     tools: str | None = None
     tools_asked: bool = True
+    aggregate: str | None = None
+    synthesis: str | None = None
     workspace: str | None = None
     budgets: dict[str, Any] = field(default_factory=dict)
     kept_from: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # retry_slots, ceilings' families
     prior: list[Any] = field(default_factory=list)
     family: dict[str, dict[str, Any]] = field(default_factory=dict)  # per run ceiling
+    account: dict[str, Any] = field(default_factory=dict)  # what the family's account opens from
+    notices: list[str] = field(default_factory=list)  # said before it spends
     nothing: str | None = None
 
 
@@ -70,6 +74,8 @@ def plan(request, *, runs: Path, cfg, pm, resources: ExitStack) -> RetryInputs:
     out.options["retry_slots"] = found.slots
     out.tools_asked = request.tools is not None or old.get("tools_asked", True)
     out.tools = request.tools or old.get("tools")
+    out.aggregate = request.aggregate or old.get("aggregate")
+    out.synthesis = request.synthesis or old.get("synthesis")
     out.workspace = request.workspace or old.get("workspace")
     names = {o.key for o in declared}
     kept = {k: v for k, v in old.items() if k in names and k not in budgets}
@@ -81,4 +87,6 @@ def plan(request, *, runs: Path, cfg, pm, resources: ExitStack) -> RetryInputs:
         out.kept_from[key] = family["root"]
     out.family = dict(found.ceilings)
     out.prior = list(found.prior)
+    out.notices = list(found.notices)  # e.g. requests in flight at a kill
+    out.account = found.account_args  # reopened where the retry runs (app/start.py)
     return out

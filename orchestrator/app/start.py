@@ -178,7 +178,8 @@ async def _wave(handle: Handle) -> tuple[dict, int, dict]:
     from orchestrator.engine.wave import Wave
 
     p = handle.prepared
-    wave = Wave(p.plan, pm=p.pm, config=p.config, ledger=_ledger(), observe=handle.observer())
+    wave = Wave(p.plan, pm=p.pm, config=p.config, ledger=_ledger(), observe=handle.observer(),
+                account=p.account.open())  # a retry's: its family's
     handle._running(wave)
     doc = await wave.run(handle_signals=handle.handle_signals)
     return doc, doc["exit_code"], {}

@@ -14,7 +14,7 @@ from pathlib import Path
 from orchestrator.app.budgets import require_budget_plugins
 from orchestrator.app.requests import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN, Fanout, Retry
 from orchestrator.briefing import check_briefing
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.addressing import check_key
 from orchestrator.models.resolve import resolve_all
 from orchestrator.security.workspace_root import choose as choose_workspace
@@ -38,6 +38,26 @@ def check_plugin_config(cfg, pm) -> None:
     check(cfg, pm)
 
 
+def check_outcome(*, chair: str | None, rounds: int, aggregate: str | None,
+                  synthesis: str | None) -> None:
+    """What a run ends on, checked before any spend: ``--aggregate vote`` (a majority over
+    the final answers, votes/aggregate.py) and the chair's ``--synthesis`` mode
+    (chair/modes.py)."""
+    from orchestrator.chair.modes import SYNTHESES
+    from orchestrator.votes.aggregate import METHODS
+
+    if aggregate is not None and aggregate not in METHODS:
+        raise UsageProblem(f"--aggregate is one of {', '.join(METHODS)}, not {aggregate!r}")
+    if synthesis is not None and synthesis not in SYNTHESES:
+        raise UsageProblem(f"--synthesis is one of {', '.join(SYNTHESES)}, not {synthesis!r}")
+    if synthesis == "structured" and not chair:
+        raise UsageProblem("--synthesis structured is written by the chair; add --chair MODEL")
+    if synthesis == "structured" and rounds > 1:
+        raise UsageProblem("--synthesis structured is for a one-round fanout's chair; a "
+                           "deliberation's chair writes a plain synthesis: drop --rounds or "
+                           "--synthesis")
+
+
 def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, runs: Path,
                  chair: str | None, timeout_min: float, max_steps: int, tools_mode: str | None,
                  workspace: str | None, workspace_any: bool, max_legs: int, tag: str | None,
@@ -45,14 +65,17 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
                  prior: list | None = None, retry_options: dict | None = None,
                  kept_from: dict[str, str] | None = None, pm=None,
                  validate_models: bool = True, quiet: bool = False, tools_asked: bool = True,
-                 notices: list[str] | None = None):
+                 notices: list[str] | None = None, aggregate: str | None = None,
+                 synthesis: str | None = None, rounds: int = 1):
     """Every check before any spend, then the WaveSpec and the plugin manager to run it
     with. ``tools_asked`` False: the tools are the default, not the user's request (a base
     model is then offered none: the local plugin). ``notices``: where a notice to say once
-    the run starts goes (default: stderr now, unless ``quiet``)."""
+    the run starts goes (default: stderr now, unless ``quiet``). ``aggregate``,
+    ``synthesis``: what the run ends on besides its answers (:func:`check_outcome`)."""
     from orchestrator import runtime
     from orchestrator.engine.spec import WaveSpec, new_wave_id
 
+    check_outcome(chair=chair, rounds=rounds, aggregate=aggregate, synthesis=synthesis)
     if len(specs) > max_legs:
         raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
@@ -81,7 +104,10 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
                     options={"plugins": not no_plugins, "tools": tools_mode or "read",
                              "tools_asked": tools_asked,
                              "workspace": str(root) if root else None, **budgets,
-                             **(retry_options or {})})
+                             **({"aggregate": aggregate} if aggregate else {}),
+                             **({"synthesis": synthesis} if synthesis else {}),
+                             **(retry_options or {})},
+                    synthesis=synthesis or "plain")
     return spec, pm
 
 
@@ -110,7 +136,8 @@ def prepare_fanout(request: Fanout):
         workspace_any=request.workspace_any, max_legs=request.max_legs, tag=request.tag,
         no_plugins=request.no_plugins, budgets=dict(request.budgets), pm=pm,
         validate_models=request.validate_models, quiet=request.quiet,
-        tools_asked=request.tools is not None, notices=notices)
+        tools_asked=request.tools is not None, notices=notices, aggregate=request.aggregate,
+        synthesis=request.synthesis, rounds=request.rounds)
     if request.rounds > 1:
         plan, kind = DeliberationPlan(spec, request.rounds, request.peers), "deliberation"
     else:
@@ -146,10 +173,14 @@ def prepare_retry(request: Retry):
             no_plugins=request.no_plugins, budgets=inputs.budgets, retry_of=inputs.wave_id,
             prior=inputs.prior, retry_options=inputs.options, kept_from=inputs.kept_from,
             pm=pm, validate_models=request.validate_models, quiet=request.quiet,
-            tools_asked=inputs.tools_asked, notices=notices)
+            tools_asked=inputs.tools_asked, notices=notices, aggregate=inputs.aggregate,
+            synthesis=inputs.synthesis)
         spec.chair_only_if_new = inputs.chair_only_if_new
-        done = _prepared(Prepared, request, "wave", spec, spec, pm, cfg, notices)
+        # e.g. requests in flight at a kill: said before it spends
+        done = _prepared(Prepared, request, "wave", spec, spec, pm, cfg,
+                         [*inputs.notices, *notices])
         done.account.family = inputs.family
+        done.account.of_family = inputs.account
         done.resources = resources.pop_all()  # the claim: held until the run ends
         return done
 

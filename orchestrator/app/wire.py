@@ -34,13 +34,12 @@ def _unmodel(data: dict[str, Any]):
 
 
 def _spec(spec) -> dict[str, Any]:
-    if spec.chair_brief is not None or spec.anonymity is not None:
-        raise OrchError("a wave with its own chair brief or anonymity runs in the process "
-                        "that made it")
+    if spec.anonymity is not None:
+        raise OrchError("a wave with its own anonymity runs in the process that made it")
     return {"models": [_model(m) for m in spec.models], "briefing": spec.briefing,
             "runs_dir": _path(spec.runs_dir), "timeout_s": spec.timeout_s,
             "max_steps": spec.max_steps, "chair": _model(spec.chair) if spec.chair else None,
-            "tag": spec.tag, "project_dir": spec.project_dir, "workspace": _path(spec.workspace),
+            "synthesis": spec.synthesis, "tag": spec.tag, "project_dir": spec.project_dir, "workspace": _path(spec.workspace),
             "kind": spec.kind, "retry_of": spec.retry_of, "run_id": spec.run_id,
             "wave_id": spec.wave_id, "options": spec.options, "briefings": spec.briefings,
             "histories": spec.histories, "prior": [r.to_dict() for r in spec.prior],
@@ -55,7 +54,8 @@ def _unspec(data: dict[str, Any]):
     return WaveSpec(models=[_unmodel(m) for m in data["models"]], briefing=data["briefing"],
                     runs_dir=Path(data["runs_dir"]), timeout_s=data["timeout_s"],
                     max_steps=data["max_steps"],
-                    chair=_unmodel(data["chair"]) if data["chair"] else None, tag=data["tag"],
+                    chair=_unmodel(data["chair"]) if data["chair"] else None,
+                    synthesis=data.get("synthesis") or "plain", tag=data["tag"],
                     project_dir=data["project_dir"],
                     workspace=Path(data["workspace"]) if data["workspace"] else None,
                     kind=data["kind"], retry_of=data["retry_of"], run_id=data["run_id"],

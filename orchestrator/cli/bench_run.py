@@ -69,12 +69,15 @@ def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
             lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}; one deliberation per trial: up to "
                          f"{c.rounds} rounds × {legs} legs = {c.rounds * legs} requests"
-                         + (" + the chair" if c.chair else "") + ", peers "
+                         + (" + the chair" if c.chair else "")
+                         + ("; the majority of the final answers graded" if c.aggregate
+                            else "") + ", peers "
                          + (str(c.peers) if c.peers else "default") + ")")
         elif c.kind in ("fanout", "council"):
             lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}; one {'wave' if c.kind == 'fanout' else c.kind} "
-                         "per trial)")
+                         "per trial" + ("; the majority of its answers graded" if c.aggregate
+                                        else "") + ")")
         else:
             argv = cmd.command_line(c, plan.render(first), "<trial folder>", first.check)
             lines.append(f"  {c.name}: " + " ".join(_short(a) for a in argv)

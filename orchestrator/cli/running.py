@@ -51,7 +51,9 @@ class Renderer:
         elif isinstance(event, Notice):
             click.echo(f"orch: {event.text}", err=True)
         elif isinstance(event, RoundStarted) and not self.quiet:
-            click.echo(f"orch: round {event.round}/{event.of}: {event.legs} legs", err=True)
+            idle = f" ({event.idle} read only their own answer)" if event.idle else ""
+            click.echo(f"orch: round {event.round}/{event.of}: {event.legs} legs{idle}",
+                       err=True)
         elif isinstance(event, Log):
             sys.stderr.write(event.line if event.line.endswith("\n") else event.line + "\n")
             sys.stderr.flush()

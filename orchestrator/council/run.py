@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope, run_ceiling
+from orchestrator.account import Account
+from orchestrator.chair.marks import CUT, marks_of
 from orchestrator.config import Config
 from orchestrator.council.artifacts import Artifacts
 from orchestrator.council.bundle import Bundle, build_bundle
@@ -78,7 +80,7 @@ class CouncilRun:
                  project_dir: str | None = None, workspace: Path | None = None,
                  observe=None, run_id: str | None = None, ledger_url: str | None = None,
                  resolve=None, options: dict[str, Any] | None = None,
-                 events: Sink | None = None) -> None:
+                 events: Sink | None = None, account: Account | None = None) -> None:
         self.plan, self.pm, self.config = plan, pm, config
         self.run_id = run_id or new_wave_id()
         self.dir = runs_dir / f"council-{self.run_id}"
@@ -92,6 +94,10 @@ class CouncilRun:
         self.ceiling_keys = run_ceiling.keys(pm, "council_run")
         self.ceilings = {key: self.options.pop(key) for key in self.ceiling_keys
                          if key in self.options}
+        # the run's one account, every stage's (a bench's, when a trial is a council): a new
+        # run id, so the record holds nothing for it yet
+        self.account = account if account is not None else \
+            Account(run_id=self.run_id, ceilings=self.ceilings)
         # name -> ResolvedModel, for promoting a chair from stats (the CLI passes plugins')
         self.resolve = resolve or (lambda name: resolve_model(name, config))
         self.server = Server(timeout_s=timeout_s)  # one gate and one set of counters per run
@@ -104,6 +110,7 @@ class CouncilRun:
         self.reviews: list[Review] = [Review(m.name) for m in plan.seats]
         self.bundle: Bundle | None = None
         self.judgements: list[Judgement] = []
+        self.shown: dict[str, list[str]] = {}  # judge -> the finding ids its view showed, in order
         self.tally: dict[str, Any] | None = None
         self.chair = ChairOutcome()
         self.anonymity: dict[str, Any] = {}
@@ -132,17 +139,19 @@ class CouncilRun:
         """One stage as one wave on the shared server; its legs go to the spend ledger."""
         self._check()
         options = {**self.options, "council_run": self.run_id, "council_stage": name}
-        spent = sum(r.cost_usd for r in self.records if r.cost_usd is not None)
         for key, ceiling in self.ceilings.items():  # the wave's: what the run has left
             if ceiling is not None:
-                options[key] = run_ceiling.left(ceiling, spent)
+                left = self.account.left(key)  # the run's account, else this run's own
+                options[key] = left if left is not None else run_ceiling.left(ceiling, sum(
+                    r.cost_bound_usd if r.cost_bound_usd is not None else r.cost_usd or 0.0
+                    for r in self.records))
         spec = WaveSpec(models=models, briefing=self.plan.briefing, briefings=briefings,
                         runs_dir=self.dir / "waves", timeout_s=self.timeout_s,
                         max_steps=self.max_steps, kind=kind, run_id=self.run_id,
                         wave_id=f"{self.run_id}-{name}", tag=self.tag,
                         project_dir=self.project_dir, workspace=self.workspace,
                         options=options, later=[self.plan.chair], anonymity=anonymity)
-        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend,
+        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend, account=self.account,
                     observe=self.observe, server=self.server)
         self._current = wave
         self.events.emit(StageStarted(name, kind, [m.name for m in models]))
@@ -237,6 +246,8 @@ class CouncilRun:
                 self.notice(f"seat {review.model} did not review — {why}", "seat lost")
                 continue
             review.read(rec.answer, rec.finish_reason)
+            review.marks = marks_of(rec)  # the marks every chair reads: CUT, UNFINISHED
+            review.cut = review.cut or CUT in review.marks
             if review.cut:
                 self.notice(f"seat {review.model}'s review is CUT: it stopped at its output "
                             "limit")
@@ -263,6 +274,7 @@ class CouncilRun:
         judges = [m for m, r in zip(self.plan.seats, self.reviews, strict=True) if r.usable]
         self.bundle = bundle = build_bundle(self.run_id, self.reviews, self.plan.seats)
         views = {m.name: bundle.view_for(m.name) for m in judges}
+        self.shown = {name: ids for name, (_, ids, _) in views.items()}
         prompts = [judge_briefing(self.plan.briefing, *views[m.name], nonce=bundle.nonce)
                    for m in judges]
         # what each judge reads of the seats, as it is in the prompt sent
@@ -344,14 +356,15 @@ class CouncilRun:
         if self.chair.verdict is None and self.signum is None:
             self.notice("the council has no verdict (see chair_attempts)", "no verdict")
 
-    def _promote(self) -> ResolvedModel | None:
+    async def _promote(self) -> ResolvedModel | None:
         """The non-seat model with the best street-cred in council stats that resolves and has
         its key."""
         from orchestrator.ledger.council_rows import CouncilLedger
 
         exclude = {s.base_name for s in self.plan.seats} | {self.plan.chair.base_name}
         try:
-            names = CouncilLedger(self.ledger_url).best_street_cred(exclude)
+            names = await self.spend.bounded_async(  # within the run's ledger deadline
+                lambda: CouncilLedger(self.ledger_url).best_street_cred(exclude), "answer")
         except Exception as exc:  # an unreadable ledger must not cost the run its chair
             self.notice(f"council stats unavailable for promotion: {exc}")
             names = []

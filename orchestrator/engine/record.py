@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.request import Usage
+from orchestrator.tool_thread import abandoned_site
 
 RUNNING, COMPLETE, ERROR, REFUSED, ABORTED, PENDING = (
     "running", "complete", "error", "refused", "aborted", "pending")
@@ -39,6 +40,11 @@ class LegRecord:
     steps: int = 0
     requests: int = 0
     billed: int = 0  # answers whose usage is on this record: the ledger row's ``seq``
+    unread: int = 0  # answers whose cost could not be read from their usage
+    # the most the leg can have cost once an answer's cost was not read: read costs plus
+    # each such answer's claim (unknown is not zero); None while every cost was read, or
+    # once such an answer had no claim (no price)
+    cost_bound_usd: float | None = None
     started_at: str | None = None
     ended_at: str | None = None
     duration_s: float = 0.0
@@ -48,6 +54,33 @@ class LegRecord:
     plugin_errors: list[dict[str, str]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # fields plugins record (doom_loop, ...)
     _t0: float = 0.0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A plugin call orch stopped waiting for (a hook past its deadline, still running
+        on its thread) changes nothing here: the leg's status, reason and counts are the
+        engine's, never flipped by a write that comes after the leg moved on."""
+        if abandoned_site() is not None and self.late(f"leg.record.{name} = ..."):
+            return
+        object.__setattr__(self, name, value)
+
+    def late(self, what: str) -> bool:
+        """True when the code running now is an abandoned plugin call: ``what`` it writes is
+        discarded, and noted once per plugin in ``plugin_errors`` (LateWrite)."""
+        site = abandoned_site()
+        if site is None:
+            return False
+        plugin, hook = site
+        if not any(e.get("plugin") == plugin and str(e.get("error", "")).startswith("LateWrite")
+                   for e in self.plugin_errors):
+            self.plugin_errors.append({
+                "plugin": plugin, "hook": hook,
+                "error": f"LateWrite: {what[:80]} after orch stopped waiting for it "
+                         "(PLUGIN_TIMEOUT); discarded"})
+            from orchestrator.runtime import log
+
+            log().warning("plugin_late_write", plugin=plugin, hook=hook, leg_id=self.leg_id,
+                          write=what[:80])
+        return True
 
     def start(self) -> None:
         self.status = RUNNING
@@ -60,6 +93,22 @@ class LegRecord:
         self.ended_at = now_iso()
         if self._t0:
             self.duration_s = round(time.monotonic() - self._t0, 3)
+
+    def add_bound(self, cost_usd: float | None, claim_usd: float | None, unread: bool) -> None:
+        """Before :meth:`add_cost`: an answer whose cost could not be read from its usage
+        (``unread``: none, or garbage) holds the worst case it was sent with (its claim, or
+        the cost read from the clamped counts if that is more); read answers add their cost
+        once a bound is kept."""
+        if not unread:
+            if self.cost_bound_usd is not None:
+                self.cost_bound_usd += cost_usd or 0.0
+            return
+        self.unread += 1
+        base = (self.cost_usd or 0.0) if self.unread == 1 else self.cost_bound_usd
+        if base is None or claim_usd is None:
+            self.cost_bound_usd = None  # no price: nothing bounds it (the total is a floor)
+            return
+        self.cost_bound_usd = base + max(claim_usd, cost_usd or 0.0)
 
     def add_cost(self, cost_usd: float | None, source: str) -> None:
         """Accumulate an answer's cost; once any answer's cost is unknown the leg's total is
@@ -87,11 +136,15 @@ class LegRecord:
             "cost_source": self.cost_source, "duration_s": self.duration_s,
             "finish_reason": self.finish_reason, "steps": self.steps, "requests": self.requests,
             "billed": self.billed,
+            "cost_bound_usd": None if self.cost_bound_usd is None
+            else round(self.cost_bound_usd, 8),
+            "unread": self.unread,
             "started_at": self.started_at, "ended_at": self.ended_at,
             "variant": self.variant, "sampling": self.sampling, "notes": self.notes,
             "plugin_errors": self.plugin_errors,
         }
-        doc.update(self.extra)
+        for key, value in self.extra.items():  # a plugin's field never replaces orch's own
+            doc.setdefault(key, value)
         return doc
 
     @classmethod
@@ -122,4 +175,6 @@ class LegRecord:
             **self.usage.to_dict(), "cost_usd": self.cost_usd, "cost_source": self.cost_source,
             "duration_s": duration, "tag": tag, "project_dir": project_dir,
             "run_id": run_id, "seq": self.billed,
+            "cost_bound_usd": None if self.cost_bound_usd is None
+            else round(self.cost_bound_usd, 10),
         }

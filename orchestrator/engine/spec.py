@@ -28,7 +28,7 @@ class WaveSpec:
     timeout_s: float = 600.0
     max_steps: int = 20
     chair: ResolvedModel | None = None
-    chair_brief: Any = None  # callable(briefing, records) -> str | None; default chair_packet
+    synthesis: str = "plain"  # the chair's mode: plain | structured (chair/modes.py)
     tag: str | None = None
     project_dir: str | None = None
     workspace: Path | None = None

@@ -15,8 +15,9 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope
+from orchestrator.account import Account
+from orchestrator.chair.synthesis import FanoutChair
 from orchestrator.config import Config
-from orchestrator.engine.chair import chair_packet
 from orchestrator.engine.context import LegContext, WaveContext
 from orchestrator.engine.degraded import Reporter, degradations, merge_reports, reporter
 from orchestrator.engine.ledger_sink import LedgerSink
@@ -30,11 +31,13 @@ from orchestrator.engine.record import (
     now_iso,
 )
 from orchestrator.engine.spec import WaveSpec, new_wave_id
-from orchestrator.errors import OrchError, PreflightError, Refusal
+from orchestrator.errors import Deferred, OrchError, PreflightError, Refusal
 from orchestrator.intake import Policy
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
 from orchestrator.pids import process_started
+from orchestrator.plugin_host.boundary import said
+from orchestrator.plugin_host.fail_closed import holders
 from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Usage
 from orchestrator.security.secrets import register_identifier, scrub
@@ -64,14 +67,25 @@ def exit_code(status: str, signum: int | None = None) -> int:
 
 class Wave:
     def __init__(self, spec: WaveSpec, *, pm, config: Config, ledger: LedgerSink | None = None,
-                 observe=None, server: Server | None = None) -> None:
+                 observe=None, server: Server | None = None,
+                 account: Account | None = None) -> None:
         self.spec = spec
         self.config = config
-        self.hooks = HookRunner(pm, config=config)
+        self.hooks = HookRunner(pm, config=config, held=holders(pm, config, spec.options))
         self.ledger = ledger
         self.observe = observe
         self.wave_id = spec.wave_id or new_wave_id()
         self.dir = spec.runs_dir / self.wave_id
+        # the run's account, shared by its waves (a council's stages, a bench's trials); a
+        # wave of its own has a new id, so the record holds nothing for it yet
+        self.account = account if account is not None else \
+            Account(run_id=spec.run_id or self.wave_id)
+        self.journal = None  # every request journaled before the wire (account/journal.py)
+        if ledger is not None:
+            from orchestrator.account.journal import WaveJournal
+            from orchestrator.ledger.connection import default_url
+
+            self.journal = WaveJournal(ledger.url or default_url(), self.wave_id, spec.run_id)
         # A council's stages pass one server so every stage shares its gate and counters.
         self.server = server or Server(timeout_s=spec.timeout_s)
         self.server.wave_size = max(self.server.wave_size, len(spec.models))
@@ -88,12 +102,21 @@ class Wave:
             for n, model in enumerate(spec.models, start=1)
         ]
         self.chair: Leg | None = None
+        self.chair_repair: Leg | None = None  # a structured synthesis's repair prompt
+        self.synthesis: dict[str, Any] | None = None
+        self._chair_mode = FanoutChair(spec.synthesis, seed=self.wave_id,
+                                       models=[*spec.models, *([spec.chair] if spec.chair
+                                                               else [])])
         self.context = WaveContext(wave_id=self.wave_id, legs=[leg.ctx for leg in self.legs],
                                    config=config, dir=self.dir, options=spec.options,
-                                   chair_model=spec.chair, later_models=spec.later)
+                                   chair_model=spec.chair, later_models=spec.later,
+                                   account=self.account)
         self._legs_scope: anyio.CancelScope | None = None
         self._start_scope: anyio.CancelScope | None = None
+        self._end_scope: anyio.CancelScope | None = None
         self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
+        self._checked: dict[str, anyio.Event] = {}  # leg id -> its launch was checked
+        self._after: dict[str, str] = {}  # leg id -> the leg whose check comes first
         self._created = now_iso()
 
     def _leg(self, leg_id: str, model: ResolvedModel, kind: str, briefing: str,
@@ -104,26 +127,48 @@ class Wave:
         ctx = LegContext(leg_id=leg_id, wave_id=self.wave_id, model=model, briefing=briefing,
                          record=record, config=self.config, dir=self.spec.runs_dir / leg_id,
                          kind=kind, max_steps=self.spec.max_steps, workspace=self.spec.workspace,
-                         options=self.spec.options, history=list(history or []))
+                         options=self.spec.options, history=list(history or []),
+                         account=self.account)
         return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
                    ledger=self.ledger.append if self.ledger else None, observe=self.observe,
                    tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id,
-                   intake=intake or self.intake)
+                   intake=intake or self.intake, journal=self.journal)
 
     @property
     def records(self) -> list[LegRecord]:
         return [leg.record for leg in self.legs]
 
     def _on_hook_error(self, plugin: str, hook: str, exc: BaseException) -> None:
-        self.context.notice(f"plugin {plugin} failed in {hook}: {type(exc).__name__}: {exc}")
+        self.context.notice(f"plugin {plugin} failed in {hook}: {said(exc)}")
 
     # -- running -------------------------------------------------------------------------
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
-        """Run the legs (and the chair). Signals are watched from the first line, so one that
-        arrives while ``wave_start`` hooks run (the local server starting) still ends the
-        wave with its ``wave.json``; ``wave.json`` is final however the legs ended."""
+        """Run the legs (and the chair). Signals are watched from the first line to the
+        last, so one that arrives while ``wave_start`` hooks run (the local server starting)
+        or while ``wave_end`` hooks run still ends the wave with its ``wave.json``;
+        ``wave.json`` is final however the legs ended, and should the process have to leave
+        before (jobscope's hard timer) it is written from what the legs hold."""
         self._create_dir()
         jobscope.wave_started(self.wave_id)  # a daemon's client names it if the daemon dies
+        with jobscope.finaliser(self._final_write):
+            refused = await self._run(handle_signals)
+            if refused is not None:  # wave.json says so, then the CLI says it in one line
+                # A wave that could not start (the local server) ran: a row per leg at $0,
+                # so runs and spend agree. A pre-flight refusal (exit 2) is a usage error,
+                # like a bad flag: it writes nothing to the ledger (docs/budgets.md).
+                attempted = not isinstance(refused, PreflightError)
+                for leg in self.legs:
+                    leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
+                    if attempted:
+                        await leg.unsent()
+                self._write_file("wave.json", self.write)
+                self._close_journal()
+                raise refused
+            return self.finalise()
+
+    async def _run(self, handle_signals: bool) -> Exception | None:
+        """The wave inside its signal watch: wave_start, the legs, wave_end. What a
+        wave_start refused with, or None."""
         refused: Exception | None = None
         async with anyio.create_task_group() as outer:
             if handle_signals:
@@ -146,29 +191,72 @@ class Wave:
                         refused = exc
             if refused is None:
                 await self._run_legs()
+                for text in self.server.holds.notices():  # the rate-limit gate held it back
+                    self.context.notice(text)
+                unread = unread_notice(self.records + ([self.chair.record] if self.chair
+                                                       else []))
+                if unread:  # unknown is not zero: the record says the total is an upper bound
+                    self.context.notice(unread)
+                self.context.status = self.status
+                await self._end()
             outer.cancel_scope.cancel()
-        if refused is not None:  # wave.json says so, then the CLI says it in one line
-            # A wave that could not start (the local server) ran: a row per leg at $0, so
-            # runs and spend agree. A pre-flight refusal (exit 2) is a usage error, like a
-            # bad flag: it writes nothing to the ledger (docs/budgets.md).
-            attempted = not isinstance(refused, PreflightError)
-            for leg in self.legs:
-                leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
-                if attempted:
-                    await leg.unsent()
-            self._write_file("wave.json", self.write)
-            raise refused
-        for text in self.server.holds.notices():  # the rate-limit gate held the wave back
-            self.context.notice(text)
-        self.context.status = self.status
+        return refused
+
+    async def _end(self) -> None:
+        """The ``wave_end`` hooks; a signal (before or while they run) cuts them short."""
+        with anyio.CancelScope() as self._end_scope:
+            try:
+                await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context,
+                                        deadline_s=ABORT_HOOK_S if self.signum else None)
+            except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
+                self._on_hook_error("?", "wave_end", exc)
+        if self._end_scope.cancelled_caught:
+            self.context.notice("wave_end was cut short: the wave was interrupted")
+
+    def _final_write(self, signum: int) -> None:
+        """The record written final from what the legs hold now, from another thread, when
+        the command must leave before the wave ends (jobscope's hard timer, a second
+        interrupt): each leg still open is ``aborted``, its metadata.json written and its
+        ledger row journaled in the outbox (the next command replays it)."""
+        from orchestrator.engine.record import PENDING
+        from orchestrator.store import write_json_atomic as write
+
+        if self.signum is None:
+            self.signum = signum
+        reason = (f"aborted: orch ended the process after signal {signum} while this leg was "
+                  "still open (something held it past the hard exit's "
+                  f"{jobscope.HARD_EXIT_S:g} s)")
+        for leg in [*self.legs, *([self.chair] if self.chair else [])]:
+            if leg.record.status not in (RUNNING, PENDING):
+                continue
+            leg.record.finish(ABORTED, reason)
+            try:
+                write(leg.ctx.dir / "metadata.json", leg.record.to_dict())
+            except Exception:  # noqa: BLE001 - the wave's own file still gets written
+                pass
+            self._journal(leg)
+        self.context.notice(f"written by orch's hard exit after signal {signum}: the plugins' "
+                            "wave_report was not asked")
+        write(self.dir / "wave.json", self.document(report=False))
+
+    def _journal(self, leg: Leg) -> None:
+        """A leg's ledger row straight to the outbox (fsync'd), for the next command."""
+        if self.ledger is None:
+            return
         try:
-            await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context,
-                                    deadline_s=ABORT_HOOK_S if self.signum else None)
-        except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
-            self._on_hook_error("?", "wave_end", exc)
-        return self.finalise()
+            from orchestrator.ledger import outbox
+            from orchestrator.ledger.spend import default_url
+
+            outbox.append(self.ledger.url or default_url(), leg.record.ledger_row(
+                tag=leg.tag, project_dir=leg.project_dir, run_id=leg.run_id))
+        except Exception:  # noqa: BLE001 - no outbox takes it: wave.json still says it
+            pass
 
     async def _run_legs(self) -> None:
+        # launches are checked in the legs' order, whichever is prepared first
+        ids = [leg.ctx.leg_id for leg in self.legs]
+        self._checked = {leg_id: anyio.Event() for leg_id in ids}
+        self._after = dict(zip(ids[1:], ids, strict=False))
         with anyio.CancelScope() as self._legs_scope:
             if self.signum is not None:  # interrupted while wave_start hooks ran
                 self._legs_scope.cancel()
@@ -203,6 +291,7 @@ class Wave:
     def finalise(self) -> dict[str, Any]:
         """The final wave.json, tried a few times (a disk may free up); when it cannot be
         written the document says so and the exit code is 2 (never a clean 0)."""
+        self._close_journal()
         outboxed = self.ledger.outboxed if self.ledger else {}
         if outboxed:
             where = sorted(set(outboxed.values()))[0].split(" (")[0]
@@ -227,13 +316,19 @@ class Wave:
         log().warning(text)  # a log line: in orch serve it reaches the run's client
         return doc
 
+    def _close_journal(self) -> None:
+        """Every leg's end is recorded (ledger or outbox): its requests are settled, so the
+        wave's journal goes; kept when a row was lost (its requests stay "in flight")."""
+        if self.journal is not None:
+            self.journal.close(keep=bool(self.ledger and self.ledger.errors))
+
     async def _run_chair(self) -> None:
         if self.spec.chair_only_if_new and not any(r.status == COMPLETE for r in self.records):
             self.context.notice("no retried leg completed: the chair was not called again "
                                 "(it would read the same answers)")
             return
-        brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing,
-                                                        [*self.spec.prior, *self.records])
+        mode = self._chair_mode
+        brief = mode.packet(self.spec.briefing, [*self.spec.prior, *self.records])
         if brief is None:
             self.context.notice("no leg completed: the chair was not called")
             return
@@ -241,14 +336,50 @@ class Wave:
                                intake=self.chair_intake)
         self.context.chair = self.chair.ctx
         await self._launch(self.chair)
+        if not mode.structured:
+            return
+        record = self.chair.record
+        if record.status != COMPLETE or not (record.answer or "").strip():
+            self.synthesis = mode.document(None)
+            return
+        reading = mode.read(record.answer)
+        if reading["problem"] and self.signum is None:  # one repair prompt, as council findings
+            self.chair_repair = self._leg(f"{self.wave_id}-chair-repair", self.spec.chair,
+                                          "chair", mode.repair(record.answer, reading["problem"]))
+            await self._launch(self.chair_repair)
+            again = self.chair_repair.record
+            if again.status == COMPLETE and again.answer:
+                reading = mode.take_repair(reading, again.answer)
+        self.synthesis = mode.document(reading)
 
     async def _launch(self, leg: Leg) -> None:
         """Start ``leg`` unless a ``before_launch`` hook (the cost ceiling) refuses it; the
-        hooks run synchronously, so each check and what it claims happen at once."""
+        hooks run synchronously, so each check and what it claims happen at once. The leg is
+        prepared first (roster, system prompt), so the check sees what its first request
+        carries. A launch only other legs' open claims keep out (:class:`Deferred`) waits,
+        in a run whose account says so (a bench), until one settles, then is checked again."""
+        self.account.join(leg.ctx)
+        leg_id = leg.ctx.leg_id
         try:
-            await self.hooks.notify("before_launch", self._on_hook_error, wave=self.context,
-                                    leg=leg.ctx)
+            await leg.prepare()
+            if leg_id in self._after:
+                await self._checked[self._after[leg_id]].wait()
+            while True:
+                seen = self.account.version
+                try:
+                    await self.hooks.notify("before_launch", self._on_hook_error,
+                                            wave=self.context, leg=leg.ctx)
+                    break
+                except Deferred:
+                    if not (self.account.waits and self.account.others_claim(leg.ctx.leg_id)):
+                        raise
+                    await self.account.changed(seen)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # as if it had begun: aborted, its row, files
+                await leg.aborted_before_start()
+            raise
         except (Refusal, OrchError) as exc:
+            self._turn_done(leg_id)
             reason = exc.reason if isinstance(exc, Refusal) else f"config: {exc}"
             self.budget_refusals.append({"leg_id": leg.ctx.leg_id, "kind": leg.ctx.kind,
                                          "model": leg.ctx.model.name, "reason": reason})
@@ -256,7 +387,14 @@ class Wave:
                                 f"{reason}")
             await leg.refuse(reason)
             return
+        finally:
+            self._turn_done(leg_id)
         await leg.run()
+
+    def _turn_done(self, leg_id: str) -> None:
+        event = self._checked.get(leg_id)
+        if event is not None:
+            event.set()
 
     async def _watch_signals(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         # the process's signals, or its job's (serve)
@@ -266,7 +404,9 @@ class Wave:
     def interrupt(self, signum: int) -> None:
         """Stop the legs as a signal would (a council watching signals itself calls this)."""
         self.signum = signum
-        for scope in (self._start_scope, self._legs_scope):
+        if self.ledger is not None:  # the ledger gets a moment more, then the outbox
+            self.ledger.hurry()
+        for scope in (self._start_scope, self._legs_scope, self._end_scope):
             if scope is not None:
                 scope.cancel()
 
@@ -276,12 +416,15 @@ class Wave:
         records = self.records + ([self.chair.record] if self.chair else [])
         return wave_status(records)
 
-    def document(self) -> dict[str, Any]:
+    def document(self, *, report: bool = True) -> dict[str, Any]:
+        """The wave document; ``report=False``: without asking the plugins' ``wave_report``
+        (the hard exit's write: no plugin code then)."""
         status = self.status
         return build_document(
             wave_id=self.wave_id, status=status, legs=self.records,
             chair=self.chair.record if self.chair else None, runs_dir=self.spec.runs_dir,
             signum=self.signum,
+            chair_repair=self.chair_repair.record if self.chair_repair else None,
             extra={
                 "created_at": self._created,
                 "ended_at": None if status == "running" else now_iso(),
@@ -298,7 +441,9 @@ class Wave:
                 "server": {"requests": self.server.sent,
                            "peak_in_flight": self.server.peak_in_flight,
                            "rate_gate": self.server.holds.to_dict()},
-            }, report=reporter(self.hooks, self.context.notice, self.context))
+                **outcomes(self.spec.options, [*self.spec.prior, *self.records],
+                           self.synthesis),
+            }, report=reporter(self.hooks, self.context.notice, self.context) if report else None)
 
     def write(self) -> dict[str, Any]:
         doc = self.document()
@@ -306,25 +451,46 @@ class Wave:
         return doc
 
 
+def outcomes(options: dict[str, Any], records: list[LegRecord],
+             synthesis: dict[str, Any] | None) -> dict[str, Any]:
+    """What the wave document says beside the legs: the vote over their answers
+    (``--aggregate vote``) and the chair's structured synthesis, when asked for."""
+    out: dict[str, Any] = {}
+    if options.get("aggregate") == "vote":
+        from orchestrator.votes.aggregate import vote
+
+        out["aggregate"] = vote(records)
+    if synthesis is not None:
+        out["synthesis"] = synthesis
+    return out
+
+
 def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
                    chair: LegRecord | None, runs_dir: Path, signum: int | None = None,
                    extra: dict[str, Any] | None = None,
-                   report: Reporter | None = None) -> dict[str, Any]:
+                   report: Reporter | None = None,
+                   chair_repair: LegRecord | None = None) -> dict[str, Any]:
     """The wave document: ``wave.json`` and ``orch fanout --json`` (one shape, two places).
     ``report`` asks the plugins what the document means for the exit code (``wave_report``;
-    engine/degraded.py)."""
-    everything = legs + ([chair] if chair else [])
+    engine/degraded.py). ``chair_repair``: a structured synthesis's repair prompt, billed
+    with the wave, not counted in its status."""
+    everything = legs + ([chair] if chair else []) + ([chair_repair] if chair_repair else [])
     usage = sum((r.usage for r in everything), Usage())
     known = [r.cost_usd for r in everything if r.cost_usd is not None]
+    unread = [r for r in everything if r.unread]
     doc = {
         "wave_id": wave_id,
         "status": status,
         "exit_code": exit_code(status, signum),
         "legs": [r.to_dict() for r in legs],
         "chair": chair.to_dict() if chair else None,
+        **({"chair_repair": chair_repair.to_dict()} if chair_repair else {}),
         "usage": usage.to_dict(),
         "cost_usd": round(sum(known), 8),
-        "cost_exact": len(known) == len(everything),
+        # an answer whose cost could not be read is never exact, whatever was computed
+        "cost_exact": len(known) == len(everything) and not unread,
+        # the most it can have cost: each such answer at its claim (None: nothing bounds it)
+        "cost_bound_usd": bound_of(everything) if unread else None,
         "runs_dir": str(runs_dir),
         "signal": signum,
     }
@@ -338,9 +504,41 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
             n for n in doc["notices"] if str(n).startswith("artifacts incomplete")))
     # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/degraded.py).
     doc["degraded"] = degradations(everything, doc) + reported
+    synthesis = doc.get("synthesis")
+    if isinstance(synthesis, dict) and synthesis.get("problem") and chair is not None \
+            and chair.status == COMPLETE:  # asked for a structure, got prose: not clean
+        doc["degraded"].append(f"the chair's structured synthesis could not be read "
+                               f"({synthesis['problem']}): its prose stands")
     if (doc["degraded"] or doc["artifact_errors"]) and doc["exit_code"] == EXIT_COMPLETE:
         doc["exit_code"] = EXIT_PARTIAL
     return doc
+
+
+def bound_of(records: list[LegRecord]) -> float | None:
+    """The most ``records`` can have cost: each leg's bound, else its known cost; None when
+    a leg's cost is unknown with nothing to bound it (no price)."""
+    total = 0.0
+    for r in records:
+        if r.cost_bound_usd is not None:
+            total += r.cost_bound_usd
+        elif r.cost_usd is not None and not r.unread:
+            total += r.cost_usd
+        else:
+            return None
+    return round(total, 8)
+
+
+def unread_notice(records: list[LegRecord]) -> str | None:
+    """What the record says of answers whose cost could not be read (none: None)."""
+    n = sum(r.unread for r in records)
+    if not n:
+        return None
+    known = sum(r.cost_usd or 0.0 for r in records)
+    bound = bound_of(records)
+    most = (f"the total is at most ${bound:.4f} (an upper bound; ${known:.4f} was read)"
+            if bound is not None else "with no price, nothing bounds the total")
+    return (f"{n} answer(s) carried usage orch could not read: each is counted at the most "
+            f"it could cost (the claim it was sent with); {most}")
 
 
 def _note(doc: dict[str, Any], text: str) -> None:
