@@ -61,6 +61,10 @@ def mcp(tool: str, args: dict):
       "--max-cost", "3"],
      {"models": ["scripted/a", "scripted/b"], "rounds": 2, "peers": 1, "tools": "read",
       "max_cost": 3}),
+    (["-m", "scripted/a,scripted/b", "--chair", "scripted/c", "--synthesis", "structured",
+      "--aggregate", "vote", "--tools", "none"],
+     {"models": ["scripted/a", "scripted/b"], "chair": "scripted/c", "synthesis": "structured",
+      "aggregate": "vote", "tools": "none"}),
 ])
 def test_mcp_and_the_cli_reach_the_same_prepare_for_the_same_inputs(orch, scripted_server,
                                                                     seen, flags, args):
@@ -149,6 +153,9 @@ def test_a_prepared_run_comes_back_from_the_wire_equal(orch, tmp_path):
     orch.provider()
     for request in (Fanout(prompt="q", models="scripted/a,scripted/b", chair="scripted/c",
                            tools="none", validate_models=False, tag="t"),
+                    Fanout(prompt="q", models="scripted/a,scripted/b", chair="scripted/c",
+                           synthesis="structured", aggregate="vote", tools="none",
+                           validate_models=False),
                     Fanout(prompt="q", models="scripted/a,scripted/b", rounds=3, peers=1,
                            tools="none", validate_models=False),
                     Council(prompt="r", models="scripted/a,scripted/b", chair="scripted/c",
@@ -159,6 +166,9 @@ def test_a_prepared_run_comes_back_from_the_wire_equal(orch, tmp_path):
             assert to_wire(back) == to_wire(prepared)
             assert back.request == prepared.request and dict(back.keys) == {}
             assert back.plan == prepared.plan
+            if getattr(request, "synthesis", None):  # what the run ends on travels with it
+                assert back.plan.synthesis == "structured"
+                assert back.plan.options["aggregate"] == "vote"
 
 
 def test_start_streams_events_and_ends_with_the_document(orch, scripted_server):

@@ -167,7 +167,7 @@ def prepare_bench(request: Bench | BenchResume):
     """A bench or a resume, prepared: nothing is sent and no results file is written yet."""
     from orchestrator import config as config_mod
     from orchestrator import runtime
-    from orchestrator.app.prepared import Account, Prepared
+    from orchestrator.app.prepared import Allowance, Prepared
     from orchestrator.bakeoff.plan import estimate
 
     notices: list[str] = []
@@ -175,7 +175,7 @@ def prepare_bench(request: Bench | BenchResume):
         bench = _resume(request)
         if bench is None or isinstance(bench, str):
             return Prepared(request=request, kind="bench", run_id="", models=[],
-                            key_vars=frozenset(), account=Account(run_id=""), plan=None,
+                            key_vars=frozenset(), account=Allowance(run_id=""), plan=None,
                             nothing=bench or "nothing to run")
     else:
         from orchestrator.bakeoff.run import new_bench_id
@@ -202,7 +202,7 @@ def prepare_bench(request: Bench | BenchResume):
     models = [m for r in bench.resolved.values() for m in models_of(r)]
     names, unfit = _variables(plan, models)
     return Prepared(request=request, kind="bench", run_id=bench.bench_id, models=models,
-                    key_vars=names, account=Account(run_id=bench.bench_id, ceilings={
+                    key_vars=names, account=Allowance(run_id=bench.bench_id, ceilings={
                         k: v for k, v in plan.ceilings.items() if v is not None}),
                     plan=bench, keys=_capture(names), notices=notices,
                     unfit_for_daemon=unfit, pm=runtime.plugin_manager(),

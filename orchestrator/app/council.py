@@ -36,7 +36,7 @@ def prepare_council(request: Council):
     from orchestrator import runtime
     from orchestrator.app.declared import declared_variables, settings_among
     from orchestrator.app.model_choice import choose_models
-    from orchestrator.app.prepared import Account, Prepared
+    from orchestrator.app.prepared import Allowance, Prepared
     from orchestrator.council.preflight import preflight
     from orchestrator.engine.spec import new_wave_id
     from orchestrator.keys import capture
@@ -78,7 +78,7 @@ def prepare_council(request: Council):
     models = [*seats, chair_model]
     names, unfit = declared_variables(models, pm)
     return Prepared(request=request, kind="council", run_id=run_id, models=models,
-                    key_vars=names, account=Account(run_id=run_id, ceilings=given(
+                    key_vars=names, account=Allowance(run_id=run_id, ceilings=given(
                         options, pm, "council_run")),
                     plan=council, keys=capture(names, settings=settings_among(names)),
                     notices=notices, unfit_for_daemon=unfit,

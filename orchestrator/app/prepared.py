@@ -20,8 +20,9 @@ from orchestrator.keys import RunKeys
 
 
 @dataclass
-class Account:
-    """What a run may spend and under which id the ledger counts it: each run ceiling it
+class Allowance:
+    """The run's account as a prepared run states it (plain values, sent to a daemon): what
+    a run may spend and under which id the ledger counts it: each run ceiling it
     holds (a plugin's declared option, the cost_ceiling plugin's ``max_cost``), and for a
     retry what its wave family has left of them."""
 
@@ -48,7 +49,7 @@ class Prepared:
     run_id: str
     models: list[Any]  # every model it may call (ResolvedModel), chairs and retried legs too
     key_vars: frozenset[str]  # the variables it reads (orchestrator.keys)
-    account: Account
+    account: Allowance
     plan: Any  # WaveSpec | CouncilPlan | BenchPlan (app/wire.py carries each)
     keys: RunKeys = field(default_factory=RunKeys)
     notices: list[str] = field(default_factory=list)  # said once, as it starts

@@ -150,13 +150,13 @@ def prepare_retry(request: Retry):
     the prepared run is closed)."""
     from orchestrator import runtime
     from orchestrator.app import retry
-    from orchestrator.app.prepared import Account, Prepared
+    from orchestrator.app.prepared import Allowance, Prepared
 
     cfg = runtime.config()
     pm = runtime.plugin_manager(enabled=not request.no_plugins)
     runs = _runs(request)
     prepared = Prepared(request=request, kind="wave", run_id="", models=[],
-                        key_vars=frozenset(), account=Account(run_id=""), plan=None, pm=pm,
+                        key_vars=frozenset(), account=Allowance(run_id=""), plan=None, pm=pm,
                         config=cfg)
     with prepared.resources as resources:
         inputs = retry.plan(request, runs=runs, cfg=cfg, pm=pm, resources=resources)
@@ -187,14 +187,14 @@ def prepare_retry(request: Retry):
 
 def _prepared(cls, request, kind: str, spec, plan, pm, cfg, notices: list[str]):
     from orchestrator.app.declared import declared_variables, settings_among
-    from orchestrator.app.prepared import Account
+    from orchestrator.app.prepared import Allowance
     from orchestrator.keys import capture
     from orchestrator.run_ceiling import given
 
     models = [*spec.models, *([spec.chair] if spec.chair else [])]
     names, unfit = declared_variables(models, pm)
     return cls(request=request, kind=kind, run_id=spec.wave_id, models=models, key_vars=names,
-               account=Account(run_id=spec.wave_id, ceilings=given(spec.options, pm)),
+               account=Allowance(run_id=spec.wave_id, ceilings=given(spec.options, pm)),
                plan=plan, keys=capture(names, settings=settings_among(names)),
                notices=notices, unfit_for_daemon=unfit,
                pm=pm, config=cfg)

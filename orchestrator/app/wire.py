@@ -171,7 +171,7 @@ def from_wire(data: dict[str, Any], keys: dict[str, str] | None = None):
     """The prepared run ``data`` describes, with this process's plugin manager and config;
     ``keys``: the values its client sent (only the declared names are kept)."""
     from orchestrator import runtime
-    from orchestrator.app.prepared import Account, Prepared
+    from orchestrator.app.prepared import Allowance, Prepared
     from orchestrator.keys import RunKeys
 
     if data.get("version") != WIRE_VERSION:
@@ -192,7 +192,7 @@ def from_wire(data: dict[str, Any], keys: dict[str, str] | None = None):
     values = {k: v for k, v in (keys or {}).items() if k in declared}
     return Prepared(request=_unrequest(data["request"]), kind=kind, run_id=data["run_id"],
                     models=[_unmodel(m) for m in data["models"]], key_vars=declared,
-                    account=Account(**data["account"]), plan=plan,
+                    account=Allowance(**data["account"]), plan=plan,
                     keys=RunKeys(values, declared, settings=data.get("settings") or ()),
                     notices=list(data["notices"]),
                     pm=runtime.plugin_manager(enabled=plugins), config=runtime.config())
