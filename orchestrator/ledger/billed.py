@@ -46,16 +46,18 @@ class Billed:
         return (self.seq or 0, self.ended)
 
 
-def billed_legs(wave_id: str, url: str | None = None) -> dict[str, Billed]:
+def billed_legs(wave_id: str, url: str | None = None, *, replay: bool = True
+                ) -> dict[str, Billed]:
     """leg_id -> what the ledger and its outbox say that leg was billed, and whether it
     completed. The furthest row of each leg wins (more billed requests, then ended over in
     flight), as the ledger's unique key would keep it. Reading never creates a ledger, and a
-    ledger that cannot be opened leaves the outbox's lines as the record."""
-    return billed_waves(wave_id, url, exact=True).get(wave_id, {})
+    ledger that cannot be opened leaves the outbox's lines as the record. ``replay`` False:
+    the outbox is read, not moved into the ledger (a status view of a run still going)."""
+    return billed_waves(wave_id, url, exact=True, replay=replay).get(wave_id, {})
 
 
-def billed_waves(prefix: str, url: str | None = None, *, exact: bool = False
-                 ) -> dict[str, dict[str, Billed]]:
+def billed_waves(prefix: str, url: str | None = None, *, exact: bool = False,
+                 replay: bool = True) -> dict[str, dict[str, Billed]]:
     """wave_id -> its legs as :func:`billed_legs` has them, for every wave whose id starts
     with ``prefix`` (a bench's waves: ``<bench id>-``), read in one pass; ``exact``: the
     one wave ``prefix`` names."""
@@ -69,7 +71,7 @@ def billed_waves(prefix: str, url: str | None = None, *, exact: bool = False
         try:
             from orchestrator.ledger.spend import Ledger
 
-            ledger = Ledger(url)  # opening replays the outbox into it
+            ledger = Ledger(url, replay=replay)  # opening replays the outbox into it
             found = ledger.rows(wave_id=prefix) if exact else ledger.rows(wave_prefix=prefix)
             rows += [(r, "ledger") for r in found]
         except OrchError:
