@@ -337,6 +337,54 @@ def test_a_deliberation_in_round_2_shows_its_rounds_legs_and_what_the_ledger_bil
     assert cli_json("status", run_id)["status"] == "complete"
 
 
+# -- a live wave: the ledger ahead of the files ----------------------------------------------
+
+def test_a_live_wave_shows_what_the_ledger_billed_before_its_files_say_so(orch_home):
+    """A leg's metadata.json is written at changes of state; its ledger row right after each
+    billed answer. While the wave's process runs, `orch status` and `orch runs` show the
+    ledger's (and the outbox's, read, not replayed) cost, the legs still running, and
+    write nothing."""
+    from orchestrator.engine.record import LegRecord
+    from orchestrator.ledger import outbox
+    from orchestrator.ledger.connection import default_url
+    from orchestrator.ledger.spend import Ledger
+    from orchestrator.pids import process_started
+    from orchestrator.request import Usage
+
+    wave_id = "20261207-101500-0123456789abcdef"
+    runs = orch_home / "runs"
+    legs = [LegRecord(leg_id=f"{wave_id}-{n}", wave_id=wave_id, model=f"scripted/m{n}",
+                      provider="scripted", status="running") for n in (1, 2)]
+    (runs / wave_id).mkdir(parents=True)
+    (runs / wave_id / "wave.json").write_text(json.dumps({
+        "wave_id": wave_id, "status": "running", "exit_code": None, "cost_usd": 0,
+        "legs": [leg.to_dict() for leg in legs], "pid": os.getpid(),
+        "pid_started": process_started(os.getpid()), "created_at": "2026-12-07T10:15:00+00:00"}))
+    for leg in legs:
+        (runs / leg.leg_id).mkdir()
+        (runs / leg.leg_id / "metadata.json").write_text(json.dumps(leg.to_dict()))
+    files = {p: p.read_bytes() for p in runs.rglob("*.json")}
+    for leg, cost_usd, billed in ((legs[0], 0.5, 2), (legs[1], 0.25, 1)):
+        leg.usage, leg.cost_usd, leg.cost_source, leg.billed = \
+            Usage(100 * billed, 10), cost_usd, "reported", billed
+    Ledger(default_url()).append(legs[0].ledger_row(tag=None, project_dir=None,
+                                                    in_flight=True))
+    outbox.append(default_url(), legs[1].ledger_row(tag=None, project_dir=None,
+                                                    in_flight=True))  # the ledger was busy
+
+    doc = cli_json("status", wave_id)
+    assert (doc["status"], doc["cost_usd"]) == ("running", pytest.approx(0.75))
+    assert [(leg["status"], leg["cost_usd"], leg["billed"]) for leg in doc["legs"]] == [
+        ("running", 0.5, 2), ("running", 0.25, 1)]
+    (listed,) = cli_json("runs")["runs"]
+    assert (listed["status"], listed["cost_usd"]) == ("running", pytest.approx(0.75))
+    assert cli_text("status", wave_id).splitlines()[0].startswith(
+        f"Wave {wave_id}: running, $0.7500 so far")
+    assert {p: p.read_bytes() for p in runs.rglob("*.json")} == files  # nothing written
+    assert len(outbox.journaled(default_url())) == 1  # read, not replayed
+    assert len(Ledger(default_url(), replay=False).rows()) == 1
+
+
 # -- every status printed can be filtered on ------------------------------------------------
 
 def _strings(node: ast.AST) -> set[str]:
