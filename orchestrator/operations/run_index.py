@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.operations import run_summary
-from orchestrator.operations.run_summary import RUNNING, RunEntry
+from orchestrator.operations.run_summary import RUNNING, Folders, RunEntry
 
 LEG_DIR_SUFFIX = "-"  # a leg's folder is <wave id>-<n>
 
@@ -129,8 +129,8 @@ class RunIndex:
                 self._known = self._load()
             base = os.fspath(self.runs_dir)
             try:
-                names = sorted(e.name for e in os.scandir(base)
-                               if not e.name.startswith(".") and e.is_dir())
+                names = [e.name for e in os.scandir(base)
+                         if not e.name.startswith(".") and e.is_dir()]
             except OSError:
                 names = []
             present = set(names)
@@ -194,8 +194,8 @@ class RunIndex:
                own: bool) -> RunEntry:
         """A summary with the run's folders: its own (none for a wave known only from its
         legs) and its legs'."""
-        return RunEntry(**row, dirs=[self.runs_dir / f for f in (
-            [name] if own else []) + legs.get(name, [])])
+        return RunEntry(**row, dirs=Folders(self.runs_dir, name if own else None,
+                                            legs.get(name, [])))
 
     def _bench_entries(self, folders: list[str]) -> list[RunEntry]:
         """The benches; read again when a bench file or a bench folder came or went, or while

@@ -9,6 +9,7 @@ prints is one it can be filtered on."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,34 @@ STATUSES = ("running", "complete", "partial", "degraded", "error", "aborted", "q
 RUNNING = ("running", "pending")
 
 
+class Folders(Sequence[Path]):
+    """A run's folders (its own, then its legs' in order), made into paths only when asked:
+    a listing of 10,000 runs for a page needs none of them."""
+
+    __slots__ = ("_base", "_names", "_paths")
+
+    def __init__(self, base: Path, own: str | None, legs: list[str]) -> None:
+        self._base, self._names, self._paths = base, (own, legs), None
+
+    def _made(self) -> list[Path]:
+        if self._paths is None:
+            own, legs = self._names
+            self._paths = [self._base / n for n in ([own] if own else [])
+                           + sorted(legs, key=_leg_order)]
+        return self._paths
+
+    def __getitem__(self, index):
+        return self._made()[index]
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+
+def _leg_order(name: str) -> tuple[str, int]:
+    wave, _, n = name.rpartition("-")
+    return wave, int(n) if n.isdigit() else 0
+
+
 @dataclass
 class RunEntry:
     """One run as the listings show it."""
@@ -35,7 +64,7 @@ class RunEntry:
     created_at: str  # ISO, UTC
     tag: str | None
     exit_code: int | None
-    dirs: list[Path]
+    dirs: Sequence[Path]
     waves: list[dict[str, Any]] | None = None  # a bench's trial waves, folded under it
 
     @property
