@@ -50,8 +50,8 @@ def one_wave(srv, legs: int, mode: str, runs_dir: Path) -> dict:
     class SdkRetries(Server):
         """No gate; the OpenAI SDK's own retries (orch's num_retries=0 would turn them off)."""
 
-        def call_kwargs(self, model, request):
-            kwargs = super().call_kwargs(model, request)
+        def call_kwargs(self, model, admitted):
+            kwargs = super().call_kwargs(model, admitted)
             kwargs.pop("num_retries", None)
             return kwargs
 

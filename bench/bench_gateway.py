@@ -33,11 +33,13 @@ async def calls(model, n: int, concurrent: bool) -> list[float]:
     """Seconds per call (sequential), or the one wall time of ``n`` calls at once."""
     import anyio
 
+    from orchestrator.intake import Policy, admit
     from orchestrator.models.server import Server
     from orchestrator.request import Request
 
     server = Server(timeout_s=60)
-    request = Request(model=model.name, messages=[{"role": "user", "content": "Say hello."}])
+    request = admit(Request(model=model.name,
+                            messages=[{"role": "user", "content": "Say hello."}]), Policy())
     if not concurrent:
         out = []
         for _ in range(n):

@@ -50,7 +50,7 @@ def prompt_source_name(prompt: str | None, prompt_file: str | None) -> str:
 def read_context(paths: tuple[str, ...] | list[str]) -> str:
     """Each file as a fenced section, in the order given, its credential content (a
     private key, a token in a URL, ...) withheld with the rule named, and said on stderr."""
-    from orchestrator.security.credential_content import Withheld, withhold
+    from orchestrator.intake.admit import admit_text
     from orchestrator.security.secrets import find_position
 
     sections, total = [], 0
@@ -72,14 +72,17 @@ def read_context(paths: tuple[str, ...] | list[str]) -> str:
         text = data.decode("utf-8", errors="replace")
         # a key orch itself sends is refused by check_briefing, naming the file and line;
         # withholding it here would hide that the user is about to send their own key
-        withheld = Withheld(text, ()) if find_position(text) else withhold(text)
-        if withheld:
-            import click
+        # (the intake's one function: the wire would withhold it anyway; here it is said)
+        if find_position(text) is None:
+            got = admit_text(text)
+            text = got.text
+            if got.withheld:
+                import click
 
-            click.echo(f"orch: --context {raw}: credential content withheld (rules: "
-                       f"{', '.join(withheld.rules)}); the models see [withheld: RULE] "
-                       "instead", err=True)
-        sections.append(f"### File: {raw}\n\n```\n{withheld.text.rstrip()}\n```")
+                click.echo(f"orch: --context {raw}: credential content withheld (rules: "
+                           f"{', '.join(got.withheld)}); the models see [withheld: RULE] "
+                           "instead", err=True)
+        sections.append(f"### File: {raw}\n\n```\n{text.rstrip()}\n```")
     return "\n\n".join(sections)
 
 

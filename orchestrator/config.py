@@ -75,6 +75,7 @@ class Config:
                 from orchestrator.config_schema import validate as check
 
                 check(data, path)
+                _check_names(data, path)
         for name in SECTIONS:
             data.setdefault(name, {})
         _register_url_credentials(data)
@@ -125,6 +126,17 @@ class Config:
     @property
     def defaults(self) -> dict[str, Any]:
         return self.section("defaults")
+
+
+def _check_names(data: dict[str, Any], path: Path) -> None:
+    """The rules for names (reserved provider ids, model-name characters;
+    models/names.py), where config.json is read: the first problem in one line."""
+    from orchestrator.models.names import config_problems
+
+    problems = config_problems(data)
+    if problems:
+        where, problem, fix = problems[0]
+        raise OrchError(f"config file {path}: {where}: {problem}; {fix}")
 
 
 def _register_url_credentials(data: dict[str, Any]) -> None:

@@ -45,8 +45,11 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
     seats = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0]
     import_litellm_quietly()
+    workspace_rules = cfg.plugin_config("workspace")  # the diff's files follow the tools' rules
     plan = preflight(seats=seats, chair=chair_model, prompt=text, diff=diff, paths=context,
-                     cwd=Path.cwd(), prompt_source=prompt_source)
+                     cwd=Path.cwd(), prompt_source=prompt_source,
+                     rules={"deny": workspace_rules.get("deny", ()),
+                            "allow": workspace_rules.get("allow", ())})
     if validate_models:  # a typo fails here, before any spend, with the closest names
         from orchestrator.models.check import check_models_exist
 

@@ -18,27 +18,10 @@ import click
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
 from orchestrator.models.addressing import resolve
+from orchestrator.models.names import NAME_RE, RESERVED_PROVIDERS, provider_problem  # noqa: F401
 from orchestrator.security.secrets import mask_url
 
-# Names that end up inside model specs (`ID/MODEL`, `--models a,b`, `MODEL@VARIANT`): keep them
-# free of the separators those specs use.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# `local` is the embedded local model's prefix. The rest are litellm provider prefixes: a declared
-# provider wins over litellm in resolve(), so reusing one would silently reroute e.g. every
-# `openai/...` model to another endpoint. Not litellm's full list (importing litellm takes
-# seconds); these are the prefixes people actually type.
-RESERVED_PROVIDERS = frozenset({
-    "local",
-    "openai", "text-completion-openai", "custom_openai", "openai_like", "azure", "azure_ai",
-    "anthropic", "gemini", "vertex_ai", "bedrock", "sagemaker", "cohere", "cohere_chat",
-    "mistral", "codestral", "groq", "together_ai", "openrouter", "deepseek", "xai",
-    "fireworks_ai", "perplexity", "deepinfra", "cerebras", "sambanova", "databricks",
-    "huggingface", "replicate", "ollama", "ollama_chat", "vllm", "hosted_vllm", "lm_studio",
-    "llamafile", "litellm_proxy", "nvidia_nim", "watsonx", "ai21", "anyscale", "cloudflare",
-    "github", "novita", "nebius", "moonshot", "dashscope", "zai", "meta_llama", "custom",
-})
 
 # How common API keys start; with these the value is a key whatever its length.
 KEY_PREFIXES = ("sk-", "sk_", "AIza", "xai-", "gsk_", "ghp_", "github_pat_", "nvapi-", "pplx-")
@@ -203,13 +186,9 @@ def provider_add(provider_id: str, base_url: str, api_key_env: str | None,
       orch provider add tg --base-url https://api.together.xyz/v1 --api-key-env TOGETHER_KEY
     """
     check_name("provider", provider_id)
-    if provider_id.lower() in RESERVED_PROVIDERS:
-        raise OrchError(
-            f"provider ID {provider_id!r} is reserved ("
-            + ("the embedded local model" if provider_id.lower() == "local"
-               else f"litellm's own {provider_id.lower()}/... models")
-            + "); pick another ID, e.g. my-" + provider_id.lower()
-        )
+    problem = provider_problem(provider_id)  # the rule config.json is loaded with
+    if problem:
+        raise OrchError(f"{problem}; pick another ID, e.g. my-{provider_id.lower()}")
     entry: dict[str, Any] = {"base_url": _check_base_url(base_url)}
     if api_key_env is not None:
         entry["api_key_env"] = _check_key_env(provider_id, api_key_env.strip())
@@ -274,7 +253,7 @@ def provider_remove(provider_id: str) -> None:
     Example:
       orch provider remove myvllm
     """
-    config = Config.load()
+    config = Config.load(validate=False)
     config.remove("providers", provider_id, "provider", "declared")
     click.echo(f"removed provider {provider_id}")
     users = _users_of(config, prefix=provider_id)

@@ -47,7 +47,7 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gemini": (("gemini", "gemma", "palm", "bard"),
                ("Gemini", "Gemma", "Google", "DeepMind", "Bard", "PaLM")),
     "kimi": (("kimi", "moonshot"), ("Kimi", "Moonshot")),
-    "qwen": (("qwen", "qwq"), ("Qwen", "QwQ", "Alibaba", "Tongyi")),
+    "qwen": (("qwen", "qwq"), ("Qwen", "QwQ", "Alibaba", "Tongyi", "Qianwen", "千问")),
     "mistral": (("mistral", "mixtral", "codestral", "ministral", "magistral", "pixtral",
                  "devstral"),
                 ("Mistral", "Mixtral", "Codestral", "Ministral", "Magistral", "Pixtral",
@@ -117,7 +117,9 @@ def families(model: ResolvedModel) -> set[str]:
 
 
 def family_terms(models: list[ResolvedModel]) -> list[str]:
-    """Every name of the seats' families; of every family when one seat's is unknown."""
+    """Every name of the seats' families — its prose names, and its model-id tokens that
+    are not ordinary words (``o4``, ``chatgpt``; not ``command``) — of every family when one
+    seat's is unknown."""
     seated: set[str] = set()
     for m in models:
         found = families(m)
@@ -125,7 +127,11 @@ def family_terms(models: list[ResolvedModel]) -> list[str]:
             seated = set(FAMILIES)
             break
         seated |= found
-    return sorted({name for f in seated for name in FAMILIES[f][1]})
+    names = {name for f in seated for name in FAMILIES[f][1]}
+    said = {n.lower() for n in names}
+    ids = {i for f in seated for i in FAMILIES[f][0] if i not in said
+           and (any(c.isdigit() for c in i) or not is_ordinary(i))}
+    return sorted(names | ids)
 
 
 @functools.lru_cache(maxsize=1)
@@ -178,25 +184,3 @@ def identifying_terms(models: list[ResolvedModel]) -> list[str]:
         terms |= name_tokens(f"{m.provider} {model_id} {lite_id}")
     terms |= set(family_terms(models))
     return sorted((t for t in terms if t), key=lambda t: (-len(t), t))
-
-
-def _term_pattern(term: str) -> str:
-    """A term as text: separators inside a name (-, _, ., space) match any of them or none,
-    so ``gpt-4o`` also finds "GPT 4o" and "gpt4o"."""
-    pieces = re.split(r"([/@:])", term)
-    out = []
-    for piece in pieces:
-        if piece in ("/", "@", ":"):
-            out.append(re.escape(piece))
-            continue
-        chunks = [c for c in re.split(r"[\s._-]+", piece) if c]
-        out.append(r"[\s._-]?".join(re.escape(c) for c in chunks))
-    return "".join(out)
-
-
-@functools.lru_cache(maxsize=256)
-def pattern(terms: tuple[str, ...]) -> re.Pattern | None:
-    if not terms:
-        return None
-    alternatives = "|".join(_term_pattern(t) for t in terms)
-    return re.compile(rf"(?<![A-Za-z0-9_])(?:{alternatives})(?![A-Za-z0-9_])", re.I)

@@ -23,12 +23,16 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.council.anonymity import identifying_terms, pattern
+from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.continuable import closed
 from orchestrator.council.findings import Review
+from orchestrator.intake.anonymity import (  # noqa: F401 - REDACTED re-exported
+    REDACTED,
+    Anonymity,
+    leaked_terms,
+)
+from orchestrator.intake.anonymity import redact as _redact
 from orchestrator.models.addressing import ResolvedModel
-
-REDACTED = "[redacted]"
 
 
 def new_nonce() -> str:
@@ -53,13 +57,14 @@ def label_name(n: int) -> str:
 
 
 def redact(text: str, terms: list[str]) -> str:
-    found = pattern(tuple(terms))
-    return found.sub(REDACTED, text or "") if found else (text or "")
+    """``text`` with every spelling of ``terms`` redacted, folded (orchestrator/intake)."""
+    return _redact(text or "", terms)
 
 
 def leaks(text: str, terms: list[str]) -> list[str]:
-    """The identifying terms still present in ``text`` (empty when it is anonymous)."""
-    return sorted({t for t in terms if pattern((t,)).search(text or "")})
+    """The identifying terms still present in ``text``, however spelled (empty when it is
+    anonymous)."""
+    return leaked_terms(text or "", terms)
 
 
 @dataclass
@@ -70,6 +75,7 @@ class Bundle:
     findings: list[dict[str, Any]]  # run-wide ids, in id order
     terms: list[str] = field(default_factory=list)
     nonce: str = field(default_factory=new_nonce)
+    redacted: int = 0  # spellings of a seat's names taken out of the seats' text
 
     @property
     def seat_of_label(self) -> dict[str, str]:
@@ -159,6 +165,14 @@ def build_bundle(run_id: str, reviews: list[Review], models: list[ResolvedModel]
     # A word of orch's own scaffolding ("review", "prose") names no one even when a provider
     # or model is called that: leave it out, or the proof below would fail every such run.
     terms = [t for t in identifying_terms(models) if not leaks(_scaffold(run_id), [t])]
+    anonymity = Anonymity(tuple(terms))
+    count = [0]
+
+    def redact(text: str) -> str:
+        out, n = anonymity.redact(text or "")
+        count[0] += n
+        return out
+
     labels, anon_reviews, anon_findings = {}, [], []
     for n, review in enumerate(order):
         label = labels[review.model] = label_name(n)
@@ -168,12 +182,12 @@ def build_bundle(run_id: str, reviews: list[Review], models: list[ResolvedModel]
             f["id"] = fid  # the run-wide id travels with the seat's finding from here on
             ids.append(fid)
             anon_findings.append({"id": fid, "label": label, "severity": f["severity"],
-                                  "claim": one_line(redact(f["claim"], terms)),
-                                  "location": one_line(redact(f["location"], terms)),
-                                  "rationale": one_line(redact(f["rationale"], terms))})
+                                  "claim": one_line(redact(f["claim"])),
+                                  "location": one_line(redact(f["location"])),
+                                  "rationale": one_line(redact(f["rationale"]))})
         anon_reviews.append({"label": label, "cut": review.cut, "conformed": review.conformed,
-                             "prose": redact(review.prose, terms), "findings": ids})
-    bundle = Bundle(run_id, labels, anon_reviews, anon_findings, terms)
+                             "prose": redact(review.prose), "findings": ids})
+    bundle = Bundle(run_id, labels, anon_reviews, anon_findings, terms, redacted=count[0])
     leaked = bundle.scan({"bundle": bundle.markdown()})
     if leaked:  # redaction and scan share one pattern: reaching this is a bug, not bad luck
         raise RuntimeError(f"anonymised bundle still names {leaked['bundle']}")

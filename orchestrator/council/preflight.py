@@ -8,7 +8,6 @@ line naming the problem and the fix (OrchError, exit 1); nothing has been sent.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,63 +53,43 @@ def check_bench(seats: list[ResolvedModel], chair: ResolvedModel) -> list[str]:
     return []
 
 
-def git_diff(rev_range: str, cwd: Path | None = None) -> str:
-    if rev_range.startswith("-"):
-        raise OrchError(f"--diff {rev_range!r} is not a revision range; pass e.g. main..HEAD")
-    try:
-        proc = subprocess.run(["git", "diff", "--no-color", "--no-ext-diff", rev_range, "--"],
-                              cwd=cwd, capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise OrchError("--diff needs git, which is not installed; pass --context "
-                        "FILE instead") from None
-    except subprocess.TimeoutExpired:
-        raise OrchError(f"git diff {rev_range} took more than 60 s; pass a narrower "
-                        "range") from None
-    if proc.returncode != 0:
-        if "not a git repository" in proc.stderr.lower():
-            raise OrchError("--diff needs a git work tree, and this directory is not in one: "
-                            "run orch inside the repository, or pass --context FILE instead")
-        raise OrchError(f"git diff {rev_range} failed: {_git_reason(proc.stderr)}; run it "
-                        "here to check the range")
-    if not proc.stdout.strip():
-        raise OrchError(f"git diff {rev_range} is empty: there is nothing to review; check "
-                        "the range (e.g. main..HEAD)")
-    if len(proc.stdout.encode()) > MAX_CONTEXT_BYTES:
-        raise OrchError(f"git diff {rev_range} is more than {MAX_CONTEXT_BYTES:,} bytes; "
-                        "review a narrower range")
-    return proc.stdout
+def git_diff(rev_range: str, cwd: Path | None = None):
+    """``git diff rev_range`` through the intake (orchestrator/intake/diff.py): credential
+    files withheld by name, credential content withheld."""
+    from orchestrator.intake.diff import read_diff
 
-
-def _git_reason(stderr: str) -> str:
-    """git's own words without its `fatal:`/`error:`/`warning:` prefixes or usage dump."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    for prefix in ("fatal:", "error:"):
-        for ln in lines:
-            if ln.startswith(prefix):
-                return ln[len(prefix):].strip()
-    first = lines[0] if lines else "git failed"
-    return first.removeprefix("warning:").strip()
+    return read_diff(rev_range, cwd, max_bytes=MAX_CONTEXT_BYTES)
 
 
 def assemble(prompt: str, diff: str | None, paths: tuple[str, ...] | list[str],
-             cwd: Path | None = None) -> tuple[str, dict]:
-    """The composed briefing, read once and shared by every seat, and what went into it."""
-    sections = []
+             cwd: Path | None = None, rules: dict | None = None) -> tuple[str, dict]:
+    """The composed briefing, read once and shared by every seat, and what went into it
+    (what the intake withheld from the diff too). ``rules``: the workspace's ``deny`` and
+    ``allow`` (plugin_config.workspace), which the diff's files follow as the tools' do."""
+    import sys
+
+    from orchestrator.intake.diff import read_diff, section
+
+    sections, context = [], {"diff": diff, "files": list(paths)}
     if diff:
-        sections.append(f"### Diff: git diff {diff}\n\n```diff\n{git_diff(diff, cwd).rstrip()}"
-                        "\n```")
+        read = read_diff(diff, cwd, max_bytes=MAX_CONTEXT_BYTES, **(rules or {}))
+        sections.append(section(diff, read))
+        if read.note():
+            print(f"orch: --diff {diff}: {read.note()}; the models see [withheld: ...] "
+                  "instead", file=sys.stderr)
+            context.update(read.to_dict())
     files = read_context(paths)
     if files:
         sections.append(files)
-    return compose(prompt, "\n\n".join(sections)), {"diff": diff, "files": list(paths)}
+    return compose(prompt, "\n\n".join(sections)), context
 
 
 def preflight(*, seats: list[ResolvedModel], chair: ResolvedModel, prompt: str,
               diff: str | None, paths, cwd: Path | None = None,
-              prompt_source: str = "the prompt") -> Plan:
+              prompt_source: str = "the prompt", rules: dict | None = None) -> Plan:
     notices = check_bench(seats, chair)
     for model in [*seats, chair]:
         check_key(model)
-    briefing, context = assemble(prompt, diff, paths, cwd)
+    briefing, context = assemble(prompt, diff, paths, cwd, rules)
     check_briefing(briefing, prompt_source)  # a key orch sends is never in what it sends
     return Plan(seats=seats, chair=chair, briefing=briefing, context=context, notices=notices)

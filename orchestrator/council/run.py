@@ -21,7 +21,13 @@ from orchestrator.council.artifacts import Artifacts
 from orchestrator.council.bundle import Bundle, build_bundle
 from orchestrator.council.chair import ChairOutcome, chair_packet, walk
 from orchestrator.council.findings import Review, repair_briefing, seat_briefing
-from orchestrator.council.judging import Judgement, judge_briefing, parse_judgement
+from orchestrator.council.judging import (
+    JUDGE_BRIEF,
+    QUOTING,
+    Judgement,
+    judge_briefing,
+    parse_judgement,
+)
 from orchestrator.council.preflight import Plan
 from orchestrator.council.report import report_markdown
 from orchestrator.council.report_html import report_html
@@ -30,6 +36,7 @@ from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import ABORTED, COMPLETE, REFUSED, LegRecord, now_iso
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.errors import OrchError, PreflightError
+from orchestrator.intake import Anonymity
 from orchestrator.models.addressing import ResolvedModel, check_key
 from orchestrator.models.addressing import resolve as resolve_model
 from orchestrator.models.server import Server
@@ -118,7 +125,7 @@ class CouncilRun:
             raise Interrupted
 
     async def stage(self, name: str, models: list[ResolvedModel], briefings: list[str],
-                    kind: str) -> list[LegRecord]:
+                    kind: str, anonymity: Anonymity | None = None) -> list[LegRecord]:
         """One stage as one wave on the shared server; its legs go to the spend ledger."""
         self._check()
         self._progress(name)
@@ -132,7 +139,7 @@ class CouncilRun:
                         max_steps=self.max_steps, kind=kind, run_id=self.run_id,
                         wave_id=f"{self.run_id}-{name}", tag=self.tag,
                         project_dir=self.project_dir, workspace=self.workspace,
-                        options=options, later=[self.plan.chair])
+                        options=options, later=[self.plan.chair], anonymity=anonymity)
         wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend,
                     observe=self.observe, server=self.server)
         self._current = wave
@@ -209,14 +216,15 @@ class CouncilRun:
             self.status, self.error = "error", scrub(f"internal: {type(exc).__name__}: {exc}")
 
     async def _retrying(self, name: str, models: list[ResolvedModel], briefings: list[str],
-                        kind: str) -> list[list[LegRecord]]:
+                        kind: str, anonymity: Anonymity | None = None
+                        ) -> list[list[LegRecord]]:
         """A stage, and one retry for the legs that died: each model's legs, last one final."""
-        legs = [[rec] for rec in await self.stage(name, models, briefings, kind)]
+        legs = [[rec] for rec in await self.stage(name, models, briefings, kind, anonymity)]
         self._check()
         dead = [i for i, tries in enumerate(legs) if retryable(tries[0])]
         if dead:
             again = await self.stage(f"{name}-retry", [models[i] for i in dead],
-                                     [briefings[i] for i in dead], kind)
+                                     [briefings[i] for i in dead], kind, anonymity)
             for i, rec in zip(dead, again, strict=True):
                 legs[i].append(rec)
             self._check()
@@ -270,10 +278,15 @@ class CouncilRun:
                               **{f"prompt of judge {m.name}": p.split(marker, 1)[-1]
                                  for m, p in zip(judges, prompts, strict=True)}})
         self.anonymity = {"terms": len(bundle.terms), "checked": 1 + len(views),
-                          "leaks": leaked}
+                          "redacted": bundle.redacted, "leaks": leaked}
         if leaked:
             raise RuntimeError(f"an anonymised view still names a seat: {leaked}")
-        tries = await self._retrying("judge", judges, prompts, "judge")
+        # and at the wire, every request a judge sends (its retries, its steps after a tool
+        # call): the same folded terms, the user's own briefing and orch's brief exempt
+        anonymity = Anonymity(tuple(bundle.terms), exempt=(
+            self.plan.briefing.strip(), JUDGE_BRIEF, QUOTING.format(nonce=bundle.nonce)))
+        tries = await self._retrying("judge", judges, prompts, "judge", anonymity)
+        self._wire_record(tries)
         for m, prompt, legs in zip(judges, prompts, tries, strict=True):
             rec = legs[-1]
             why = failure(rec)
@@ -295,6 +308,20 @@ class CouncilRun:
             n = self.plan.seats.index(m) + 1
             self.art.judgement(n, m.name, prompt, rec.answer, {**j.to_dict(),
                                                               "leg_id": rec.leg_id})
+
+    def _wire_record(self, tries: list[list[LegRecord]]) -> None:
+        """What the intake did at the wire to the judges' requests, on ``run.json``: the
+        spellings it redacted, and a request it stopped (its leg refused, nothing sent)."""
+        legs = [rec for recs in tries for rec in recs]
+        stopped = {rec.leg_id: rec.extra["anonymity_leaks"] for rec in legs
+                   if rec.extra.get("anonymity_leaks")}
+        self.anonymity["redacted_at_wire"] = sum(int(rec.extra.get("anonymity_redacted") or 0)
+                                                 for rec in legs)
+        self.anonymity["stopped"] = stopped
+        if stopped:
+            self.anonymity["leaks"] = {**self.anonymity.get("leaks", {}),
+                                       **{f"request of {leg}": found
+                                          for leg, found in stopped.items()}}
 
     def _tally(self) -> None:
         bundle = self.bundle

@@ -18,7 +18,7 @@ import anyio
 from orchestrator import jobscope, run_ceiling
 from orchestrator.config import Config
 from orchestrator.council.anonymity import identifying_terms
-from orchestrator.council.bundle import leaks, new_nonce, redact
+from orchestrator.council.bundle import leaks, new_nonce
 from orchestrator.deliberation import rules
 from orchestrator.deliberation.cost import round_bound
 from orchestrator.deliberation.reply import (
@@ -35,6 +35,7 @@ from orchestrator.engine.degraded import reporter
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import COMPLETE, ERROR, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
+from orchestrator.intake import Anonymity
 from orchestrator.ledger.schema import ROUND_INFIX
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
@@ -97,7 +98,12 @@ class Deliberation:
         terms = identifying_terms(spec.models + ([spec.chair] if spec.chair else []))
         scaffold = round_prompt(round_no=2, max_rounds=3, own="", peers={"Answer A": ""},
                                 nonce="0") + INSTRUCTION
+        scaffold += past_round(2, 1)
         self.terms = [t for t in terms if not leaks(scaffold, [t])]  # orch's words name no one
+        # every request of a later round, at the wire: the same folded terms; the user's
+        # briefing (the first turn of each leg's history) exempt
+        self.anonymity = Anonymity(tuple(self.terms), exempt=(spec.briefing,))
+        self.redacted = 0  # spellings taken out of the answers legs were shown
         self.rounds: list[dict[str, Any]] = []
         self.records: list[LegRecord] = []
         self.refusals: list[dict[str, Any]] = []
@@ -173,7 +179,8 @@ class Deliberation:
 
     async def _wave(self, wave_id: str, models: list[ResolvedModel], briefings: list[str],
                     histories: list[list[dict]] | None = None, kind: str | None = None,
-                    round_no: int | None = None) -> list[LegRecord]:
+                    round_no: int | None = None,
+                    anonymity: Anonymity | None = None) -> list[LegRecord]:
         options = {**self.spec.options, "deliberation": self.run_id, "round": round_no}
         if self.ceiling_state is None:  # each wave's ceiling is what the run has left
             options.update({key: self.left(key) for key in self.ceilings})
@@ -184,7 +191,8 @@ class Deliberation:
                         kind=kind or self.spec.kind, run_id=self.ledger_run, wave_id=wave_id,
                         tag=self.spec.tag,
                         project_dir=self.spec.project_dir, workspace=self.spec.workspace,
-                        options=options, later=[self.spec.chair] if self.spec.chair else [])
+                        options=options, later=[self.spec.chair] if self.spec.chair else [],
+                        anonymity=anonymity)
         wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.ledger,
                     observe=self.observe, server=self.server)
         if self.ceiling_state is not None:
@@ -248,8 +256,8 @@ class Deliberation:
             shown.append(peers)
             # a key a leg echoed never reaches another model (scrub), nor a name (redact)
             prompt = round_prompt(round_no=round_no, max_rounds=self.max_rounds,
-                                  own=redact(scrub(seat.answer), self.terms), nonce=self.nonce,
-                                  peers={lb: redact(scrub(p.answer), self.terms)
+                                  own=self._redact(scrub(seat.answer)), nonce=self.nonce,
+                                  peers={lb: self._redact(scrub(p.answer))
                                          for lb, p in peers.items()})
             found = leaks(prompt, self.terms)
             if found:  # redaction and the scan share one pattern: a bug, not bad luck
@@ -267,7 +275,8 @@ class Deliberation:
         self.say(f"round {round_no}/{self.max_rounds}: {len(playing)} legs")
         recs = await self._wave(round_wave_id(self.run_id, round_no),
                                 [s.model for s in playing], prompts,
-                                [s.history for s in playing], round_no=round_no)
+                                [s.history for s in playing], round_no=round_no,
+                                anonymity=self.anonymity)
         readings: list[Reading | None] = []
         for seat, rec, peers in zip(playing, recs, shown, strict=True):
             seat.records.append(rec)
@@ -308,6 +317,13 @@ class Deliberation:
         self._record_round(round_no, entry, ballots)
         return True
 
+    def _redact(self, text: str) -> str:
+        """An answer as another leg is shown it: every spelling of a participant's names
+        taken out (folded: orchestrator/intake/anonymity.py), counted."""
+        out, n = self.anonymity.redact(text)
+        self.redacted += n
+        return out
+
     async def _repair(self, round_no: int, playing: list[Seat], recs: list[LegRecord],
                       shown: list[dict[str, Seat]], readings: list[Reading | None]) -> None:
         """One repair prompt for each unreadable reply; still unreadable: the previous answer
@@ -319,7 +335,7 @@ class Deliberation:
                                  [playing[i].model for i in broken],
                                  [repair_prompt(recs[i].answer, readings[i].problem,
                                                 list(shown[i])) for i in broken],
-                                 round_no=round_no)
+                                 round_no=round_no, anonymity=self.anonymity)
         for i, rec in zip(broken, again, strict=True):
             seat, first = playing[i], readings[i]
             seat.records.append(rec)
@@ -444,6 +460,15 @@ class Deliberation:
             finals.append(rec)
         return finals
 
+    def _anonymity(self) -> dict[str, Any]:
+        """What the intake did to the later rounds' requests at the wire: the spellings it
+        redacted, and the requests it stopped (the leg refused, nothing sent)."""
+        return {"terms": len(self.terms), "redacted": self.redacted,
+                "redacted_at_wire": sum(int(r.extra.get("anonymity_redacted") or 0)
+                                        for r in self.records),
+                "stopped": {r.leg_id: r.extra["anonymity_leaks"] for r in self.records
+                            if r.extra.get("anonymity_leaks")}}
+
     def document(self) -> dict[str, Any]:
         from orchestrator.engine.wave import wave_status
 
@@ -468,7 +493,7 @@ class Deliberation:
                    "server": {"requests": self.server.sent,
                               "peak_in_flight": self.server.peak_in_flight},
                    "rounds": self.rounds, "stop": stop, "winner": self.winner(),
-                   "votes": self._votes()},
+                   "votes": self._votes(), "anonymity": self._anonymity()},
             report=reporter(HookRunner(self.pm, config=self.config), self.notice))
         doc["degraded"] += [f"{d}: its previous answer stands" for d in self.dropped]
         if self.dropped and doc["exit_code"] == 0:

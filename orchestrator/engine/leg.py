@@ -17,11 +17,12 @@ import anyio
 from orchestrator.engine.context import LegContext
 from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_iso
 from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
+from orchestrator.intake import Admitted, Leaked, Policy, admit
 from orchestrator.models.server import Server
 from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Request, Response
-from orchestrator.security.credential_content import note, withhold
-from orchestrator.security.secrets import scrub, scrub_values
+from orchestrator.security.credential_content import note
+from orchestrator.security.secrets import scrub
 from orchestrator.store import BackgroundWriter, JsonlFile
 from orchestrator.tools import Tool
 
@@ -52,8 +53,12 @@ class Leg:
     def __init__(self, ctx: LegContext, server: Server, hooks: HookRunner, *,
                  timeout_s: float, ledger: LedgerAppend | None = None,
                  observe: LegObserver | None = None, tag: str | None = None,
-                 project_dir: str | None = None, run_id: str | None = None) -> None:
+                 project_dir: str | None = None, run_id: str | None = None,
+                 intake: Policy | None = None) -> None:
         self.ctx = ctx
+        # what every request of this leg passes before the wire (orchestrator/intake/); the
+        # wave's, kept off the context plugins see
+        self.intake = intake or Policy()
         self.server = server
         self.hooks = hooks
         self.timeout_s = timeout_s
@@ -256,14 +261,15 @@ class Leg:
             request = self._build(step, final)
             request = await self.hooks.pipeline("before_request", "request", request,
                                                 self.plugin_error, leg=ctx)
-            self.log("request", request.to_dict())
+            admitted = self._admit(request)
             try:
-                response = await self.server.complete(ctx.model, request,
+                response = await self.server.complete(ctx.model, admitted,
                                                       on_send=self._count_request)
             except ProviderError as exc:
-                request = await self._tools_rejected(exc, request, step, final)
-                response = await self.server.complete(ctx.model, request,
+                admitted = self._admit(await self._tools_rejected(exc, request, step, final))
+                response = await self.server.complete(ctx.model, admitted,
                                                       on_send=self._count_request)
+            request = admitted.request
             self._bill(response)  # before any hook can end the leg: billed is recorded
             await self._ledger_row(in_flight=True)  # durable before anything else happens
             response = await self.hooks.pipeline("after_response", "response", response,
@@ -307,10 +313,34 @@ class Leg:
         record_no_tools(self.ctx.model, exc.message)
         self.ctx.set("tools_rejected", exc.message)
         again = self._build(step, final).evolve(attempt=request.attempt + 1)
-        request = await self.hooks.pipeline("before_request", "request", again,
-                                            self.plugin_error, leg=self.ctx)
-        self.log("request", request.to_dict())
-        return request  # on the wire, it counts in requests (on_send)
+        return await self.hooks.pipeline("before_request", "request", again,
+                                          self.plugin_error, leg=self.ctx)
+        # admitted and logged by the caller; on the wire, it counts in requests (on_send)
+
+    def _admit(self, request: Request) -> Admitted:
+        """The request as it goes on the wire: every message through the intake (what it
+        withheld counted on the leg, a leak recorded and the request not sent), then
+        logged as sent."""
+        try:
+            admitted = admit(request, self.intake)
+        except Leaked as leak:
+            self.ctx.set("anonymity_leaks", leak.spellings)
+            self.log("refused", {"reason": leak.reason})
+            raise
+        if admitted.withheld:
+            self._count_withheld(admitted.withheld)
+        if admitted.redacted:
+            self.ctx.set("anonymity_redacted",
+                         int(self.record.extra.get("anonymity_redacted") or 0)
+                         + admitted.redacted)
+        self.log("request", admitted.request.to_dict())
+        return admitted
+
+    def _count_withheld(self, rules: dict[str, int]) -> None:
+        counts = dict(self.record.extra.get("credentials_withheld") or {})
+        for rule, n in rules.items():
+            counts[rule] = counts.get(rule, 0) + n
+        self.ctx.set("credentials_withheld", counts)
 
     def _count_request(self) -> None:
         """Every request that goes on the wire, gate retries included, answered or not."""
@@ -344,7 +374,6 @@ class Leg:
                            f"{', '.join(sorted(self.ctx.tools)) or 'none'}")
             else:
                 content = await _call_tool(tool, call.arguments)
-            content = scrub_values(content)  # a key in a file never goes out in a result
             content = self._withhold(call.name, content)
             message = {"role": "tool", "tool_call_id": call.id, "content": content}
             self.ctx.messages.append(message)
@@ -355,17 +384,17 @@ class Leg:
 
 
     def _withhold(self, tool: str, content: str) -> str:
-        """Credential content (a private key, a token in a URL, ...) in any tool's result,
-        a third party's included, is replaced by a rule the model can read, and counted on
-        the leg as ``credentials_withheld``."""
-        withheld = withhold(content)
-        if not withheld:
-            return content
-        counts = dict(self.record.extra.get("credentials_withheld") or {})
-        for rule in withheld.rules:
-            counts[rule] = counts.get(rule, 0) + 1
-        self.ctx.set("credentials_withheld", counts)
-        return f"{withheld.text}\n{note(withheld.rules)}"
+        """Any tool's result, a third party's included, through the intake now (the wire
+        would withhold it anyway): a registered key masked, credential content (a private
+        key, a token in a URL, ...) replaced by a rule the model can read and a line naming
+        the rules, counted on the leg as ``credentials_withheld``."""
+        got = self.intake.text(content, anonymous=False)
+        if not got.withheld:
+            return got.text
+        self._count_withheld({rule: 1 for rule in got.withheld})
+        text = f"{got.text}\n{note(got.withheld)}"
+        self.intake.passed(text, anonymous=False)  # the wire passes it as it is
+        return text
 
 
 async def _call_tool(tool: Tool, arguments: str) -> str:

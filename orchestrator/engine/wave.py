@@ -34,6 +34,7 @@ from orchestrator.engine.record import (
     now_iso,
 )
 from orchestrator.errors import OrchError, PreflightError, Refusal
+from orchestrator.intake import Anonymity, Policy
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
 from orchestrator.pids import process_started
@@ -94,6 +95,9 @@ class WaveSpec:
     prior: list[LegRecord] = field(default_factory=list)  # answers a retry's chair also reads
     later: list[ResolvedModel] = field(default_factory=list)  # run by later stages: pre-flight
     chair_only_if_new: bool = False  # a retry: the chair only when one of its legs completed
+    # the legs' readers must not learn who wrote what (a council's judges, a deliberation's
+    # later rounds): the intake redacts and scans every prompt of theirs (orchestrator/intake)
+    anonymity: Anonymity | None = None
 
 
 class Wave:
@@ -111,6 +115,10 @@ class Wave:
         self.server.wave_size = max(self.server.wave_size, len(spec.models))
         self.signum: int | None = None
         register_identifier(spec.tag)  # the user's label: a key shape never cuts it
+        # what every request passes before the wire; one per wave, so its legs share what
+        # was admitted (the briefing is scanned once, not once per leg and step)
+        self.intake = Policy(anonymity=spec.anonymity)
+        self.chair_intake = Policy()  # the chair names the models: it is never anonymous
         self.legs: list[Leg] = [
             self._leg(f"{self.wave_id}-{n}", model, spec.kind,
                       (spec.briefings or [])[n - 1] if spec.briefings else spec.briefing,
@@ -127,7 +135,7 @@ class Wave:
         self._created = now_iso()
 
     def _leg(self, leg_id: str, model: ResolvedModel, kind: str, briefing: str,
-             history: list[dict[str, Any]] | None = None) -> Leg:
+             history: list[dict[str, Any]] | None = None, intake: Policy | None = None) -> Leg:
         record = LegRecord(leg_id=leg_id, wave_id=self.wave_id, model=model.name,
                            provider=model.provider, kind=kind, variant=model.variant,
                            sampling=dict(model.sampling))
@@ -137,7 +145,8 @@ class Wave:
                          options=self.spec.options, history=list(history or []))
         return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
                    ledger=self.ledger.append if self.ledger else None, observe=self.observe,
-                   tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id)
+                   tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id,
+                   intake=intake or self.intake)
 
     @property
     def records(self) -> list[LegRecord]:
@@ -264,7 +273,8 @@ class Wave:
         if brief is None:
             self.context.notice("no leg completed: the chair was not called")
             return
-        self.chair = self._leg(f"{self.wave_id}-chair", self.spec.chair, "chair", brief)
+        self.chair = self._leg(f"{self.wave_id}-chair", self.spec.chair, "chair", brief,
+                               intake=self.chair_intake)
         self.context.chair = self.chair.ctx
         await self._launch(self.chair)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from orchestrator.config import Config
 from orchestrator.errors import OrchError
+from orchestrator.models.names import check_model_name, reserved
 from orchestrator.security.secrets import (
     register_env,
     register_identifier,
@@ -77,6 +78,7 @@ def resolve(spec: str, config: Config, _seen: tuple[str, ...] = (),
     spec = spec.strip()
     if not spec:
         raise OrchError("empty model name; pass models as --models a,b,c")
+    check_model_name(spec)  # a newline or an escape in a name would forge an output line
     base, variant = split_variant(spec)
     if base in config.aliases:
         if base in _seen:
@@ -94,6 +96,11 @@ def resolve(spec: str, config: Config, _seen: tuple[str, ...] = (),
         )
     claimed = plugin_resolver(base, config) if plugin_resolver else None
     declared = config.providers.get(provider)
+    if declared is not None and claimed is None and reserved(provider):
+        # config.json read without its checks (doctor): never reroute a reserved id
+        raise OrchError(f"model {spec}: config.json declares a provider {provider!r}, "
+                        f"which is reserved ({reserved(provider)}); remove it (orch provider "
+                        f"remove {provider}) or rename it")
     if claimed is not None:
         resolved = claimed
     elif declared is not None:

@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import ProviderError
+from orchestrator.intake.admit import Admitted
 from orchestrator.models.addressing import ResolvedModel, register_litellm_keys
 from orchestrator.models.proxy import reported_cost
 from orchestrator.models.token_counts import MAX_TOKEN_COUNT, read_count
-from orchestrator.request import Request, Response, ToolCall, Usage
+from orchestrator.request import Response, ToolCall, Usage
 from orchestrator.security.secrets import register_params, scrub, scrub_values
 
 # Declared providers need *some* key for litellm's OpenAI client; local servers ignore it.
@@ -39,7 +40,13 @@ class Server:
         self.peak_in_flight = 0
         self.sent = 0
 
-    def call_kwargs(self, model: ResolvedModel, request: Request) -> dict[str, Any]:
+    def call_kwargs(self, model: ResolvedModel, admitted: Admitted) -> dict[str, Any]:
+        """What litellm is called with: only an admitted request's messages (the intake,
+        orchestrator/intake/: credentials, the secret registry, anonymity) are placed in it."""
+        if not isinstance(admitted, Admitted):
+            raise TypeError("the server sends admitted requests only: pass "
+                            "orchestrator.intake.admit(request, policy)")
+        request = admitted.request
         register_litellm_keys(model)  # the variables litellm sends for this provider
         model.api_key()  # registered as read, before any text below is masked
         kwargs: dict[str, Any] = {
@@ -63,14 +70,15 @@ class Server:
         register_params(kwargs)  # the Request registered its own; the model's are added here
         return kwargs
 
-    async def complete(self, model: ResolvedModel, request: Request,
+    async def complete(self, model: ResolvedModel, admitted: Admitted,
                        on_send: Callable[[], None] | None = None) -> Response:
-        """One answer for ``request``. ``on_send`` is called for every request that goes on
-        the wire, the rate gate's retries included (a leg's ``requests``)."""
+        """One answer for an admitted request (orchestrator.intake.admit). ``on_send`` is
+        called for every request that goes on the wire, the rate gate's retries included (a
+        leg's ``requests``)."""
         from orchestrator.runtime import litellm
 
+        kwargs = self.call_kwargs(model, admitted)
         lm = litellm()
-        kwargs = self.call_kwargs(model, request)
 
         async def send() -> Any:
             self.in_flight += 1

@@ -104,6 +104,10 @@ def config_rows(cfg: config_mod.Config) -> list[Check]:
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
         rows.append(Check("environment", f"config {where}", FAIL, error.message,
                           f"fix {where} in {cfg.path}"))
+    from orchestrator.models.names import config_problems
+
+    for where, problem, fix in config_problems(cfg.data):  # what loading refuses, each named
+        rows.append(Check("environment", f"config {where}", FAIL, problem, fix))
     for key in sorted(set(cfg.data) - {*config_mod.SECTIONS, *config_mod.SETTINGS}):
         rows.append(Check("environment", f"config {key}", WARN, "an unknown section "
                           "(a typo, or from a newer orch)", f"remove or rename {key}"))
@@ -237,6 +241,10 @@ def providers(cfg: config_mod.Config) -> tuple[list[Check], dict[str, list[str]]
     for pid, entry in sorted(cfg.providers.items()):
         if not isinstance(entry, dict) or not isinstance(entry.get("base_url"), str):
             continue  # the config rows already say what is wrong
+        from orchestrator.models.names import provider_problem
+
+        if provider_problem(pid):
+            continue  # a config row names it; never probed under a name it cannot keep
         section = f"provider {pid}"
         var = entry.get("api_key_env")
         key = os.environ.get(var) if var else None
