@@ -41,6 +41,14 @@ def _orch(argv: list[str], env: dict[str, str], cwd: str | None, out: str, err: 
     os.environ.update(env)
     if cwd:
         os.chdir(cwd)
+    # PYTHONPATH, read by a new interpreter at its start: its folders after the script's,
+    # where they would be (a test's installed plugins are found there)
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    if extra:
+        import importlib
+
+        sys.path[1:1] = extra
+        importlib.invalidate_caches()
     for fd, path in ((1, out), (2, err)):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
@@ -88,6 +96,12 @@ class WarmOrch:
                                 self._err), daemon=True)
         self.process.start()
         self.pid = self.process.pid
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        self.process.kill()
 
     def wait(self, timeout: float | None = None) -> Done:
         self.process.join(timeout)
