@@ -170,6 +170,9 @@ class RunIndex:
                 found[name] = (list(stamp), row)
                 live = live or row["status"] in RUNNING
                 changed = changed or row["status"] not in RUNNING
+            # a wave whose folder has no record (wave.json deleted, never written) is known
+            # from its legs as well
+            orphans |= {w for w in legs if w not in found and w not in orphans}
             for wave_id in orphans:  # no wave.json yet: rebuilt from the legs each time
                 self.read += 1
                 found[wave_id] = ([0, 0], run_summary.orphan(
