@@ -97,8 +97,17 @@ class WarmOrch:
         self.process.start()
         self.pid = self.process.pid
 
+    # what a test that holds a subprocess.Popen also calls
     def poll(self) -> int | None:
         return self.process.exitcode
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.exitcode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        done = self.wait(timeout)
+        return done.stdout, done.stderr
 
     def kill(self) -> None:
         self.process.kill()
