@@ -93,10 +93,19 @@ def settle(home: Path, run_id: str | None, server, models: list[str]) -> None:
     time.sleep(0.2)
 
 
-def kill(proc: subprocess.Popen) -> None:
+def kill(proc) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGKILL
+
+
+def runner(argv: list[str], cwd: Path, env: dict[str, str] | None = None):
+    """`orch ARGS` as the runner to be killed: an orch process of its own, forked warm
+    (orchestrator/testing/warm.py). What is killed is orch mid-run; its interpreter's cold
+    start is not the point (the daemon's cases run the real `orch serve` and client)."""
+    from orchestrator.testing import warm
+
+    return warm.start(argv, env=dict(env or os.environ), cwd=cwd)
 
 
 def the_ledger_holds_what_was_answered(server, home: Path, run_id: str,
@@ -153,11 +162,9 @@ def test_kill_9_of_a_council_loses_no_billed_request_of_any_stage(
     for name in ("alpha", "bravo"):
         scripted_server.script(name, billed(name, seat(name), hangs.get(name)))
     scripted_server.script("delta", billed("delta", chair(), hangs.get("delta")))
-    proc = subprocess.Popen(
-        [*ORCH, "council", "run", "-p", "Review this change to the query layer.",
-         "-m", "scripted/alpha,scripted/bravo", "--chair", "scripted/delta",
-         "--tools", "none", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = runner(["council", "run", "-p", "Review this change to the query layer.",
+                   "-m", "scripted/alpha,scripted/bravo", "--chair", "scripted/delta",
+                   "--tools", "none", "--json"], cwd=tmp_path)
     try:
         wait_for(lambda: all(scripted_server.count(m) >= n for m, n in until.items()),
                  what=f"the {stage} stage's requests")
@@ -475,9 +482,8 @@ def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_on
                       'name = "solo"\nmodel = "scripted/solo"\ntools = "none"\n')
     out = tmp_path / "results.json"
     env = dict(os.environ, ORCH_HOME=str(orch_home))
-    proc = subprocess.Popen([*ORCH, "bench", "--config", str(config), "--yes", "--out",
-                             str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=tmp_path, env=env)
+    proc = runner(["bench", "--config", str(config), "--yes", "--out", str(out), "-q"],
+                  cwd=tmp_path, env=env)
     try:
         wait_for(lambda: scripted_server.count("solo") >= 2, what="t2 on the wire")
         wait_for(lambda: out.is_file() and json.loads(out.read_text())["trials"],
@@ -510,9 +516,7 @@ def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_on
 
     # a resume killed in turn (t2 hangs again) leaves the file as it found it, t1 graded
     sent_before = scripted_server.count("solo")
-    again = subprocess.Popen([*ORCH, "bench", "resume", str(out), "--yes", "-q"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             cwd=tmp_path, env=env)
+    again = runner(["bench", "resume", str(out), "--yes", "-q"], cwd=tmp_path, env=env)
     try:
         wait_for(lambda: scripted_server.count("solo") > sent_before, what="t2 resent")
         time.sleep(0.2)
@@ -600,10 +604,8 @@ def test_kill_9_of_a_deliberation_in_round_2_is_listed_and_repaired_at_what_it_p
     scripted_server.script("alpha", deliberating("alpha", False))
     scripted_server.script("bravo", deliberating("bravo", True))
     models = ["alpha", "bravo"]
-    proc = subprocess.Popen(
-        [*ORCH, "fanout", "-m", "scripted/alpha,scripted/bravo", "--rounds", "3", "-p",
-         "How do I build an LRU cache?", "--tools", "none", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = runner(["fanout", "-m", "scripted/alpha,scripted/bravo", "--rounds", "3", "-p",
+                   "How do I build an LRU cache?", "--tools", "none", "--json"], cwd=tmp_path)
     try:
         wait_for(lambda: len(answered(scripted_server, "alpha")) >= 2
                  and scripted_server.count("bravo") >= 2, what="round 2's requests")
