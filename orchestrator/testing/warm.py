@@ -27,10 +27,28 @@ _context = None
 
 
 def _forkserver():
+    """The forkserver context, its server started once with this process's own import path:
+    a PYTHONPATH a test set since (its installed plugins) is not the server's, so no later
+    process inherits it (each child reads its own PYTHONPATH, :func:`_orch`)."""
     global _context
     if _context is None:
+        from multiprocessing import forkserver
+
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOAD)
+        saved = os.environ.get("PYTHONPATH")
+        own = [p for p in (saved or "").split(os.pathsep) if p and p in sys.path]
+        try:
+            if own:
+                os.environ["PYTHONPATH"] = os.pathsep.join(own)
+            else:
+                os.environ.pop("PYTHONPATH", None)
+            forkserver.ensure_running()
+        finally:
+            if saved is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = saved
         _context = context
     return _context
 
