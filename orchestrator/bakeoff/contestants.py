@@ -247,7 +247,7 @@ def run_command(c: Contestant, prompt: str, cwd: Path, check: str, timeout_s: fl
                env=guard.env(declared=c.env, passed=tuple(c.pass_env)),
                stdin=prompt.encode() if c.stdin else None, running=guard.running,
                limits=Limits(timeout_s=timeout_s, memory_mb=c.memory_mb,
-                             file_mb=guard.file_mb))
+                             file_mb=guard.file_mb), reap=guard.reaps)
     done.argv = argv  # the contestant's own command line, not the sandbox's
     return done
 

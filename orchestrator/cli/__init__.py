@@ -127,7 +127,11 @@ def _log_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
         runtime.configure_logging()
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# color=True: click never strips an escape sequence from what it echoes (it does when piped);
+# the outlet shows every one escaped instead, on a terminal and piped alike
+# (orchestrator/security/outlet.py): stripped, a model's ESC[2K would vanish unseen.
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                              "color": True})
 @click.version_option(__version__, prog_name="orch")
 @click.option("--log-json", is_flag=True, expose_value=False, is_eager=True,
               callback=_log_json, help="Logs as JSON lines on stderr (default: one orch: line each).")

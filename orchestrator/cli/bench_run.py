@@ -186,17 +186,18 @@ class BenchProgress:
         self.live = None
         self.tty = sys.stderr.isatty()
         if self.tty and not quiet:
-            from rich.console import Console
-            from rich.live import Live
+            from orchestrator.security import outlet
 
-            self.live = Live(self, console=Console(stderr=True), refresh_per_second=4)
+            self.live = outlet.live(self, stderr=True, refresh_per_second=4)
 
     def __call__(self, row: dict[str, Any]) -> None:
         line = trial_line(row)
         self.tally[row["contestant"]][line[:4]] += 1
         if self.quiet:
-            if self.tty:
-                click.echo("\r" + self.summary(), nl=False, err=True)
+            if self.tty:  # orch's own line, rewritten in place
+                from orchestrator.security.outlet import write_raw
+
+                write_raw("\r" + self.summary(), err=True)
         elif self.live is not None:
             self.live.console.print(line, markup=False, highlight=False)
         else:
@@ -281,7 +282,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
         elif not cmd.found(c):
             raise OrchError(f"contestant {c.name}: {c.command} is not on PATH; install it or "
                             "give its full path (orch bench --check lists every contestant)")
-    guard = guard or plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
+    guard = guard or plan.guard(choose_sandbox(plan.needs_sandbox, unsafe), unsafe=unsafe)
     if junit is not None and junit.is_dir():
         raise OrchError(f"--junit-xml {junit} is a directory; pass a file name")
     confirm(plan, resolved, yes)
@@ -289,6 +290,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     path = out or config_mod.home() / "bench" / f"{bench_id}.json"
     if path.exists() and path.is_dir():
         raise OrchError(f"--out {path} is a directory; pass a file name")
+    guard.secret = (*guard.secret, path.parent)  # the results: past answers and checks' words
     if out is not None and previous is None:  # `orch runs` finds it through this link
         from orchestrator.operations.runs import LINK
         from orchestrator.store import write_text_atomic
@@ -424,7 +426,7 @@ def settle_killed(doc: dict[str, Any], plan: Plan, unsafe: bool, quiet: bool
 
     if regrade.killed_run(doc, resume.total(plan)) is None:  # it finished: nothing unsettled
         return [], None
-    guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
+    guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe), unsafe=unsafe)
     try:
         settled = regrade.settle(doc, plan, config_mod.runs_dir(), guard)
     except KeyboardInterrupt:

@@ -101,6 +101,7 @@ class CouncilRun:
         self.reviews: list[Review] = [Review(m.name) for m in plan.seats]
         self.bundle: Bundle | None = None
         self.judgements: list[Judgement] = []
+        self.shown: dict[str, list[str]] = {}  # judge -> the finding ids its view showed, in order
         self.tally: dict[str, Any] | None = None
         self.chair = ChairOutcome()
         self.anonymity: dict[str, Any] = {}
@@ -270,6 +271,7 @@ class CouncilRun:
         judges = [m for m, r in zip(self.plan.seats, self.reviews, strict=True) if r.usable]
         self.bundle = bundle = build_bundle(self.run_id, self.reviews, self.plan.seats)
         views = {m.name: bundle.view_for(m.name) for m in judges}
+        self.shown = {name: ids for name, (_, ids, _) in views.items()}
         prompts = [judge_briefing(self.plan.briefing, *views[m.name], nonce=bundle.nonce)
                    for m in judges]
         # what each judge reads of the seats, as it is in the prompt sent
