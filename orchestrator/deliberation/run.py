@@ -117,7 +117,8 @@ class Deliberation:
             self.dir.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise unwritable(self.spec.runs_dir, exc) from None
-        write_json_atomic(self.dir / "wave.json", self.started())
+        self._begun = self.started()
+        write_json_atomic(self.dir / "wave.json", self._begun)
         jobscope.run_started(self.run_id)  # a daemon's client names it if the daemon dies
         failed: Exception | None = None
         async with anyio.create_task_group() as tg:
@@ -392,6 +393,18 @@ class Deliberation:
             "requests": sum(r.requests for r in recs),
             "usage": sum((r.usage for r in recs), Usage()).to_dict(),
             "cost_usd": round(sum(known), 8), "cost_exact": len(known) == len(recs)})
+        self._progress()
+
+    def _progress(self) -> None:
+        """``wave.json`` still ``running``, with the rounds decided so far: what `orch status`
+        and `orch ui` show of a run still going (its live legs come from the round waves).
+        A failed write is a notice: the run's own end writes the file again."""
+        try:
+            write_json_atomic(self.dir / "wave.json", {**self._begun,
+                                                       "rounds": list(self.rounds)})
+        except (OSError, ValueError, TypeError) as exc:
+            self.notice(f"wave.json could not be written after round {len(self.rounds)} "
+                        f"({type(exc).__name__}: {exc})")
 
     async def _chair(self) -> None:
         finals = self.final_answers()
