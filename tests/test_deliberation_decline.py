@@ -6,6 +6,7 @@ answer other than its own. Three legs holding 17 and one holding 18 then end on 
 from __future__ import annotations
 
 import json
+import re
 
 from test_deliberation import USAGE, block, quoted, round_prompts
 
@@ -43,7 +44,8 @@ def deliberate(*args):
                    "What is 8 + 9?", "--json", "--tools", "none", "--rounds", "2", *args])
 
 
-def test_three_legs_holding_an_answer_beat_the_one_holding_another(orch, scripted_server):
+def test_three_legs_holding_an_answer_beat_the_one_holding_another(orch, scripted_server,
+                                                                   orch_home, tmp_path):
     """Under the old instruction each 17-holder had to vote for 18 (the only other answer)
     and 18 won 3-1. Now the instruction on the wire lets them decline; they do, the
     18-holder votes for 17, and 17 wins with support 4 (3 holders + 1 vote) against 1."""
@@ -70,6 +72,14 @@ def test_three_legs_holding_an_answer_beat_the_one_holding_another(orch, scripte
     human = invoke(["fanout", "-m", ",".join(f"scripted/{m}" for m in MODELS), "-p", "Q?",
                     "--tools", "none", "--rounds", "2"])
     assert "Round 2: 4 legs · 0 changed · 1 vote · 3 declined" in human.stdout
+    # orch ui's deliberation page (rendered in-process) says the same
+    from orchestrator.ui.views import View
+
+    page = View(orch_home / "runs", cache_dir=tmp_path / "ui")(
+        f"/deliberation/{doc['wave_id']}", {}).body.decode()
+    assert re.search(r'winner by support: .*with support\s*<b id="winner-support">4</b>',
+                     page), page[:3000]
+    assert page.count(">declined</span>") == 3 and page.count(">declined</td>") == 3
     assert ("Winner by support: scripted/m1, scripted/m2, scripted/m3 (support 4: held by 3 "
             "of 4 legs + 1 vote from other legs in round 2)") in human.stdout
 

@@ -130,9 +130,10 @@ def standings(rounds: Sequence[Sequence[Vote]], holdings: dict[int, str]) -> dic
     """Each held answer's holders, votes and support, and the round that decided the votes.
 
     Every ballot is resolved against what the legs hold now (:func:`resolve`). The deciding
-    round is the last one in which some leg's vote counted or some leg declined: its ballots
-    are each leg's latest word (a decline there supersedes that leg's earlier votes; a round
-    whose every reply was unreadable says nothing). ``support`` = the legs holding the answer
+    round is the last one in which some leg's vote counted or some leg declined, and only its
+    ballots count (one per leg: a decline there supersedes that leg's earlier votes; a leg
+    silent in it counts as a holder only; a round whose every reply was unreadable says
+    nothing). ``support`` = the legs holding the answer
     now + the votes counted for it in the deciding round; a vote never counts for the
     voter's own answer, so no leg counts twice for one answer."""
     counted: list[list[tuple[int, str]]] = []
