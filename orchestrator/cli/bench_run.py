@@ -25,6 +25,7 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     from orchestrator.bakeoff.run import TierPin
     from orchestrator.budget_guards import require_guards
     from orchestrator.models.resolve import resolve_all
+    from orchestrator.plugin_host.fail_closed import require_loaded
     from orchestrator.plugin_host.plugins import load, stderr_warn
 
     cfg = runtime.config()
@@ -35,6 +36,7 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
             continue
         section = {**base, "disabled": [*base.get("disabled", []), *c.disable_plugins]}
         pms[c.name] = load(section, warn=stderr_warn, extra=[("bench_tier", TierPin())])
+        require_loaded(pms[c.name], cfg)  # a guard that cannot load: nothing is sent
         # a ceiling from its flag or the bench file holds for every contestant, or none runs
         require_guards(plan.ceilings, pms[c.name], cfg, command="bench",
                        source=lambda key, name=c.name: _ceiling_source(plan, name, key))

@@ -38,6 +38,8 @@ from orchestrator.intake import Anonymity, Policy
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
 from orchestrator.pids import process_started
+from orchestrator.plugin_host.boundary import said
+from orchestrator.plugin_host.fail_closed import holders
 from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Usage
 from orchestrator.security.secrets import register_identifier, scrub
@@ -105,7 +107,7 @@ class Wave:
                  observe=None, server: Server | None = None) -> None:
         self.spec = spec
         self.config = config
-        self.hooks = HookRunner(pm, config=config)
+        self.hooks = HookRunner(pm, config=config, held=holders(pm, config, spec.options))
         self.ledger = ledger
         self.observe = observe
         self.wave_id = spec.wave_id or new_wave_id()
@@ -136,6 +138,7 @@ class Wave:
                                    chair_model=spec.chair, later_models=spec.later)
         self._legs_scope: anyio.CancelScope | None = None
         self._start_scope: anyio.CancelScope | None = None
+        self._end_scope: anyio.CancelScope | None = None
         self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
         self._created = now_iso()
 
@@ -158,15 +161,35 @@ class Wave:
         return [leg.record for leg in self.legs]
 
     def _on_hook_error(self, plugin: str, hook: str, exc: BaseException) -> None:
-        self.context.notice(f"plugin {plugin} failed in {hook}: {type(exc).__name__}: {exc}")
+        self.context.notice(f"plugin {plugin} failed in {hook}: {said(exc)}")
 
     # -- running -------------------------------------------------------------------------
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
-        """Run the legs (and the chair). Signals are watched from the first line, so one that
-        arrives while ``wave_start`` hooks run (the local server starting) still ends the
-        wave with its ``wave.json``; ``wave.json`` is final however the legs ended."""
+        """Run the legs (and the chair). Signals are watched from the first line to the
+        last, so one that arrives while ``wave_start`` hooks run (the local server starting)
+        or while ``wave_end`` hooks run still ends the wave with its ``wave.json``;
+        ``wave.json`` is final however the legs ended, and should the process have to leave
+        before (jobscope's hard timer) it is written from what the legs hold."""
         self._create_dir()
         jobscope.wave_started(self.wave_id)  # a daemon's client names it if the daemon dies
+        with jobscope.finaliser(self._final_write):
+            refused = await self._run(handle_signals)
+            if refused is not None:  # wave.json says so, then the CLI says it in one line
+                # A wave that could not start (the local server) ran: a row per leg at $0,
+                # so runs and spend agree. A pre-flight refusal (exit 2) is a usage error,
+                # like a bad flag: it writes nothing to the ledger (docs/budgets.md).
+                attempted = not isinstance(refused, PreflightError)
+                for leg in self.legs:
+                    leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
+                    if attempted:
+                        await leg.unsent()
+                self._write_file("wave.json", self.write)
+                raise refused
+            return self.finalise()
+
+    async def _run(self, handle_signals: bool) -> Exception | None:
+        """The wave inside its signal watch: wave_start, the legs, wave_end. What a
+        wave_start refused with, or None."""
         refused: Exception | None = None
         async with anyio.create_task_group() as outer:
             if handle_signals:
@@ -189,27 +212,62 @@ class Wave:
                         refused = exc
             if refused is None:
                 await self._run_legs()
+                for text in self.server.holds.notices():  # the rate-limit gate held it back
+                    self.context.notice(text)
+                self.context.status = self.status
+                await self._end()
             outer.cancel_scope.cancel()
-        if refused is not None:  # wave.json says so, then the CLI says it in one line
-            # A wave that could not start (the local server) ran: a row per leg at $0, so
-            # runs and spend agree. A pre-flight refusal (exit 2) is a usage error, like a
-            # bad flag: it writes nothing to the ledger (docs/budgets.md).
-            attempted = not isinstance(refused, PreflightError)
-            for leg in self.legs:
-                leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
-                if attempted:
-                    await leg.unsent()
-            self._write_file("wave.json", self.write)
-            raise refused
-        for text in self.server.holds.notices():  # the rate-limit gate held the wave back
-            self.context.notice(text)
-        self.context.status = self.status
+        return refused
+
+    async def _end(self) -> None:
+        """The ``wave_end`` hooks; a signal (before or while they run) cuts them short."""
+        with anyio.CancelScope() as self._end_scope:
+            try:
+                await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context,
+                                        deadline_s=ABORT_HOOK_S if self.signum else None)
+            except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
+                self._on_hook_error("?", "wave_end", exc)
+        if self._end_scope.cancelled_caught:
+            self.context.notice("wave_end was cut short: the wave was interrupted")
+
+    def _final_write(self, signum: int) -> None:
+        """The record written final from what the legs hold now, from another thread, when
+        the command must leave before the wave ends (jobscope's hard timer, a second
+        interrupt): each leg still open is ``aborted``, its metadata.json written and its
+        ledger row journaled in the outbox (the next command replays it)."""
+        from orchestrator.engine.record import PENDING
+        from orchestrator.store import write_json_atomic as write
+
+        if self.signum is None:
+            self.signum = signum
+        reason = (f"aborted: orch ended the process after signal {signum} while this leg was "
+                  "still open (something held it past the hard exit's "
+                  f"{jobscope.HARD_EXIT_S:g} s)")
+        for leg in [*self.legs, *([self.chair] if self.chair else [])]:
+            if leg.record.status not in (RUNNING, PENDING):
+                continue
+            leg.record.finish(ABORTED, reason)
+            try:
+                write(leg.ctx.dir / "metadata.json", leg.record.to_dict())
+            except Exception:  # noqa: BLE001 - the wave's own file still gets written
+                pass
+            self._journal(leg)
+        self.context.notice(f"written by orch's hard exit after signal {signum}: the plugins' "
+                            "wave_report was not asked")
+        write(self.dir / "wave.json", self.document(report=False))
+
+    def _journal(self, leg: Leg) -> None:
+        """A leg's ledger row straight to the outbox (fsync'd), for the next command."""
+        if self.ledger is None:
+            return
         try:
-            await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context,
-                                    deadline_s=ABORT_HOOK_S if self.signum else None)
-        except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
-            self._on_hook_error("?", "wave_end", exc)
-        return self.finalise()
+            from orchestrator.ledger import outbox
+            from orchestrator.ledger.spend import default_url
+
+            outbox.append(self.ledger.url or default_url(), leg.record.ledger_row(
+                tag=leg.tag, project_dir=leg.project_dir, run_id=leg.run_id))
+        except Exception:  # noqa: BLE001 - no outbox takes it: wave.json still says it
+            pass
 
     async def _run_legs(self) -> None:
         with anyio.CancelScope() as self._legs_scope:
@@ -322,7 +380,7 @@ class Wave:
     def interrupt(self, signum: int) -> None:
         """Stop the legs as a signal would (a council watching signals itself calls this)."""
         self.signum = signum
-        for scope in (self._start_scope, self._legs_scope):
+        for scope in (self._start_scope, self._legs_scope, self._end_scope):
             if scope is not None:
                 scope.cancel()
 
@@ -332,7 +390,9 @@ class Wave:
         records = self.records + ([self.chair.record] if self.chair else [])
         return wave_status(records)
 
-    def document(self) -> dict[str, Any]:
+    def document(self, *, report: bool = True) -> dict[str, Any]:
+        """The wave document; ``report=False``: without asking the plugins' ``wave_report``
+        (the hard exit's write: no plugin code then)."""
         status = self.status
         return build_document(
             wave_id=self.wave_id, status=status, legs=self.records,
@@ -357,7 +417,7 @@ class Wave:
                            "rate_gate": self.server.holds.to_dict()},
                 **outcomes(self.spec.options, [*self.spec.prior, *self.records],
                            self.synthesis),
-            }, report=reporter(self.hooks, self.context.notice, self.context))
+            }, report=reporter(self.hooks, self.context.notice, self.context) if report else None)
 
     def write(self) -> dict[str, Any]:
         doc = self.document()

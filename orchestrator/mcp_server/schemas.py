@@ -276,7 +276,8 @@ def option_arguments(declared: dict[str, list]) -> dict[str, dict[str, str]]:
 def plugin_declarations() -> dict[str, list]:
     """{tool: [(plugin, Option)]}: the enabled plugins' ``register_options``, per paid tool."""
     from orchestrator import runtime
-    from orchestrator.plugin_host.plugins import declared_options, load
+    from orchestrator.plugin_host.declared import declared_options
+    from orchestrator.plugin_host.plugins import load
 
     pm = load(runtime.config().section("plugins"), options_only=True)
     return {name: declared_options(pm, name) for name in CORE_ARGUMENTS}

@@ -54,7 +54,7 @@ def _budgets(args: dict[str, Any], tool: str) -> dict[str, Any]:
     gives it (a JSON ``1`` is ``1.0`` in wave.json)."""
     from orchestrator import runtime
     from orchestrator.mcp_server.schemas import CORE_ARGUMENTS
-    from orchestrator.plugin_host.plugins import declared_options
+    from orchestrator.plugin_host.declared import declared_options
 
     out = {k: v for k, v in args.items() if k not in CORE_ARGUMENTS[tool] and v is not None}
     floats = {o.key for _, o in declared_options(runtime.plugin_manager(), tool)
