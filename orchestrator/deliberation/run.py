@@ -1,6 +1,6 @@
 """A deliberation: ``orch fanout --rounds N``. Round 1 is a plain fanout; in each later round
 every leg still in play reads its peers' previous answers (anonymised), revises, keeps or
-adopts, and votes for the best other answer. Each round is one wave on one shared server,
+adopts, and votes for the best other answer or declines. Each round is one wave on one shared server,
 every request a ledger row under the run id, the round in the wave id (docs/deliberation.md).
 """
 
@@ -315,6 +315,9 @@ class Deliberation:
             if reading.vote:
                 o = offer[reading.vote]
                 vote = tally.Vote(seat.n, o["digest"], tuple(o["legs"]))
+            elif reading.declined:  # no other answer beats its own: a ballot, not a problem
+                vote = tally.Vote(seat.n, None)
+            if vote is not None:
                 cast.append(vote)
             changed.append(seat.digest != before)
             pending.append((seat, rec, reading, vote, seat.digest != before))
@@ -412,10 +415,10 @@ class Deliberation:
             self.notice("no leg answered: the chair was not called")
             return
         win = self.winner()
-        last = outcome.last_votes(self.cast, self.holdings())
+        standing = outcome.standing(self.cast, self.holdings())
         brief = deliberation_packet(self.spec.briefing, len(self.rounds), [
             {"models": f["models"], "text": f["answer"], "marks": f["marks"],
-             "votes": last.get(f["digest"], 0),
+             **standing.get(f["digest"], {"votes": 0, "support": 0}),
              "winner": bool(win and win["digest"] == f["digest"])} for f in finals])
         recs = await self._wave(round_wave_id(self.run_id, "chair"), [self.spec.chair],
                                 [brief], kind="chair")
