@@ -35,6 +35,9 @@ class LedgerSink:
         self._lock = anyio.Lock()
         self._pending: list[dict[str, Any]] = []
         self._outcome: dict[int, BaseException | str | None] = {}
+        from orchestrator.engine.index_sink import IndexSink
+
+        self.search = IndexSink(url)  # the search index: its own writer, never in a row's way
 
     def preflight(self) -> LedgerSink:
         """Refuse to start spending on a ledger whose schema needs ``orch ledger upgrade``

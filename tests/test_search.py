@@ -1,0 +1,184 @@
+"""`orch runs search`: real waves, a council and a deliberation on the scripted server, found by
+the text of their prompts and answers through the index, on SQLite (FTS5) and on a real
+PostgreSQL (tsvector); hostile queries, inert snippets, the reindex of past runs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import sqlalchemy as sa
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_council_run import script_bench
+from test_deliberation import NAMES
+from test_deliberation import script as script_deliberation
+
+from orchestrator.cli import cli
+from orchestrator.errors import UsageProblem
+from orchestrator.ledger.search import search
+from orchestrator.ledger.spend import Ledger
+from orchestrator.testing.scripted_server import Reply
+
+QUESTION = "How should the zebra service throttle its API client?"
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def found(*args: str) -> dict:
+    result = run_cli("runs", "search", "--json", *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def record_three(orch_kit, server) -> tuple[str, str, str]:
+    """A wave, then a council, then a deliberation: all asked about the zebra service."""
+    server.script("a", Reply(text="The rate limit is 40 requests per minute, per key."))
+    server.script("b", Reply(text="Use a token bucket refilled every second."))
+    wave = orch_kit.run_wave(["a", "b"], QUESTION).doc["wave_id"]
+    script_bench(server)
+    council = run_cli("council", "run", "-p", f"Review the zebra service. {QUESTION}", "-m",
+                   "scripted/alpha,scripted/bravo,scripted/charlie", "--chair",
+                   "scripted/delta", "--json")
+    assert council.exit_code == 0, council.output
+    script_deliberation(server)
+    rounds = run_cli("fanout", "-m", NAMES, "-p", f"The zebra service needs an LRU cache. {QUESTION}",
+                  "--json", "--tools", "none", "--rounds", "2")
+    assert rounds.exit_code == 0, rounds.output
+    return wave, json.loads(council.stdout)["run_id"], json.loads(rounds.stdout)["wave_id"]
+
+
+def test_waves_councils_and_deliberations_are_found_newest_first(ledger_url, orch, scripted_server):
+    wave, council, deliberation = record_three(orch, scripted_server)
+    doc = found("zebra")
+    assert doc["index"] == ("tsvector" if ledger_url.startswith("postgresql") else "fts5")
+    assert [(r["id"], r["kind"]) for r in doc["runs"]] == [
+        (deliberation, "deliberation"), (council, "council"), (wave, "wave")]
+    assert doc["total"] == 3 and all(r["question"].endswith("zebra service throttle its API "
+                                                           "client?") or "zebra" in r["question"]
+                                     for r in doc["runs"])
+    for run in doc["runs"]:
+        for hit in run["hits"]:
+            assert {hit["snippet"][s:e].lower() for s, e in hit["highlights"]} == {"zebra"}, hit
+            assert hit["field"] == "prompt"
+    # an answer's words find the leg that wrote them, and only its run
+    bucket = found("token bucket")
+    assert [r["id"] for r in bucket["runs"]] == [wave]
+    (hit,) = bucket["runs"][0]["hits"]
+    assert (hit["model"], hit["field"], hit["leg_id"]) == ("scripted/b", "answer", f"{wave}-2")
+    assert [hit["snippet"][s:e] for s, e in hit["highlights"]] == ["token", "bucket"]
+    # a council's seat, its judge and chair answers; a deliberation's rounds
+    assert [r["id"] for r in found("injection")["runs"]] == [council]
+    assert [r["id"] for r in found("lru_cache")["runs"]] == [deliberation]
+    assert {h["kind"] for h in found("build_query")["runs"][0]["hits"]} <= {"seat", "judge",
+                                                                           "chair"}
+    # the language: OR, -word, prefix, "phrase" in order only
+    assert [r["id"] for r in found("bucket OR injection")["runs"]] == [council, wave]
+    unbucketed = {r["id"]: r for r in found("zebra -bucket")["runs"]}  # a leg matches, or not
+    assert [h["model"] for h in unbucketed[wave]["hits"]] == ["scripted/a"]
+    assert [r["id"] for r in found("refill*")["runs"]] == [wave]
+    assert found('"bucket token"')["runs"] == []
+    # --limit keeps the newest and says how many there are; the human lines show the match
+    limited = found("zebra", "--limit", "1")
+    assert [r["id"] for r in limited["runs"]] == [deliberation] and limited["total"] == 3
+    human = run_cli("runs", "search", "token", "bucket")
+    assert human.exit_code == 0
+    lines = human.stdout.splitlines()
+    assert lines[0].startswith(f"{wave}  wave  ") and lines[0].endswith("1 leg(s) match")
+    assert lines[1] == f"  {QUESTION}"
+    assert lines[2].startswith(  # (PostgreSQL's headline ends at the last word)
+        "  leg scripted/b answer: Use a **token** **bucket** refilled every second")
+    assert run_cli("runs", "search", "zebra", "--limit", "2").stdout.splitlines()[-1] == \
+        "showing the newest 2 of 3 runs; --limit shows more"
+    assert run_cli("runs", "search", "nothing-like-this").stdout == \
+        "no runs match 'nothing-like-this'\n"
+
+
+HOSTILE = ['"', 'NEAR(', 'NEAR(a b', '*', 'OR', 'AND', 'NOT', '-', '- -', '"unclosed zebra',
+           'zebra:x', 'prompt:zebra', '^zebra', '(zebra', 'zebra)', "zebra'", "'; drop table x",
+           'a & b | !c', 'zebra:*', '\\', '\x00zebra', 'ze\u0301bra', '{zebra}', 'zebra""', '""',
+           '-"zebra"', '"" OR ""', 'OR zebra OR', '*zebra', 'z' * 3000]
+
+
+def test_hostile_queries_never_traceback(ledger_url, orch, scripted_server):
+    scripted_server.script("a", Reply(text="The zebra crossing is near the station."))
+    orch.run_wave(["a"], "Where is the zebra crossing?")
+    for text in HOSTILE:
+        result = orch_cli_search(text)
+        assert result.exit_code in (0, 2), (text, result.output)
+        assert "Traceback" not in result.output, text
+        if result.exit_code == 2:
+            assert result.stdout == "" and result.stderr.count("\n") == 1, (text, result.stderr)
+            assert result.stderr.startswith("orch: error: ")
+    assert [r["kind"] for r in found("NEAR(")["runs"]] == ["wave"]  # searched as the word
+    assert found('zebra:crossing')["runs"]  # not FTS5's column filter: the phrase
+    empty = run_cli("runs", "search")
+    assert empty.exit_code == 2 and empty.stderr.count("\n") == 1
+    assert "needs words to find" in empty.stderr
+    ledger = Ledger()
+
+    @settings(max_examples=60, deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.text(alphabet=st.sampled_from('az"*()-:^\'\\ ORNEAD\u0301é\t'), max_size=40))
+    def never_raises_but_usage(text):
+        try:
+            search(ledger, text, limit=3)
+        except UsageProblem:
+            pass
+
+    never_raises_but_usage()
+
+
+def orch_cli_search(text: str):
+    return run_cli("runs", "search", "--", text)
+
+
+def test_a_leading_dash_word_excludes_without_quoting(orch, scripted_server):
+    scripted_server.script("a", Reply(text="red apples"))
+    scripted_server.script("b", Reply(text="green apples"))
+    orch.run_wave(["a"], "fruit?")
+    green = orch.run_wave(["b"], "fruit?").doc["wave_id"]
+    result = run_cli("runs", "search", "apples", "-red", "--json")
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in json.loads(result.stdout)["runs"]] == [green]
+
+
+def test_snippets_are_inert_on_the_terminal_and_in_pipes(orch, scripted_server, capsys):
+    hostile = "zebra \x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07 \u202eeulav\u202c \x9b31m done"
+    scripted_server.script("a", Reply(text=hostile))
+    orch.run_wave(["a"], "zebra?")
+    piped = run_cli("runs", "search", "zebra").stdout
+    assert "\x1b" not in piped and "\u202e" not in piped and "\x9b" not in piped
+    assert "\\x1b[2J" in piped and "\\u202e" in piped and "**zebra**" in piped
+    from orchestrator.app.search import searched
+    from orchestrator.cli.runs_search import _print
+
+    _print(searched("zebra"), terminal=True)
+    drawn = capsys.readouterr().out
+    assert "\x1b[1mzebra\x1b[0m" in drawn  # orch's own bold around the match
+    assert "\\x1b[2J" in drawn and "\\u202e" in drawn and "\x1b[2J" not in drawn
+    assert "\x1b]52" not in drawn and "\u202e" not in drawn
+
+
+def test_runs_recorded_before_the_index_are_indexed_once_by_reindex(ledger_url, orch,
+                                                                    scripted_server):
+    scripted_server.script("a", Reply(text="The answer mentions kestrel twice: kestrel."))
+    first = orch.run_wave(["a"], "Which bird?").doc["wave_id"]
+    chaired = orch.run_wave(["a", "a"], "Which kestrel?", chair="a").doc["wave_id"]
+    engine = Ledger().engine
+    with engine.begin() as conn:  # as if they were recorded before the index existed
+        conn.execute(sa.text("DELETE FROM search_doc"))
+    assert found("kestrel")["runs"] == []
+    again = run_cli("runs", "search", "--reindex")
+    assert again.exit_code == 0, again.output
+    assert re.match(r"indexed 4 leg\(s\) of 2 wave\(s\) \(4 new\) with ", again.stdout)
+    doc = found("kestrel")
+    assert [r["id"] for r in doc["runs"]] == [chaired, first]
+    assert {h["kind"] for h in doc["runs"][0]["hits"]} >= {"chair"}
+    assert run_cli("runs", "search", "--reindex", "--json").stdout.count('"added": 0') == 1
+    assert found("kestrel") == doc  # the same index, not twice the rows
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM search_doc")).scalar() == 4
