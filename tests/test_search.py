@@ -182,3 +182,158 @@ def test_runs_recorded_before_the_index_are_indexed_once_by_reindex(ledger_url, 
     assert found("kestrel") == doc  # the same index, not twice the rows
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM search_doc")).scalar() == 4
+    # a ledger from before the index (0003): `orch ledger upgrade` indexes this machine's runs
+    from alembic import command
+
+    from orchestrator.ledger import connection, migrate
+
+    with engine.begin() as conn:
+        cfg = migrate._config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003")
+    connection.dispose_all()
+    refused = run_cli("runs", "search", "kestrel")
+    assert refused.exit_code == 1 and "run `orch ledger upgrade`" in refused.stderr
+    up = run_cli("ledger", "upgrade")
+    assert up.exit_code == 0, up.output
+    assert "indexed 4 leg(s) of 2 wave(s) under " in up.stdout
+    assert found("kestrel") == doc
+
+
+KEY = "sk-search-test-0123456789abcdefghijklmnop"  # the provider's key: registered as read
+PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM2nX8kqU0lXf1\n"
+       "h7Y8oGq2VbQk9XWmT2dLrP4sZ1cN6aE5fJ3tY0uHxI7wRvKe\n-----END RSA PRIVATE KEY-----")
+AWS = "AKIAZ3MSJV4WXCVB7NQA"
+SECRETS = (KEY, "0123456789abcdefghijklmnop", "MIIEowIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM2nX8kqU0lXf1",
+           "h7Y8oGq2VbQk9XWmT2dLrP4sZ1cN6aE5fJ3tY0uHxI7wRvKe", AWS)
+
+
+def keyed_wave(orch, server, monkeypatch, **spec):
+    """A wave whose prompt carries a private key and an AWS key (a context file, say) and
+    whose answer echoes the provider's key, a key block and the AWS key."""
+    monkeypatch.setenv("SCRIPTED_KEY", KEY)
+    orch.provider(api_key_env="SCRIPTED_KEY")
+    server.script("a", Reply(text=f"zebra: use {KEY} with\n{PEM}\nand {AWS} to deploy."))
+    return orch.run_wave(["a"], f"zebra deploy notes:\n{PEM}\naws {AWS}\n", **spec)
+
+
+def index_text(url: str) -> str:
+    """Everything the index holds, as text: each doc's columns, and the index's own terms
+    (FTS5's vocabulary, PostgreSQL's tsvector)."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        rows = [" ".join(map(str, r)) for r in conn.execute(sa.text("SELECT * FROM search_doc"))]
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.v USING fts5vocab(main, search_fts, "
+                                 "'row')")
+            rows += [r[0] for r in conn.exec_driver_sql("SELECT term FROM temp.v")]
+    engine.dispose()
+    return "\n".join(rows)
+
+
+def test_no_key_value_or_withheld_credential_lands_in_the_index(ledger_url, orch, scripted_server,
+                                                                 monkeypatch, orch_home):
+    run = keyed_wave(orch, scripted_server, monkeypatch)
+    assert run.leg["status"] == "complete"
+    held = index_text(ledger_url)
+    assert "zebra" in held and "[withheld: private-key]" in held and "***" in held
+    for secret in SECRETS:
+        assert secret not in held and secret.lower() not in held, secret
+    if ledger_url.startswith("sqlite"):  # the database's own bytes, its log included
+        raw = b"".join(p.read_bytes() for p in orch_home.glob("ledger.db*"))
+        for secret in SECRETS:
+            assert secret.encode() not in raw and secret.lower().encode() not in raw, secret
+    hit = found("zebra")["runs"][0]["hits"][0]
+    assert "[withheld: private-key]" in hit["snippet"] or "***" in hit["snippet"]
+    for secret in SECRETS:
+        assert found(secret)["runs"] == [], secret  # nothing to find by a key's own text
+
+
+def test_a_stalled_index_holds_up_no_billed_row_and_no_wave(ledger_url, orch, scripted_server,
+                                                            monkeypatch, orch_home):
+    """PostgreSQL: another session holds search_doc locked; SQLite: the index table is gone.
+    Either way the wave ends within the index's wait, every billed row is in the ledger (none
+    in the outbox), the docs wait in the index journal (admitted: no key in it), and the next
+    open puts them in the index."""
+    from orchestrator.ledger import outbox
+
+    monkeypatch.setenv("ORCH_INDEX_WAIT_S", "0.3")
+    holder = sa.create_engine(ledger_url, poolclass=sa.pool.NullPool)
+    Ledger()  # made at head
+    conn = holder.connect()
+    if holder.dialect.name == "postgresql":
+        conn.exec_driver_sql("BEGIN")
+        conn.exec_driver_sql("LOCK TABLE search_doc IN ACCESS EXCLUSIVE MODE")
+    else:
+        conn.exec_driver_sql("ALTER TABLE search_doc RENAME TO search_doc_away")
+        conn.commit()
+    try:
+        run = keyed_wave(orch, scripted_server, monkeypatch)
+        assert run.doc["exit_code"] == 0 and run.doc["notices"] == []
+        rows = Ledger(replay=False).rows(wave_id=run.doc["wave_id"])
+        assert [(r["status"], r["seq"]) for r in rows] == [("complete", 1)]
+        assert outbox.pending(ledger_url) == 0
+        journals = [p for p in outbox.index_locations(ledger_url) if p.exists()]
+        journal = b"".join(p.read_bytes() for p in journals)
+        assert run.doc["wave_id"].encode() in journal
+        for secret in SECRETS:
+            assert secret.encode() not in journal, secret
+    finally:
+        if holder.dialect.name == "postgresql":
+            conn.exec_driver_sql("ROLLBACK")
+        else:
+            conn.exec_driver_sql("ALTER TABLE search_doc_away RENAME TO search_doc")
+            conn.commit()
+        conn.close()
+        holder.dispose()
+    assert [r["id"] for r in found("zebra")["runs"]] == [run.doc["wave_id"]]  # replayed
+    assert not any(p.exists() for p in outbox.index_locations(ledger_url))
+
+
+def test_a_sqlite_without_fts5_searches_by_scanning_and_says_so(orch, scripted_server,
+                                                                monkeypatch):
+    from orchestrator.ledger import search_table
+
+    with monkeypatch.context() as patched:
+        patched.setattr(search_table, "fts5_available", lambda conn: False)
+        scripted_server.script("a", Reply(text="Throttle with a token bucket."))
+        wave = orch.run_wave(["a"], "How to throttle?").doc["wave_id"]
+        result = run_cli("runs", "search", "token", "bucket", "--json")
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ("orch: note: this Python's SQLite has no FTS5: the search "
+                                 "read every indexed leg (slower; docs/operations.md)\n")
+        doc = json.loads(result.stdout)
+        assert doc["index"] == "scan" and [r["id"] for r in doc["runs"]] == [wave]
+        hit = doc["runs"][0]["hits"][0]
+        assert [hit["snippet"][s:e] for s, e in hit["highlights"]] == ["token", "bucket"]
+        assert found("bucket -token")["runs"] == [] and found("throttle OR nothing")["runs"]
+    # a SQLite with FTS5 opens the same ledger: --reindex makes the index
+    again = run_cli("runs", "search", "--reindex")
+    assert again.exit_code == 0 and again.stdout.endswith("with SQLite FTS5\n")
+    assert found("token bucket")["index"] == "fts5"
+    assert [r["id"] for r in found("token bucket")["runs"]] == [wave]
+
+
+def test_the_orch_command_searches_and_refuses_in_one_line(orch, scripted_server):
+    """The real entry point, once: found on stdout (exit 0), a query with nothing to find one
+    line on stderr (exit 2), a mistyped option named (exit 2)."""
+    import subprocess
+    import sys
+
+    scripted_server.script("a", Reply(text="Backpressure comes from the bounded queue."))
+    wave = orch.run_wave(["a"], "Where does backpressure come from?").doc["wave_id"]
+
+    def orch_process(*args):
+        return subprocess.run([sys.executable, "-m", "orchestrator", "runs", "search", *args],
+                              capture_output=True, text=True, timeout=120)
+
+    hit = orch_process("bounded", "queue", "-nothing")
+    assert hit.returncode == 0 and hit.stderr == ""
+    assert hit.stdout.splitlines()[0].startswith(f"{wave}  wave  ")
+    assert "**bounded** **queue**" in hit.stdout
+    quote = orch_process('"')
+    assert quote.returncode == 2 and quote.stdout == "" and quote.stderr.count("\n") == 1
+    assert quote.stderr.startswith("orch: error: nothing to search for in '\"'")
+    typo = orch_process("queue", "--limt", "3")
+    assert typo.returncode == 2 and "has no option --limt" in typo.stderr
+    assert "Traceback" not in quote.stderr + typo.stderr

@@ -14,7 +14,34 @@ INDEX_WORDS = {"fts5": "SQLite FTS5", "tsvector": "PostgreSQL tsvector",
                "scan": "a scan (this SQLite has no FTS5)", "none": "no ledger yet"}
 
 
-@click.command(context_settings={"ignore_unknown_options": True})  # -word is a search term
+class _Words(click.Command):
+    """Every token that is not one of the command's options is a word of the search, in
+    order: ``-bucket`` excludes a word (click would read it as ``-b -u -c ...``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        valued, flags = set(), set(self.get_help_option_names(ctx))
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option):
+                (flags if param.is_flag else valued).update(param.opts)
+        options, words = [], []
+        tokens = iter(args)
+        for token in tokens:
+            if token == "--":
+                words += list(tokens)
+                break
+            name = token.split("=", 1)[0]
+            if name in valued:
+                options.append(token)
+                if "=" not in token:
+                    options.append(next(tokens, ""))
+            elif name in flags:
+                options.append(token)
+            else:
+                words.append(token)
+        return super().parse_args(ctx, [*options, "--", *words])
+
+
+@click.command(cls=_Words)
 @click.argument("text", nargs=-1)
 @click.option("--limit", type=click.IntRange(1, 1000), default=DEFAULT_LIMIT, show_default=True,
               help="At most this many runs, newest first.")

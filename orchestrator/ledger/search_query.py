@@ -71,8 +71,8 @@ def parse(text: str) -> Query:
     kept = tuple(tuple(g) for g in groups if any(not t.negated for t in g))
     if not kept:
         shown = raw if len(raw) <= 60 else raw[:57] + "..."
-        raise UsageProblem(f"nothing to search for in {shown!r}: give a word to find, "
-                           'e.g. orch runs search rate limit (or "a phrase")')
+        raise UsageProblem(f"nothing to search for in {shown!r}: give a word to find "
+                           '(words, "a phrase", OR, -word to exclude, word* for a prefix)')
     if sum(len(t.words) for g in kept for t in g) > MAX_TERMS:
         raise UsageProblem(f"the search has more than {MAX_TERMS} words; a few distinctive "
                            "ones find a run")
