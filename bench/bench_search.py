@@ -1,7 +1,8 @@
 """The search index: what it costs a recorded leg, and a search over 10,000 indexed legs.
 
 Run by hand: ``.venv/bin/python bench/bench_search.py [--legs 400] [--reps 5] [--docs 10000]``
-(PostgreSQL too when ``ORCH_PG_BINDIR`` or ``pg_ctl`` is there; ``--no-postgres`` skips it).
+(PostgreSQL too when ``ORCH_PG_BINDIR`` or ``pg_ctl`` is there; ``--no-postgres`` skips it;
+``--only legs|search`` runs one half, written to ``search_legs.json`` / ``search_search.json``).
 
 1. **Per leg.** What a wave's leg end does, in one process on a real SQLite ledger: the leg's
    final row through the wave's ``LedgerSink.append`` (8 legs ending at once, as a wave's do),
@@ -15,7 +16,7 @@ Run by hand: ``.venv/bin/python bench/bench_search.py [--legs 400] [--reps 5] [-
    On SQLite's FTS5, the same ledger without FTS5 (the scan a SQLite built without it falls
    back to: the baseline), and PostgreSQL's tsvector.
 
-Writes bench/results/search.json.
+Writes bench/results/search.json (or the half's file).
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--docs", type=int, default=10_000)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--only", choices=("legs", "search"), help="One half only.")
     args = parser.parse_args()
     offline()
     result: dict = {"machine": machine(), "legs": args.legs, "reps": args.reps,
@@ -173,47 +175,57 @@ def main() -> None:
         tmp = Path(tmp_name)
         os.environ["ORCH_HOME"] = str(tmp)
         os.environ["ORCH_OUTBOX_DIR"] = str(tmp / "fallback")
-        per_leg = leg_cost(args.legs, args.reps, tmp)
-        result["per_leg"] = per_leg
-        base, with_index = per_leg["rows only"], per_leg["rows + index"]
-        print(f"per leg (load {os.getloadavg()[0]:.1f}):")
-        for side, fig in per_leg.items():
-            print(f"  {side:<13} wall {fig['wall_ms_per_leg']:.2f} ms  cpu "
-                  f"{fig['cpu_ms_per_leg']:.2f} ms  row wait p50 {fig['row_wait_p50_ms']:.2f} "
-                  f"ms p95 {fig['row_wait_p95_ms']:.2f} ms")
-        print(f"  index: +{with_index['wall_ms_per_leg'] - base['wall_ms_per_leg']:.2f} ms wall, "
-              f"+{with_index['cpu_ms_per_leg'] - base['cpu_ms_per_leg']:.2f} ms cpu a leg "
-              f"(x{with_index['wall_ms_per_leg'] / base['wall_ms_per_leg']:.2f} wall)")
-
-        db = tmp / "search.db"
-        url = f"sqlite:///{db}"
-        print(f"filling {args.docs:,} legs ...")
-        result["fill_s"] = {"sqlite": fill(url, args.docs)}
-        result["sqlite_bytes"] = db.stat().st_size
-        print(f"search over {args.docs:,} indexed legs (limit 20, median of 9):")
-        result["search"] = {"sqlite fts5": time_queries(url, "SQLite FTS5")}
-        scan = without_fts(db, tmp / "scan.db")
-        result["search"]["sqlite scan"] = time_queries(scan, "SQLite scan (no FTS5)")
-        if not args.no_postgres:
-            from orchestrator.testing import postgres
-
-            why = postgres.unavailable()
-            if why:
-                print(f"  PostgreSQL skipped: {why}")
-            else:
-                cluster = postgres.Cluster()
-                try:
-                    pg = cluster.new_database()
-                    result["fill_s"]["postgresql"] = fill(pg, args.docs)
-                    result["search"]["postgresql tsvector"] = time_queries(
-                        pg, "PostgreSQL tsvector")
-                finally:
-                    from orchestrator.ledger import connection
-
-                    connection.dispose_all()
-                    cluster.close()
+        if args.only != "search":
+            result["per_leg"] = report_legs(leg_cost(args.legs, args.reps, tmp))
+        if args.only != "legs":
+            result.update(search_half(args, tmp))
     result["load_after"] = os.getloadavg()
-    write_result("search", result)
+    write_result("search" if args.only is None else f"search_{args.only}", result)
+
+
+def report_legs(per_leg: dict) -> dict:
+    base, with_index = per_leg["rows only"], per_leg["rows + index"]
+    print(f"per leg (load {os.getloadavg()[0]:.1f}):")
+    for side, fig in per_leg.items():
+        print(f"  {side:<13} wall {fig['wall_ms_per_leg']:.2f} ms  cpu "
+              f"{fig['cpu_ms_per_leg']:.2f} ms  row wait p50 {fig['row_wait_p50_ms']:.2f} "
+              f"ms p95 {fig['row_wait_p95_ms']:.2f} ms")
+    print(f"  index: +{with_index['wall_ms_per_leg'] - base['wall_ms_per_leg']:.2f} ms wall, "
+          f"+{with_index['cpu_ms_per_leg'] - base['cpu_ms_per_leg']:.2f} ms cpu a leg "
+          f"(x{with_index['wall_ms_per_leg'] / base['wall_ms_per_leg']:.2f} wall)")
+    return per_leg
+
+
+def search_half(args, tmp: Path) -> dict:
+    result: dict = {}
+    db = tmp / "search.db"
+    url = f"sqlite:///{db}"
+    print(f"filling {args.docs:,} legs ...")
+    result["fill_s"] = {"sqlite": fill(url, args.docs)}
+    result["sqlite_bytes"] = sum(p.stat().st_size for p in tmp.glob("search.db*"))  # + WAL
+    print(f"search over {args.docs:,} indexed legs (limit 20, median of 9):")
+    result["search"] = {"sqlite fts5": time_queries(url, "SQLite FTS5")}
+    scan = without_fts(db, tmp / "scan.db")
+    result["search"]["sqlite scan"] = time_queries(scan, "SQLite scan (no FTS5)")
+    if not args.no_postgres:
+        from orchestrator.testing import postgres
+
+        why = postgres.unavailable()
+        if why:
+            print(f"  PostgreSQL skipped: {why}")
+        else:
+            cluster = postgres.Cluster()
+            try:
+                pg = cluster.new_database()
+                result["fill_s"]["postgresql"] = fill(pg, args.docs)
+                result["search"]["postgresql tsvector"] = time_queries(
+                    pg, "PostgreSQL tsvector")
+            finally:
+                from orchestrator.ledger import connection
+
+                connection.dispose_all()
+                cluster.close()
+    return result
 
 
 if __name__ == "__main__":

@@ -337,3 +337,60 @@ def test_the_orch_command_searches_and_refuses_in_one_line(orch, scripted_server
     typo = orch_process("queue", "--limt", "3")
     assert typo.returncode == 2 and "has no option --limt" in typo.stderr
     assert "Traceback" not in quote.stderr + typo.stderr
+
+
+def test_the_index_stands_aside_while_a_billed_row_is_on_its_way(tmp_path, monkeypatch):
+    """A leg's doc handed over while another leg's billed row waits on a locked SQLite ledger:
+    the index's writer starts no write until that row is in (the row never queues behind the
+    index's admission or its transaction, nor races it for SQLite's one writer); then the doc
+    is written and found."""
+    import sqlite3
+    import time
+
+    import anyio
+
+    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.ledger import search_table
+
+    db = tmp_path / "ledger.db"
+    url = f"sqlite:///{db}"
+    Ledger(url)  # made at head
+    real_put, writes = search_table.put, []
+
+    def put(conn, docs):  # observed, then the real write
+        writes.append(time.monotonic())
+        return real_put(conn, docs)
+
+    monkeypatch.setattr(search_table, "put", put)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write: the row must wait for it
+    released: list[float] = []
+
+    async def main() -> None:
+        sink = LedgerSink(url)
+        row = {"wave_id": "w-aside", "leg_id": "w-aside-0", "kind": "leg", "model": "p/m",
+               "provider": "p", "status": "complete", "seq": 1, "input_tokens": 9,
+               "output_tokens": 4, "cost_usd": 0.001, "cost_source": "priced"}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sink.append, row)
+            while sink.rows_idle.is_set():  # the row is on its way
+                await anyio.sleep(0.005)
+            sink.search.add(wave_id="w-aside", leg_id="w-aside-1", run_id=None, kind="leg",
+                            model="p/m", status="complete", tag=None, ts=None,
+                            prompt="Where do zebras sleep?", answer="Standing up, mostly.")
+            for _ in range(40):  # the window an index that did not stand aside writes in
+                if writes:
+                    break
+                await anyio.sleep(0.01)
+            released.append(time.monotonic())
+            holder.execute("COMMIT")
+        await sink.search.settle()
+
+    try:
+        anyio.run(main)
+    finally:
+        holder.close()
+    assert writes and writes[0] >= released[0], "the index wrote while a billed row waited"
+    ledger = Ledger(url, replay=False)
+    assert [(r["leg_id"], r["seq"]) for r in ledger.rows(wave_id="w-aside")] == [("w-aside-0", 1)]
+    assert search(ledger, "zebras").total == 1

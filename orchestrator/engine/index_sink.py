@@ -5,9 +5,11 @@ A leg hands its doc over (:meth:`IndexSink.add`) only once its final ledger row 
 ledger or the outbox, and the hand-over is a list append: the leg does not wait. One writer
 on a daemon worker thread (``tool_thread.background``, so an exit never cuts it mid-call)
 admits each doc (:func:`orchestrator.ledger.search_table.admitted`: key values masked,
-credential content withheld) and writes the batch in a transaction of its own, bounded by
-``WRITE_S`` (SQLite's busy timeout, PostgreSQL's statement timeout); it never takes the
-spend ledger's lock or its deadline. A doc the index refuses goes to the index journal
+credential content withheld) and writes a few at a time in transactions of their own,
+bounded by ``WRITE_S`` (SQLite's busy timeout, PostgreSQL's statement timeout); it never
+takes the spend ledger's lock or its deadline, and it stands aside while a billed row is on
+its way (the sink's ``rows_idle``), so the row never waits for the index's admission or its
+transaction. A doc the index refuses goes to the index journal
 (:func:`orchestrator.ledger.outbox.append_index`), replayed by the next open.
 
 A wave's end waits for its docs (:meth:`IndexSink.settle`) at most ``ORCH_INDEX_WAIT_S``
@@ -31,6 +33,7 @@ WAIT_S = 2.0  # the most a wave's end waits for the index
 WAIT_ENV = "ORCH_INDEX_WAIT_S"
 HURRY_S = 0.2  # after a signal
 WRITE_S = 2.0  # one write's own bound
+CHUNK = 4  # docs per transaction
 _PROMPTS = 8  # admitted prompts remembered (a run's waves share one)
 
 
@@ -46,8 +49,10 @@ def wait_s() -> float:
 class IndexSink:
     """The index writer of one spend ledger sink (a run's waves share it)."""
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *,
+                 rows_idle: threading.Event | None = None) -> None:
         self.url = url
+        self._rows_idle = rows_idle  # set while no billed row is on its way: then we write
         self._cv = threading.Condition()
         self._queue: list[dict[str, Any]] = []
         self._writing: list[dict[str, Any]] = []
@@ -116,11 +121,22 @@ class IndexSink:
                     self._writing = []
                     self._cv.notify_all()
 
-    def _docs(self, batch: list[dict[str, Any]]) -> list:
+    def _stand_aside(self) -> None:
+        """Wait (at most ``WRITE_S``) while a billed row is on its way to the ledger: the
+        index's admission and its transaction never take the row's turn (the GIL, SQLite's
+        one writer)."""
+        if self._rows_idle is not None:
+            self._rows_idle.wait(WRITE_S)
+
+    def _docs(self, batch: list[dict[str, Any]], *, aside: bool = True) -> list:
+        """Each doc admitted; ``aside``: a billed row on its way goes first (not when a
+        wave's end is journaling what is left: the rows are done, the wait is bounded)."""
         from orchestrator.ledger.search_table import PROMPT_CHARS, admitted, indexable
 
         docs = []
         for fields in batch:
+            if aside:
+                self._stand_aside()
             prompt = fields.get("prompt") or ""
             done = self._prompts.get(prompt)
             if done is None:
@@ -142,13 +158,17 @@ class IndexSink:
         except Exception as exc:  # noqa: BLE001 - never into the wave: said, then dropped
             self.lost.append(f"{len(batch)} doc(s): {type(exc).__name__}: {exc}")
             return
-        try:
-            ledger = self._open()
-            with ledger.engine.begin() as conn:
-                ledger.bound(conn, time.monotonic() + WRITE_S)
-                self.written += put(conn, docs)
-        except Exception as exc:  # noqa: BLE001 - locked, down, refused: the journal holds them
-            self._spool(docs, f"{type(exc).__name__}: {exc}".splitlines()[0])
+        for at in range(0, len(docs), CHUNK):  # short transactions: a row's wait stays short
+            chunk = docs[at:at + CHUNK]
+            self._stand_aside()
+            try:
+                ledger = self._open()
+                with ledger.engine.begin() as conn:
+                    ledger.bound(conn, time.monotonic() + WRITE_S)
+                    self.written += put(conn, chunk)
+            except Exception as exc:  # noqa: BLE001 - locked, down, refused: journaled
+                self._spool(docs[at:], f"{type(exc).__name__}: {exc}".splitlines()[0])
+                return
 
     def _open(self):
         if self._ledger is None:
@@ -159,7 +179,7 @@ class IndexSink:
 
     def _journal(self, batch: list[dict[str, Any]], why: str) -> None:
         try:
-            docs = self._docs(batch)
+            docs = self._docs(batch, aside=False)
         except Exception as exc:  # noqa: BLE001
             self.lost.append(f"{len(batch)} doc(s): {type(exc).__name__}: {exc}")
             return
