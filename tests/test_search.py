@@ -182,15 +182,16 @@ def test_runs_recorded_before_the_index_are_indexed_once_by_reindex(ledger_url, 
     assert found("kestrel") == doc  # the same index, not twice the rows
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM search_doc")).scalar() == 4
-    # a ledger from before the index (0003): `orch ledger upgrade` indexes this machine's runs
+    # a ledger from before the index: `orch ledger upgrade` indexes this machine's runs
     from alembic import command
 
     from orchestrator.ledger import connection, migrate
+    from orchestrator.ledger.search_table import REVISION
 
     with engine.begin() as conn:
         cfg = migrate._config()
         cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0003")
+        command.downgrade(cfg, migrate._script().get_revision(REVISION).down_revision)
     connection.dispose_all()
     refused = run_cli("runs", "search", "kestrel")
     assert refused.exit_code == 1 and "run `orch ledger upgrade`" in refused.stderr

@@ -15,13 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 INDEX_TABLES = ("search_doc", "search_fts")
 # who may name the index's tables in SQL: its table, its reader, the migration that made it
 NAMES_TABLES = {"orchestrator/ledger/search_table.py", "orchestrator/ledger/search.py",
-                "orchestrator/ledger/migrations/versions/0004_search.py"}
+                "orchestrator/ledger/migrations/versions/0006_search.py"}
 # search_table's names that reach the table; who may import them
 TABLE_NAMES = {"put", "TABLE", "Doc", "take_journaled", "NAME", "FTS", "create_fts"}
 USES_TABLE = {"orchestrator/ledger/search_table.py", "orchestrator/ledger/search.py",
               "orchestrator/engine/index_sink.py", "orchestrator/operations/reindex.py",
               "orchestrator/ledger/outbox.py",
-              "orchestrator/ledger/migrations/versions/0004_search.py"}
+              "orchestrator/ledger/migrations/versions/0006_search.py"}
 
 
 def sources() -> dict[str, str]:

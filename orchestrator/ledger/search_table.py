@@ -4,7 +4,7 @@ One row per leg (``search_doc``): the wave's prompt and the leg's answer, keyed 
 spend row on ``(wave_id, leg_id)``, so writing a leg again (a replay, ``--reindex``) replaces
 it: the index is derived data, never counted. Its full-text index is SQLite's FTS5
 (``search_fts``, external content kept by triggers) or PostgreSQL's ``tsvector``
-(``search_doc.tsv``, generated, under GIN): migration 0004.
+(``search_doc.tsv``, generated, under GIN): migration 0006.
 
 The table takes only a :class:`Doc`, and only :func:`admitted` makes one: registered key values
 masked, credential content withheld (``[withheld: RULE]``), key shapes cut, each text capped —
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from orchestrator.ledger.schema import UTCDateTime, storable
 
-REVISION = "0004"  # the migration that made the index (orch ledger upgrade indexes past runs)
+REVISION = "0006"  # the migration that made the index (orch ledger upgrade indexes past runs)
 NAME = "search_doc"
 FTS = "search_fts"
 KEY = ("wave_id", "leg_id")
@@ -203,7 +203,7 @@ def has_fts(conn: sa.Connection) -> bool:
 
 def create_fts(conn: sa.Connection) -> bool:
     """The FTS5 index over ``search_doc`` and the triggers that keep it, filled from the
-    table: True when it is there. Made by migration 0004, or later by ``--reindex`` when
+    table: True when it is there. Made by migration 0006, or later by ``--reindex`` when
     the SQLite that made the ledger had no FTS5 and this one has."""
     if has_fts(conn):
         return True

@@ -8,8 +8,8 @@ A SQLite built without FTS5 gets the table and no index: search then scans it (s
 on stderr). Runs recorded before this revision are indexed from their folders by
 ``orch runs search --reindex`` (and by ``orch ledger upgrade``); no spend row is touched.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0006
+Revises: 0004
 """
 
 import sqlalchemy as sa
@@ -17,8 +17,8 @@ from alembic import op
 
 from orchestrator.ledger.search_table import create_fts
 
-revision = "0004"
-down_revision = "0003"
+revision = "0006"
+down_revision = "0004"  # 0005 (the account branch's cost bound) is not on main yet
 branch_labels = None
 depends_on = None
 
