@@ -29,10 +29,12 @@ def outcome_lines(doc: dict[str, Any]) -> list[str]:
     """The rounds, the stop rule and the winner, as the human output ends."""
     lines = []
     for r in doc.get("rounds") or []:
-        votes = sum(1 for leg in r["legs"] if leg.get("vote"))
+        cast = sum(1 for leg in r["legs"] if leg.get("vote"))
+        counted = sum(1 for leg in r["legs"] if (leg.get("vote") or {}).get("answer_digest"))
+        votes = f"{cast} votes" if cast == counted else f"{cast} votes cast, {counted} counted"
         cost = "unknown" if not r["cost_exact"] and not r["cost_usd"] else f"${r['cost_usd']:.4f}"
         lines.append(f"Round {r['round']}: {len(r['legs'])} legs · {r['changed']} changed · "
-                     f"{votes} votes · {r['requests']} requests · {cost}")
+                     f"{votes} · {r['requests']} requests · {cost}")
     stop = doc.get("stop")
     if stop:
         lines.append(f"Stopped: {stop['rule']} after round {stop['after_round']}"
@@ -40,8 +42,12 @@ def outcome_lines(doc: dict[str, Any]) -> list[str]:
     win = doc.get("winner")
     if win:
         tie = f"; tie broken by {win['tie_break']}" if win.get("tie_break") else ""
-        lines.append(f"Winner by votes: {', '.join(win['models'])} ({win['votes']} vote(s) in "
-                     f"the last round with votes{tie})")
+        held = f"held by {win['holders']} of {len(doc.get('legs') or [])} legs"
+        if win.get("by") == "holders":
+            lines.append(f"Winner: {', '.join(win['models'])} ({held}; no vote counted{tie})")
+        else:
+            lines.append(f"Winner by votes: {', '.join(win['models'])} ({win['votes']} "
+                         f"vote(s) in round {win['votes_round']}; {held}{tie})")
     return lines
 
 

@@ -68,6 +68,17 @@ def write_raw(text: str, *, err: bool = False) -> None:
     getattr(target, "raw_write", target.write)(text)
 
 
+def write_data(text: str) -> None:
+    """Write an export's bytes (``orch ledger export``): exact when stdout is a file or a
+    program (the user redirected it, as ``> spend.csv``; a CSV's CRLF and a recorded control
+    character are data there), inert on a terminal, where they would act. Masked either way."""
+    target = _target(sys.stdout)
+    if getattr(target, "isatty", lambda: False)():
+        target.write(text)
+    else:
+        getattr(target, "raw_write", target.write)(text)
+
+
 class _Raw(io.TextIOBase):
     """rich's file: whatever ``sys.stdout``/``sys.stderr`` is at each write (a command's
     outlet, a daemon job's), written raw."""
