@@ -42,9 +42,9 @@ INDEX_JOURNAL_MAX = 64 * 2**20  # bytes of search docs kept waiting, per locatio
 INDEX_REPLAY_S = 1.0  # the most an open spends putting journaled docs into the index
 
 
-def _fingerprint(url: str) -> str:
+def fingerprint(url: str) -> str:
     """The journal's name for the ledger at ``url``; a password is left out, so rows spooled
-    before a password change still replay after it."""
+    before a password change still replay after it (the request journal shares it)."""
     try:
         import sqlalchemy as sa
 
@@ -62,7 +62,7 @@ def locations(url: str) -> list[Path]:
     else a per-user directory under the system's temporary directory)."""
     from orchestrator import config
 
-    name = f"ledger-outbox-{_fingerprint(url)}.jsonl"
+    name = f"ledger-outbox-{fingerprint(url)}.jsonl"
     first = config.home()
     try:
         import sqlalchemy as sa

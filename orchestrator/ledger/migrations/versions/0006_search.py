@@ -9,7 +9,7 @@ on stderr). Runs recorded before this revision are indexed from their folders by
 ``orch runs search --reindex`` (and by ``orch ledger upgrade``); no spend row is touched.
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 """
 
 import sqlalchemy as sa
@@ -18,7 +18,7 @@ from alembic import op
 from orchestrator.ledger.search_table import create_fts
 
 revision = "0006"
-down_revision = "0004"  # 0005 (the account branch's cost bound) is not on main yet
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
