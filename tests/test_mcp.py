@@ -280,6 +280,8 @@ def test_bad_input_is_a_tool_error_in_one_line_and_nothing_is_sent(
         ("spend", {"since": "yesterday-ish"}, "yesterday-ish"),
         ("runs", {"action": "show", "id": "no-such-run"}, "no run 'no-such-run'"),
         ("runs", {"action": "show"}, "needs an id"),
+        ("runs", {"action": "search"}, "action 'search' needs a query"),
+        ("runs", {"action": "search", "query": '"'}, "nothing to search for in '\"'"),
         ("nope", {}, "no tool 'nope'"),
         ("fanout", {"prompt": "x", "models": [f"scripted/m{i}" for i in range(500)]},
          "models: the list of 500 entries is too long"),
@@ -432,13 +434,15 @@ def test_spend_and_runs_return_what_the_cli_reports(mcp_env, tmp_path, orch_home
         wave_id = wave.structured_content["wave_id"]
         return wave_id, [await session.call_tool(name, args) for name, args in (
             ("spend", {}), ("spend", {"group_by": "model", "since": "all"}), ("runs", {}),
-            ("runs", {"action": "show", "id": wave_id}))]
+            ("runs", {"action": "show", "id": wave_id}),
+            ("runs", {"action": "search", "query": "an answer", "limit": 5}))]
 
     _, (wave_id, results) = run_session(mcp_env, tmp_path, body)
     runner = CliRunner()
     for argv, result in zip((["spend", "--json"],
                              ["spend", "--json", "--group-by", "model", "--since", "all"],
-                             ["runs", "--json"], ["runs", "show", wave_id, "--json"]),
+                             ["runs", "--json"], ["runs", "show", wave_id, "--json"],
+                             ["runs", "search", "an", "answer", "--limit", "5", "--json"]),
                             results, strict=True):
         cli_result = runner.invoke(cli, argv)
         assert cli_result.exit_code == 0, cli_result.output
@@ -448,6 +452,8 @@ def test_spend_and_runs_return_what_the_cli_reports(mcp_env, tmp_path, orch_home
             assert got.pop("total") == len(got.get("runs") or got.get("groups"))  # bounded
         assert got == json.loads(cli_result.stdout), argv
     assert results[0].structured_content["legs"] == 2
+    found = results[-1].structured_content  # the wave, by its answers' text
+    assert [r["id"] for r in found["runs"]] == [wave_id] and found["runs"][0]["matches"] == 2
 
 
 STRAY = """

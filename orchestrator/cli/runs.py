@@ -12,6 +12,7 @@ import click
 from orchestrator import config as config_mod
 from orchestrator.app.runs import STATUSES, _moment, _statuses, bench_dir, cache_dir, listed, shown
 from orchestrator.cli.common import print_json
+from orchestrator.cli.runs_search import search as search_command
 
 
 def runs_dir_option(command):
@@ -33,6 +34,7 @@ def runs(ctx, since, status, as_json, runs_dir):
     Examples:
       orch runs --since 7d --status error,partial
       orch runs show 20261130-101500-ab12
+      orch runs search rate limit              # by the text of prompts and answers
       orch runs tail 20261130-101500-ab12      # follow a live run; its exit code at the end
       orch runs gc --older-than 30d --dry-run  # the ledger keeps its rows
     """
@@ -233,3 +235,6 @@ def gc(older_than, dry_run, as_json, runs_dir):
     amount = f"{freed / 1e6:.1f} MB" if freed >= 1e5 else f"{freed / 1e3:.1f} kB"
     tail_note = "" if dry_run else f", {amount} freed"
     click.echo(f"{verb} {len(old)} run(s){tail_note}; the ledger keeps their rows")
+
+
+runs.add_command(search_command)
