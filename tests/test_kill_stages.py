@@ -466,8 +466,9 @@ def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_on
         orch, scripted_server, orch_home, tmp_path, monkeypatch):
     """Two model trials (t1 answers, t2 hangs), one at a time: SIGKILL `orch bench`. The
     answered trial is in the ledger and in the results file (written as each trial is
-    graded); `orch status` shows the bench interrupted at what it paid; `orch bench resume`
-    sends t2 only."""
+    graded); `orch status` shows the bench interrupted at what it paid; a resume says t2 was
+    in flight at the kill (may be billed) and sends nothing; `--retry-excluded` sends t2
+    only."""
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     orch.provider(input_cost_per_mtok=IN_PRICE, output_cost_per_mtok=OUT_PRICE)
     scripted_server.script("solo", bench_reply({"t2"}))
@@ -514,9 +515,19 @@ def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_on
     shown = CliRunner().invoke(cli, ["bench", "show", str(out)])
     assert shown.exit_code == 0 and "t1" in shown.output, shown.output
 
-    # a resume killed in turn (t2 hangs again) leaves the file as it found it, t1 graded
+    # a plain resume never sends t2 again: its request was in flight at the kill and may
+    # have been billed; the results say so, at most what it can have cost (issue 40)
     sent_before = scripted_server.count("solo")
-    again = runner(["bench", "resume", str(out), "--yes", "-q"], cwd=tmp_path, env=env)
+    plain = subprocess.run([*ORCH, "bench", "resume", str(out), "--yes", "-q"],
+                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert plain.returncode == 2 and "in flight at the kill" in plain.stderr, plain.stderr
+    assert scripted_server.count("solo") == sent_before, plain.stderr
+    (t2,) = [t for t in json.loads(out.read_text())["trials"] if t["task"] == "t2"]
+    assert not t2["passed"] and "in flight" in t2["excluded"], t2
+
+    # --retry-excluded sends it; killed in turn (t2 hangs again), t1 stays graded once
+    again = runner(["bench", "resume", str(out), "--yes", "-q", "--retry-excluded"],
+                   cwd=tmp_path, env=env)
     try:
         wait_for(lambda: scripted_server.count("solo") > sent_before, what="t2 resent")
         time.sleep(0.2)
@@ -525,17 +536,26 @@ def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_on
         if again.poll() is None:
             again.kill()
             again.communicate()
-    assert [t["task"] for t in json.loads(out.read_text())["trials"]] == ["t1"]
+    assert [(t["task"], t["passed"]) for t in json.loads(out.read_text())["trials"]
+            if t["task"] == "t1"] == [("t1", True)]
     assert "Task t2" in json.dumps(scripted_server.requests_for("solo")[-1].body)
 
-    # the resume pays for t2 only: t1's answer is not bought again
+    # in flight at this kill too: the next resume says so first, even asked to retry it
+    sent_before = scripted_server.count("solo")
+    said = subprocess.run([*ORCH, "bench", "resume", str(out), "--yes", "-q",
+                           "--retry-excluded"],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert said.returncode == 2 and "in flight at the kill" in said.stderr, said.stderr
+    assert scripted_server.count("solo") == sent_before
+
+    # the last resume pays for t2 only: t1's answer is not bought again
     scripted_server.script("solo", bench_reply(set()))  # t2 answers now (count restarts)
     sent_before = scripted_server.count("solo")
-    resumed = subprocess.run([*ORCH, "bench", "resume", str(out), "--yes", "-q"],
+    resumed = subprocess.run([*ORCH, "bench", "resume", str(out), "--yes", "-q",
+                              "--retry-excluded"],
                              capture_output=True, text=True, cwd=tmp_path, env=env,
                              timeout=120)
     assert resumed.returncode == 0, resumed.stderr
-    assert "1 trial(s) to run (1 not run)" in resumed.stderr
     sent = scripted_server.requests_for("solo")[sent_before:]
     assert len(sent) == 1 and "Task t2" in json.dumps(sent[0].body)
     final = json.loads(out.read_text())
