@@ -61,7 +61,13 @@ def set_for_off(pm, config, loaded: list[tuple[str, Any]], asked) -> set[str] | 
     if any(key not in keys for key in asked):
         return None
     sections = config.section("plugin_config") if config is not None else {}
-    return {name for name, section in sections.items() if section}
+    # orch's own budget plugins, off, are still read (our code, no third party's): a
+    # value set for one (a bench file's max_cost) is refused by name, never "unknown"
+    from orchestrator.plugin_host.plugins import BUILTIN_OPTIONS
+
+    own = {name for name, info in getattr(pm, "infos", {}).items()
+           if info.builtin and name in BUILTIN_OPTIONS}
+    return {name for name, section in sections.items() if section} | own
 
 
 def asked(budgets: dict[str, Any], config, source=flag,

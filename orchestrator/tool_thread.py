@@ -137,6 +137,12 @@ class _Worker(threading.Thread):
                     _Worker._idle.append(self)
 
 
+def background(fn: Callable[[], None]) -> None:
+    """``fn()`` on a daemon worker thread, not waited for (the search index's writer):
+    :func:`still_running` counts it until it returns, so an exit never cuts it mid-call."""
+    _Worker.submit(fn)
+
+
 def still_running() -> bool:
     """Whether an abandoned call is still in native code (re2, file reads). The interpreter's
     exit would kill its thread mid-call, which C++ code answers with abort() (exit -6 after

@@ -220,7 +220,7 @@ def test_the_dry_run_shows_rounds_times_legs(orch, scripted_server, tmp_path):
 def chair(body, n):
     """The chair writes every code the final answers it is shown hold."""
     prompt = str(body["messages"][-1]["content"])
-    assert "vote(s) in the last round" in prompt  # it is told the votes
+    assert "vote(s) from other legs in the deciding round (support " in prompt  # told
     return Reply(text="Synthesis: " + " ".join(sorted(set(CODES.findall(prompt)))),
                  usage=USAGE)
 

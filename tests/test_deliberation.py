@@ -358,7 +358,8 @@ def test_the_chair_reads_each_final_answer_once_with_its_holders(orch, scripted_
     doc = json.loads(result.stdout)
     assert doc["chair"]["answer"] == "The synthesis."
     packet = scripted_server.requests_for("chair")[0].body["messages"][-1]["content"]
-    assert "held by 3 legs; 0 vote(s) in the last round with votes (the winner)" in packet
+    assert ("held by 3 legs; 0 vote(s) from other legs in the deciding round (support 3) "
+            "(the winner)") in packet
     assert packet.count("lru_cache") == 1  # one final answer, held by three legs, once
     assert "### scripted/gpt-4o, scripted/qwen3-coder, scripted/llama-3-70b (" in packet
     assert doc["rounds"][-1]["round"] == 2 and doc["stop"]["rule"] == "consensus"

@@ -121,6 +121,32 @@ def test_a_vote_for_a_label_not_shown_is_no_vote():
     assert got.problem is None and got.vote is None and "names none of" in got.vote_problem
 
 
+@pytest.mark.parametrize("vote", ['"none"', '"None."', "null", '"Answer none"', '"abstain"'])
+def test_a_declined_vote_is_read_as_declined_not_as_a_problem(vote):
+    """A leg whose own answer is the best it read may vote "none": a ballot, recorded as
+    declined, neither a vote nor a problem; with five labels shown, "none" is still no vote
+    for "Answer E"."""
+    five = {f"Answer {c}": c for c in "ABCDE"}
+    got = read_reply(f'```json\n{{"decision": "keep", "vote": {vote}, "reason": "mine is '
+                     f'right"}}\n```', five, "mine")
+    if vote == '"Answer none"':  # not a decline word: a label it was not shown
+        assert not got.declined and got.vote is None and "names none of" in got.vote_problem
+        return
+    assert (got.problem, got.declined, got.vote, got.vote_problem) == (None, True, None, None)
+    assert got.reason == "mine is right" and got.decision == "keep"
+
+
+def test_a_missing_vote_is_no_vote_not_a_decline():
+    got = read_reply('```json\n{"decision": "keep", "reason": "x"}\n```', LABELS, "mine")
+    assert not got.declined and got.vote_problem == "no vote"
+
+
+def test_the_instruction_lets_a_leg_decline():
+    text = INSTRUCTION.format(labels="Answer A")
+    assert 'vote "none" if no other answer is better than yours' in text
+    assert '"vote": "label or none"' in text
+
+
 def test_the_instruction_is_short_and_the_own_answer_unlabelled():
     assert len(INSTRUCTION.format(labels="Answer A, Answer B, Answer C, Answer D")) <= 600
     prompt = round_prompt(round_no=2, max_rounds=3, own="MINE", peers=LABELS, nonce="n0")

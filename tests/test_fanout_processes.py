@@ -55,15 +55,17 @@ def test_a_signal_marks_running_legs_aborted_and_exits_128_plus_n(
 
 
 def test_four_concurrent_fanouts_lose_no_ledger_row(orch, scripted_server, orch_home):
+    """Four `orch fanout` processes at once, each forked warm (orchestrator/testing/warm.py):
+    the ledger's concurrent writers are the promise, not four cold imports."""
+    from orchestrator.testing import warm
+
     orch.provider()
     scripted_server.script("m", Reply(text="ok", latency=0.2))
-    procs = [subprocess.Popen([*ORCH, "fanout", "-m", ",".join(["scripted/m"] * 5), "-p", "x",
-                               "-q", "--tag", f"p{i}"], env=env_for(orch_home),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for i in range(4)]
+    procs = [warm.start(["fanout", "-m", ",".join(["scripted/m"] * 5), "-p", "x", "-q",
+                         "--tag", f"p{i}"], env=env_for(orch_home)) for i in range(4)]
     for p in procs:
-        _, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
+        done = p.wait(timeout=120)
+        assert done.returncode == 0, done.stderr
     con = sqlite3.connect(orch_home / "ledger.db")
     counts = dict(con.execute("select tag, count(*) from spend group by tag").fetchall())
     assert counts == {"p0": 5, "p1": 5, "p2": 5, "p3": 5}

@@ -3,7 +3,7 @@
 One proxy for the session (it starts slowly), run from examples/team/proxy.yaml exactly as the
 recipe says, offline and without a database; the users' keys come from examples/team/
 team_keys.py. orch reaches it as `orch provider add team --base-url ... --api-key-env
-ORCH_TEAM_KEY`, through the real `orch` entry point in a subprocess.
+ORCH_TEAM_KEY`; every run goes through the real `orch` entry point in a subprocess.
 """
 
 from __future__ import annotations
@@ -81,10 +81,16 @@ def gateway(tmp_path_factory):
 
 @pytest.fixture
 def team(gateway, orch_home):
-    """This test's ORCH_HOME with the gateway declared as provider `team`, the recipe's way."""
-    run = _orch(["provider", "add", "team", "--base-url", gateway.proxy.url,
-                 "--api-key-env", "ORCH_TEAM_KEY"], key="unused")
-    assert run.returncode == 0, run.stderr
+    """This test's ORCH_HOME with the gateway declared as provider `team`, the recipe's way
+    (`orch provider add`, in this process: it writes config.json and sends nothing; each
+    test's runs go through the real `orch` in a subprocess)."""
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    run = CliRunner().invoke(cli, ["provider", "add", "team", "--base-url", gateway.proxy.url,
+                                   "--api-key-env", "ORCH_TEAM_KEY"])
+    assert run.exit_code == 0, run.output
     return gateway
 
 

@@ -114,16 +114,55 @@ def durable(orch, scripted_server, orch_home, tmp_path, site, monkeypatch):  # n
     return workspace
 
 
-def kill_at(point: str, server, workspace: Path, home: Path, runner_pid) -> tuple[str, list]:
+class Client:
+    """`orch ARGS` as a user runs it (through the daemon, when one is up)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen([*ORCH, *argv], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+
+    def poll(self):
+        return self.proc.poll()
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    def wait(self, timeout: float) -> None:
+        self.proc.communicate(timeout=timeout)
+
+
+class Runner:
+    """`orch ARGS` as the runner in a process of its own, forked warm (testing/warm.py): what
+    is killed is an orch process mid-wave; its interpreter's cold start is not the point."""
+
+    def __init__(self, argv: list[str]) -> None:
+        from orchestrator.testing import warm
+
+        self.proc = warm.start(argv, env=dict(os.environ))
+        self.pid = self.proc.pid
+
+    def poll(self):
+        return self.proc.poll()
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    def wait(self, timeout: float) -> None:
+        self.proc.wait(timeout)
+
+
+def kill_at(point: str, server, workspace: Path, home: Path, runner_pid,
+            start=Client) -> tuple[str, list]:
     """Start the wave, wait for ``point``, SIGKILL the runner; the wave id and held fds."""
     leg, chair, until = POINTS[point]
     server.script("tool", *leg)
-    argv = [*ORCH, "fanout", "-m", "scripted/tool", "-p", "count the words",
+    argv = ["fanout", "-m", "scripted/tool", "-p", "count the words",
             "--workspace", str(workspace), "--max-steps", "3", "--json"]
     if chair:
         server.script("chair", *chair, Reply(hang=True))
         argv += ["--chair", "scripted/chair"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start(argv)
     held = []
     try:
         if until == "pipe":
@@ -139,11 +178,11 @@ def kill_at(point: str, server, workspace: Path, home: Path, runner_pid) -> tupl
             wait_for(lambda: server.count(model) >= count, what=f"{model} request {count}")
         time.sleep(0.2)  # the runner is now parked at that await
         os.kill(runner_pid(proc), 9)
-        proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+            proc.wait(timeout=60)
     (wave,) = [p.parent.name for p in (home / "runs").glob("*/wave.json")]
     return wave, held
 
@@ -201,7 +240,8 @@ def check_the_record(point: str, server, home: Path, wave: str) -> None:
 def test_kill_9_of_the_fanout_process_loses_no_billed_request(
         point, durable, scripted_server, orch_home, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no daemon here: the fanout runs
-    wave, held = kill_at(point, scripted_server, durable, orch_home, lambda proc: proc.pid)
+    wave, held = kill_at(point, scripted_server, durable, orch_home, lambda proc: proc.pid,
+                         start=Runner)
     try:
         check_the_record(point, scripted_server, orch_home, wave)
     finally:

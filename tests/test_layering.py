@@ -28,6 +28,7 @@ can land.
 from __future__ import annotations
 
 import ast
+import functools
 import graphlib
 from pathlib import Path
 
@@ -55,9 +56,15 @@ def modules(root: Path) -> dict[str, Path]:
 def imports(name: str, path: Path) -> set[str]:
     """Every module ``name`` imports: ``import``, ``from ... import`` (relative ones made
     absolute) and ``importlib.import_module``/``__import__`` of a literal name."""
+    return set(_imports(name, path.name == "__init__.py", path.read_text(encoding="utf-8")))
+
+
+@functools.cache
+def _imports(name: str, is_package: bool, text: str) -> frozenset[str]:
+    """:func:`imports` of one module's text, parsed once: the planted-violation tests read
+    copies of the whole tree, every file but one the same text."""
     out: set[str] = set()
-    is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(ast.parse(text, name)):
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -74,7 +81,7 @@ def imports(name: str, path: Path) -> set[str]:
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             if called in ("import_module", "__import__"):
                 out.add(node.args[0].value)
-    return out
+    return frozenset(out)
 
 
 def face(module: str) -> str | None:

@@ -141,17 +141,20 @@ def test_the_documented_cost_per_person_per_week_query(ledger_url):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_eight_concurrent_fanouts_lose_no_row(orch, scripted_server, orch_home, ledger_url):
-    """8 processes x 5 legs = 40 rows, each process a different person."""
+    """8 processes x 5 legs = 40 rows, each process a different person. Each is an `orch
+    fanout` process of its own, forked warm (orchestrator/testing/warm.py): the promise is the
+    ledger under eight writers at once, not eight cold imports of litellm."""
+    from orchestrator.testing import warm
+
     orch.provider()
     scripted_server.script("m", Reply(text="ok", latency=0.2))
-    procs = [subprocess.Popen([*ORCH, "fanout", "-m", ",".join(["scripted/m"] * 5), "-p", "x",
-                               "-q", "--tag", f"p{i}"],
-                              env=env_for(orch_home, ORCH_USER=f"user{i}"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    procs = [warm.start(["fanout", "-m", ",".join(["scripted/m"] * 5), "-p", "x", "-q",
+                         "--tag", f"p{i}"], env=env_for(orch_home, ORCH_USER=f"user{i}"))
              for i in range(8)]
+    assert len({p.pid for p in procs} | {os.getpid()}) == 9  # eight processes, none this one
     for p in procs:
-        _, err = p.communicate(timeout=500)
-        assert p.returncode == 0, err
+        done = p.wait(timeout=500)
+        assert done.returncode == 0, done.stderr
     rows = Ledger().rows()
     assert len(rows) == 40 and len({(r["wave_id"], r["leg_id"]) for r in rows}) == 40
     assert {(r["tag"], r["user"]) for r in rows} == {(f"p{i}", f"user{i}") for i in range(8)}

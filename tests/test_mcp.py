@@ -1,6 +1,12 @@
-"""`orch mcp` through the MCP SDK's own stdio client: the real `orch mcp` process, a temporary
-ORCH_HOME, the scripted server as the provider, the real ledger. Every session's stdout is
-tee'd to a file and must hold nothing but JSON-RPC frames."""
+"""`orch mcp` through the MCP SDK's own client, a temporary ORCH_HOME, the scripted server as
+the provider, the real ledger.
+
+What the server's tools do is checked in this process: `orch mcp`'s own server
+(``mcp_server.server.build``) reached through the SDK's in-memory client, each session under
+the environment a user's `orch mcp` would get. What only a process shows is checked on the
+real `orch mcp` process over stdio (a session's stdout tee'd to a file, which must hold nothing
+but JSON-RPC frames, and no key value in anything it wrote): everything printing, SIGTERM, a
+client that vanishes, a provider echoing the key, the tool listing."""
 
 from __future__ import annotations
 
@@ -43,16 +49,47 @@ def mcp_env(orch_home, scripted_server, tmp_path):
 
 
 class Session:
-    """One `orch mcp` process and a client session on it; what it wrote, kept for checks."""
+    """One `orch mcp` process and a client session on it; what it wrote, kept for checks.
+    ``here``: `orch mcp`'s server in this process instead, under ``env``."""
 
-    def __init__(self, env: dict, tmp: Path) -> None:
-        self.env, self.tmp = env, tmp
+    def __init__(self, env: dict, tmp: Path, *, here: bool = False) -> None:
+        self.env, self.tmp, self.here = env, tmp, here
         self.stdout = tmp / f"mcp-stdout-{time.monotonic_ns()}.log"
         self.stderr = tmp / f"mcp-stderr-{time.monotonic_ns()}.log"
         self.progress: list[tuple[float, float | None, str | None]] = []
         self.transport_errors: list[Exception] = []
 
+    async def on_message(self, message):
+        if isinstance(message, Exception):
+            self.transport_errors.append(message)
+
+    async def run_here(self, body):
+        """``body(session)`` against `orch mcp`'s server built in this process (the SDK's
+        in-memory transport), with ``env`` as the process environment meanwhile."""
+        from mcp import Client
+
+        from orchestrator import runtime
+        from orchestrator.mcp_server.server import Jobs, build
+
+        saved, cwd = dict(os.environ), os.getcwd()
+        os.environ.clear()
+        os.environ.update(self.env)
+        os.chdir(self.tmp)  # where the client starts `orch mcp`
+        runtime.config.cache_clear()
+        runtime.plugin_manager.cache_clear()
+        try:
+            async with Client(build(Jobs()), message_handler=self.on_message) as client:
+                return await body(client.session)
+        finally:
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(saved)
+            runtime.config.cache_clear()
+            runtime.plugin_manager.cache_clear()
+
     async def run(self, body):
+        if self.here:
+            return await self.run_here(body)
         # tee keeps a copy of exactly what orch mcp wrote on its stdout
         # and bash says how orch mcp exited
         params = StdioServerParameters(
@@ -81,6 +118,8 @@ class Session:
     def check_wire(self) -> None:
         """Only JSON-RPC frames on stdout, and no key value anywhere orch mcp wrote."""
         assert self.transport_errors == []
+        if self.here:
+            return  # no process, no stdout of its own: the process tests prove the wire
         lines = self.stdout.read_text().splitlines()
         assert lines, "the session wrote frames"
         for line in lines:
@@ -89,11 +128,16 @@ class Session:
             assert KEY not in path.read_text()
 
 
-def run_session(env, tmp_path, body) -> tuple[Session, object]:
-    session = Session(env, tmp_path)
+def run_session(env, tmp_path, body, *, here: bool = True) -> tuple[Session, object]:
+    """``body(session)`` in one session: in this process (``here``), or on a real `orch mcp`
+    whose wire and exit code are then checked. A session given a PYTHONPATH of its own (a
+    plugin installed for it) is a real process: only a new interpreter reads it."""
+    here = here and env.get("PYTHONPATH") == os.environ.get("PYTHONPATH")
+    session = Session(env, tmp_path, here=here)
     result = anyio.run(session.run, body)
     session.check_wire()
-    assert session.exit_code == 0  # the client closed stdin: a clean exit
+    if not here:
+        assert session.exit_code == 0  # the client closed stdin: a clean exit
     return session, result
 
 
@@ -129,7 +173,7 @@ def test_tools_are_listed_with_a_description_for_every_field(mcp_env, tmp_path):
     async def body(session):
         return (await session.list_tools()).tools
 
-    _, tools = run_session(mcp_env, tmp_path, body)
+    _, tools = run_session(mcp_env, tmp_path, body, here=False)  # as a client lists them
     assert [t.name for t in tools] == ["fanout", "council_run", "spend", "runs"]
     for tool in tools:
         assert len(tool.description) > 200, tool.name
@@ -154,7 +198,7 @@ def test_fanout_returns_the_wave_document_with_progress_and_ledger_rows(
                        "tools": "none", "tag": "from-mcp"},
             progress_callback=sess.on_progress)
 
-    sess = Session(mcp_env, tmp_path)
+    sess = Session(mcp_env, tmp_path, here=True)
     result = anyio.run(sess.run, body)
     sess.check_wire()
     assert not result.is_error, result.content
@@ -236,6 +280,8 @@ def test_bad_input_is_a_tool_error_in_one_line_and_nothing_is_sent(
         ("spend", {"since": "yesterday-ish"}, "yesterday-ish"),
         ("runs", {"action": "show", "id": "no-such-run"}, "no run 'no-such-run'"),
         ("runs", {"action": "show"}, "needs an id"),
+        ("runs", {"action": "search"}, "action 'search' needs a query"),
+        ("runs", {"action": "search", "query": '"'}, "nothing to search for in '\"'"),
         ("nope", {}, "no tool 'nope'"),
         ("fanout", {"prompt": "x", "models": [f"scripted/m{i}" for i in range(500)]},
          "models: the list of 500 entries is too long"),
@@ -388,13 +434,15 @@ def test_spend_and_runs_return_what_the_cli_reports(mcp_env, tmp_path, orch_home
         wave_id = wave.structured_content["wave_id"]
         return wave_id, [await session.call_tool(name, args) for name, args in (
             ("spend", {}), ("spend", {"group_by": "model", "since": "all"}), ("runs", {}),
-            ("runs", {"action": "show", "id": wave_id}))]
+            ("runs", {"action": "show", "id": wave_id}),
+            ("runs", {"action": "search", "query": "an answer", "limit": 5}))]
 
     _, (wave_id, results) = run_session(mcp_env, tmp_path, body)
     runner = CliRunner()
     for argv, result in zip((["spend", "--json"],
                              ["spend", "--json", "--group-by", "model", "--since", "all"],
-                             ["runs", "--json"], ["runs", "show", wave_id, "--json"]),
+                             ["runs", "--json"], ["runs", "show", wave_id, "--json"],
+                             ["runs", "search", "an", "answer", "--limit", "5", "--json"]),
                             results, strict=True):
         cli_result = runner.invoke(cli, argv)
         assert cli_result.exit_code == 0, cli_result.output
@@ -404,6 +452,8 @@ def test_spend_and_runs_return_what_the_cli_reports(mcp_env, tmp_path, orch_home
             assert got.pop("total") == len(got.get("runs") or got.get("groups"))  # bounded
         assert got == json.loads(cli_result.stdout), argv
     assert results[0].structured_content["legs"] == 2
+    found = results[-1].structured_content  # the wave, by its answers' text
+    assert [r["id"] for r in found["runs"]] == [wave_id] and found["runs"][0]["matches"] == 2
 
 
 STRAY = """
@@ -535,7 +585,7 @@ def test_council_run_returns_the_verdict_tiers_and_top_findings(mcp_env, tmp_pat
             "models": ["scripted/alpha", "scripted/bravo", "scripted/charlie"],
             "chair": "scripted/delta"}, progress_callback=sess.on_progress)
 
-    sess = Session(mcp_env, tmp_path)
+    sess = Session(mcp_env, tmp_path, here=True)
     result = anyio.run(sess.run, body)
     sess.check_wire()
     assert not result.is_error, result.content
@@ -702,7 +752,7 @@ def test_fanout_deliberates_with_rounds(mcp_env, tmp_path, orch_home, scripted_s
             await session.call_tool("fanout", {"models": ["scripted/a"], "prompt": "Q?",
                                                "peers": 2})]
 
-    sess = Session(mcp_env, tmp_path)
+    sess = Session(mcp_env, tmp_path, here=True)
     result, refused = anyio.run(sess.run, body)
     sess.check_wire()
     assert not result.is_error, result.content

@@ -1,7 +1,8 @@
 """``orch mcp``'s ``context`` paths stay inside the workspace (issue 25): an agent cannot send
 /etc/passwd, a climb out with ``..``, a symlink out or a deny-listed file to a model. Each is
 a one-line tool error and nothing is sent; a file inside the project still works. The
-CLI's ``-c`` stays the human's choice."""
+CLI's ``-c`` stays the human's choice. The refusals go through the real `orch mcp` process;
+the cases that send (a file inside, a home directory) through its server in this process."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def test_a_file_inside_the_project_is_sent(project, scripted_server):
         return await session.call_tool("fanout", {"models": ["scripted/a"], "prompt": "x",
                                                   "context": ["src/app.py"], "tools": "none"})
 
-    result = anyio.run(Session({**os.environ}, project).run, body)
+    result = anyio.run(Session({**os.environ}, project, here=True).run, body)
     assert not result.is_error, result.content
     (request,) = scripted_server.chats  # not the launch's GET /models
     assert "inside the project" in request.body["messages"][-1]["content"]
@@ -89,7 +90,7 @@ def test_outside_any_project_in_a_home_directory_no_file_is_passed(orch, tmp_pat
                                                   "context": ["notes.txt"]})
 
     orch.provider()
-    result = anyio.run(Session({**os.environ, "HOME": str(home)}, home).run, body)
+    result = anyio.run(Session({**os.environ, "HOME": str(home)}, home, here=True).run, body)
     text = one_line(result)
     assert "refused" in text and "start orch mcp in the project" in text
     assert scripted_server.count() == 0

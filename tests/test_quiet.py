@@ -1,5 +1,8 @@
 """`-q` silences everything on stderr but errors: the rate gate's rate_limit_hold warning
-included (it used to leak). Real processes, real 429s from the scripted server."""
+included (it used to leak). Real 429s from the scripted server. A real process proves the
+promise for `orch fanout` and for a broken plugin's warning (what a process writes to its
+stderr, whoever writes it); the rest run in-process (click's runner: orch's log lines go to
+whatever ``sys.stderr`` is)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,21 @@ def fanout(home, *args: str, **env: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+def fanout_here(*args: str, monkeypatch, **env: str):
+    """``orch fanout -m scripted/m -p hi ARGS`` in this process, LOG_LEVEL as a user's shell
+    would have it (unset unless given)."""
+    from click.testing import CliRunner
+
+    from orchestrator import runtime
+    from orchestrator.cli import cli
+
+    monkeypatch.delenv("LOG_LEVEL", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    runtime.configure_logging.cache_clear()  # set up for this command, as a new process is
+    return CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "hi", *args])
+
+
 @pytest.fixture
 def held(orch, scripted_server):
     orch.provider()
@@ -27,9 +45,10 @@ def held(orch, scripted_server):
     return orch.home
 
 
-def test_without_q_the_hold_is_said(held, scripted_server):
-    done = fanout(held)
-    assert done.returncode == 0, done.stderr
+def test_without_q_the_hold_is_said(held, scripted_server, monkeypatch):
+    done = fanout_here(monkeypatch=monkeypatch)
+    assert done.exit_code == 0, done.output
+    assert scripted_server.count("m") == 2  # the hold really happened
     assert "rate_limit_hold" in done.stderr
 
 
@@ -40,19 +59,21 @@ def test_q_leaves_stderr_empty_when_nothing_failed(held, scripted_server):
     assert done.stderr == ""
 
 
-def test_q_still_shows_errors(orch, scripted_server):
+def test_q_still_shows_errors(orch, scripted_server, monkeypatch):
     orch.provider()
-    done = fanout(orch.home, "-q", "--context", str(orch.home / "no-such-file"))
-    assert done.returncode == 1
+    done = fanout_here("-q", "--context", str(orch.home / "no-such-file"),
+                       monkeypatch=monkeypatch)
+    assert done.exit_code == 1
     assert done.stderr.startswith("orch: error:") and "no-such-file" in done.stderr
 
 
-def test_an_explicit_log_level_wins_over_q(held, scripted_server):
-    done = fanout(held, "-q", LOG_LEVEL="warning")
+def test_an_explicit_log_level_wins_over_q(held, scripted_server, monkeypatch):
+    done = fanout_here("-q", monkeypatch=monkeypatch, LOG_LEVEL="warning")
+    assert done.exit_code == 0, done.output
     assert "rate_limit_hold" in done.stderr
 
 
-def test_council_run_q_is_quiet_too(orch, scripted_server):
+def test_council_run_q_is_quiet_too(orch, scripted_server, monkeypatch):
     from test_council_run import SEATS, script_bench, seat
 
     orch.provider()
@@ -62,13 +83,16 @@ def test_council_run_q_is_quiet_too(orch, scripted_server):
         return Reply(status=429, retry_after=0.1) if n == 1 else first(body, n)
 
     script_bench(scripted_server, alpha=alpha)
-    full = {**os.environ, "ORCH_HOME": str(orch.home)}
-    full.pop("LOG_LEVEL", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "council", "run", "-p", "Review the query "
-         "layer.", "-m", SEATS, "--chair", "scripted/delta", "-q"], env=full,
-        capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr
+    from click.testing import CliRunner
+
+    from orchestrator import runtime
+    from orchestrator.cli import cli
+
+    monkeypatch.delenv("LOG_LEVEL", raising=False)
+    runtime.configure_logging.cache_clear()
+    done = CliRunner().invoke(cli, ["council", "run", "-p", "Review the query layer.", "-m",
+                                    SEATS, "--chair", "scripted/delta", "-q"])
+    assert done.exit_code == 0, done.output
     assert any(r.status == 429 for r in scripted_server.requests)
     assert done.stderr == ""
 

@@ -258,10 +258,11 @@ def test_concurrent_retries_of_one_family_pay_each_leg_once_under_the_ceiling(
     # the retried leg answers slowly, so the retries overlap
     scripted_server.script("b", Reply(text="b says", latency=3.0, usage={
         "prompt_tokens": 20, "completion_tokens": 4000}))
-    procs = [subprocess.Popen([*ORCH, "fanout", "--retry-failed", first["wave_id"], "-q"],
-                              env=env_for(orch_home), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
-    results = [(p.wait(timeout=180), p.stderr.read()) for p in procs]
+    from orchestrator.testing import warm  # n orch processes at once, forked warm
+
+    procs = [warm.start(["fanout", "--retry-failed", first["wave_id"], "-q"],
+                        env=env_for(orch_home)) for _ in range(n)]
+    results = [(done.returncode, done.stderr) for done in (p.wait(timeout=180) for p in procs)]
     assert scripted_server.count("b") == 2  # the failure, then one retry: paid once
     ran = [r for r in results if r[0] == 0 and "nothing to retry" not in r[1]]
     told = [r for r in results if r not in ran]
@@ -281,9 +282,10 @@ def test_a_retry_started_while_another_runs_is_refused_in_one_line(
     first = _family_at_nine(orch, scripted_server)
     scripted_server.script("b", Reply(text="b says", latency=4.0, usage={
         "prompt_tokens": 20, "completion_tokens": 4000}))
-    winner = subprocess.Popen([*ORCH, "fanout", "--retry-failed", first["wave_id"], "-q"],
-                              env=env_for(orch_home), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+    from orchestrator.testing import warm  # the winner: an orch process of its own
+
+    winner = warm.start(["fanout", "--retry-failed", first["wave_id"], "-q"],
+                        env=env_for(orch_home))
     deadline = time.monotonic() + 60
     while scripted_server.count("b") < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -293,7 +295,8 @@ def test_a_retry_started_while_another_runs_is_refused_in_one_line(
     lines = loser.stderr.strip().splitlines()
     assert len(lines) == 1 and "being retried now by pid " in lines[0], loser.stderr
     assert "Traceback" not in loser.output
-    assert winner.wait(timeout=120) == 0, winner.stderr.read()
+    done = winner.wait(timeout=120)
+    assert done.returncode == 0, done.stderr
     assert scripted_server.count("b") == 2
     total = sum(r["cost_usd"] for r in spend(orch_home))
     assert total == pytest.approx(8.00004)

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -143,7 +144,13 @@ def test_gc_removes_old_folders_and_the_ledger_keeps_its_rows(three_runs, orch_h
 def test_tail_follows_a_live_wave_in_another_process_and_exits_with_its_code(
         orch, scripted_server, orch_home):
     orch.provider()
-    scripted_server.script("slow", Reply(text="done", latency=2.0))
+    gate = threading.Event()  # the slow leg's answer waits until the tail has seen it run
+
+    def slow(body, n):
+        gate.wait(60)
+        return Reply(text="done")
+
+    scripted_server.script("slow", slow)
     scripted_server.script("bad", Reply(status=400, error_message="refused"))
     env = dict(os.environ, ORCH_HOME=str(orch_home))
     wave = subprocess.Popen(
@@ -155,12 +162,20 @@ def test_tail_follows_a_live_wave_in_another_process_and_exits_with_its_code(
         time.sleep(0.05)
     (wave_json,) = runs_dir.glob("*/wave.json")
     wave_id = wave_json.parent.name
-    tailed = subprocess.run([sys.executable, "-m", "orchestrator", "runs", "tail", wave_id,
-                             "--interval", "0.1"], env=env, capture_output=True, text=True,
-                            timeout=60)
+    tail = subprocess.Popen([sys.executable, "-m", "orchestrator", "runs", "tail", wave_id,
+                             "--interval", "0.1"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in tail.stdout:  # until it shows the slow leg running: then it may answer
+            lines.append(line.rstrip("\n"))
+            if lines[-1] == f"orch: {wave_id}-1 scripted/slow running":
+                break
+    finally:
+        gate.set()
+    lines += tail.stdout.read().splitlines()
     assert wave.wait(timeout=60) == 2, wave.stderr.read()
-    assert tailed.returncode == 2, tailed.stderr
-    lines = tailed.stdout.splitlines()
+    assert tail.wait(timeout=60) == 2, tail.stderr.read()
     assert f"orch: {wave_id}-1 scripted/slow running" in lines  # seen while it ran
     assert any(line.startswith(f"orch: {wave_id}-1 scripted/slow complete") for line in lines)
     assert any(line.startswith(f"orch: {wave_id}-2 scripted/bad error") for line in lines)

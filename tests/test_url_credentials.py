@@ -1,5 +1,7 @@
 """A hand-edited base URL with credentials (``user:pass@``, ``?api_key=``): masked in every
-output, and ``orch doctor`` says what to do instead of misreporting the endpoint."""
+output, and ``orch doctor`` says what to do instead of misreporting the endpoint. A run that
+reaches the provider is a real `orch` process (what litellm or anything else writes to its
+streams counts); the commands that print what orch knows run in this process."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import json
 
 import pytest
 
-from orchestrator.testing.daemon import client
+from orchestrator.testing.daemon import client, invoke
 
 PASSWORD = "hunter2-PASSWORD-0042"
 QUERY_KEY = "qk-0123456789abcdefghij"
@@ -34,7 +36,7 @@ def nowhere(home, *results) -> None:
 
 
 def test_provider_list_masks_them(hand_edited):
-    text, as_json = client(["provider", "list"]), client(["provider", "list", "--json"])
+    text, as_json = invoke(["provider", "list"]), invoke(["provider", "list", "--json"])
     assert text.exit_code == 0 and as_json.exit_code == 0, text.output
     assert "http://***@127.0.0.1" in text.stdout and "api_key=***&region=eu" in text.stdout
     urls = {p["id"]: p["base_url"] for p in json.loads(as_json.stdout)}
@@ -43,7 +45,7 @@ def test_provider_list_masks_them(hand_edited):
 
 
 def test_doctor_says_move_them_to_api_key_env(hand_edited):
-    text, as_json = client(["doctor"]), client(["doctor", "--json"])
+    text, as_json = invoke(["doctor"]), invoke(["doctor", "--json"])
     assert text.exit_code == 1 and as_json.exit_code == 1
     rows = [c for c in json.loads(as_json.stdout)["checks"]
             if c["section"] in ("provider bob", "provider qq") and c["check"] == "endpoint"]
@@ -63,5 +65,5 @@ def test_errors_models_and_runs_mask_them(hand_edited, scripted_server):
     scripted_server.script("m", Reply(status=500, error_message="upstream down"))
     results = [client(["fanout", "-m", "bob/m,qq/m", "-p", "x"]),
                client(["fanout", "-m", "bob/m", "-p", "x", "--json"]),
-               client(["models"]), client(["models", "--json"]), client(["runs", "--json"])]
+               invoke(["models"]), invoke(["models", "--json"]), invoke(["runs", "--json"])]
     nowhere(hand_edited, *results)

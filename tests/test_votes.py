@@ -1,6 +1,7 @@
 """Vote counting as pure functions (orchestrator/votes): tables for the rules, hypothesis for
-what must hold of every count — only an answer a leg holds now wins, no counted vote is for
-the voter's own answer, and a tie-break is exactly the criterion that separated the winner."""
+what must hold of every count — only an answer a leg holds now wins, by support (its holders
++ the other legs' counted votes; tests/test_votes_support.py), no counted vote is for the
+voter's own answer, and a tie-break is exactly the criterion that separated the winner."""
 
 from __future__ import annotations
 
@@ -75,11 +76,16 @@ def test_resolve(vote, counts, problem):
     ([[]], {1: "a", 2: "b"}, "a", "holders", EARLIEST),
     ([[], [Vote(1, "b"), Vote(2, "a"), Vote(3, "a")]], {1: "a", 2: "b", 3: "c"}, "a", "votes",
      None),
-    # one vote each: the answer more legs hold
-    ([[], [Vote(1, "b"), Vote(2, "a")]], {1: "a", 2: "b", 3: "b"}, "b", "votes",
-     MORE_HOLDERS),
-    ([[], [Vote(1, "c"), Vote(3, "a")]], {1: "a", 2: "a", 3: "c"}, "a", "votes",
-     MORE_HOLDERS),
+    # support: the legs holding it now + the votes of legs holding another answer
+    ([[], [Vote(1, "b"), Vote(2, "a")]], {1: "a", 2: "b", 3: "b"}, "b", "votes", None),
+    ([[], [Vote(1, "c"), Vote(3, "a")]], {1: "a", 2: "a", 3: "c"}, "a", "votes", None),
+    # three hold a, each voting for b (the only other answer), b's holder votes a: 4 and 4,
+    # the answer more legs hold (the old rule gave b the win, 3 votes to 1)
+    ([[], [Vote(1, "b"), Vote(2, "b"), Vote(3, "b"), Vote(4, "a")]],
+     {1: "a", 2: "a", 3: "a", 4: "b"}, "a", "votes", MORE_HOLDERS),
+    # everyone declines: by holders, then as before
+    ([[], [Vote(1, None), Vote(2, None), Vote(3, None)]], {1: "a", 2: "b", 3: "b"}, "b",
+     "holders", None),
     # then more votes over all rounds
     ([[], [Vote(1, "c"), Vote(3, "a")], [Vote(1, "c"), Vote(3, "a"), Vote(2, "a")]],
      {1: "a", 2: "b", 3: "c"}, "a", "votes", None),
@@ -107,7 +113,7 @@ def test_no_winner_without_an_answer():
 
 # -- properties ------------------------------------------------------------------------------
 
-DIGESTS = st.sampled_from(["a", "b", "c", "d", "old"])
+DIGESTS = st.sampled_from(["a", "b", "c", "d", "old", None])  # None: a decline
 
 
 @st.composite
@@ -127,31 +133,26 @@ def reference(rounds, holdings):
     """The winner rule computed a second way: every criterion's scores from the counted
     votes, then candidates filtered criterion by criterion until one is left."""
     counted = [[(v.voter, t) for v in r for t, _ in [resolve(v, holdings)] if t] for r in rounds]
+    spoke = [c for c, r in zip(counted, rounds, strict=True)
+             if c or any(v.shown is None for v in r)]
+    deciding = spoke[-1] if spoke else []
     candidates = sorted(set(holdings.values()), key=lambda d: min(
         n for n, h in holdings.items() if h == d))
-    voted = [c for c in counted if c]
-    scores = {d: [] for d in candidates}
-    names = ["votes", MORE_HOLDERS, MORE_VOTES, MORE_VOTERS] if voted else ["holders"]
+    scores = {}
+    names = ["support", MORE_HOLDERS, MORE_VOTES, MORE_VOTERS, EARLIEST]
     for d in candidates:
         holders = sum(1 for h in holdings.values() if h == d)
-        if voted:
-            scores[d] = [sum(1 for _, t in voted[-1] if t == d), holders,
-                         sum(1 for c in counted for _, t in c if t == d),
-                         len({v for c in counted for v, t in c if t == d})]
-        else:
-            scores[d] = [holders]
-        scores[d].append(-min(n for n, h in holdings.items() if h == d))
-    names.append(EARLIEST)
-    remaining, decided = list(candidates), []
-    for i, name in enumerate(names):
+        scores[d] = [holders + sum(1 for _, t in deciding if t == d), holders,
+                     sum(1 for c in counted for _, t in c if t == d),
+                     len({v for c in counted for v, t in c if t == d}),
+                     -min(n for n, h in holdings.items() if h == d)]
+    remaining = list(candidates)
+    for i in range(len(names)):
         top = max(scores[d][i] for d in remaining)
-        kept = [d for d in remaining if scores[d][i] == top]
-        if len(kept) < len(remaining):
-            decided.append(name)
-        remaining = kept
+        remaining = [d for d in remaining if scores[d][i] == top]
         if len(remaining) == 1:
             break
-    return remaining[0], scores, names
+    return remaining[0], scores, names, bool(deciding)
 
 
 @settings(max_examples=150, deadline=None)
@@ -167,8 +168,8 @@ def test_the_winner_is_held_now_and_counts_no_self_vote(case):
             assert (target is None) != (problem is None)
             if target is not None:
                 assert target in holdings.values() and target != holdings.get(v.voter)
-    best, scores, names = reference(rounds, holdings)
-    assert got["digest"] == best
+    best, scores, names, by_votes = reference(rounds, holdings)
+    assert got["digest"] == best and got["by"] == ("votes" if by_votes else "holders")
     # the tie-break reported is the criterion after which the winner stood alone
     tied = [d for d in scores if d != best and scores[d][0] == scores[best][0]]
     assert sorted(got["tie_break"] and tied or []) == sorted(got["tied_with"])

@@ -1,6 +1,6 @@
-"""Past runs as every face lists them: ``orch runs`` and ``orch status``, and `orch mcp`'s
-runs tool (the files under the runs directory and the bench directory, read by
-``orchestrator.operations.runs``)."""
+"""Runs as every face lists them: ``orch runs`` and ``orch status``, `orch mcp`'s runs tool
+(and ``orch ui``'s runs page, through the same listing): the files under the runs directory
+and the bench directory, read by :mod:`orchestrator.operations.runs`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ from pathlib import Path
 
 from orchestrator import config as config_mod
 from orchestrator.errors import OrchError, UsageProblem
+from orchestrator.operations.run_summary import STATUSES
 
-STATUSES = ("running", "complete", "partial", "error", "aborted", "interrupted", "unreadable")
+__all__ = ["STATUSES", "bench_dir", "cache_dir", "listed", "shown"]
 
 
-def _bench_dir() -> Path:
+def bench_dir() -> Path:
     return config_mod.home() / "bench"  # where `orch bench` saves its results
+
+
+def cache_dir() -> Path:
+    return config_mod.home() / "cache"  # the listing's summaries, kept between commands
 
 
 def _moment(option: str, text: str):
@@ -40,10 +45,9 @@ def listed(runs_dir: Path | None, since: str | None, status) -> list:
 
     wanted = _statuses(tuple(status))
     after = _moment("--since", since) if since else None
-    found = [e for e in runs_mod.entries(runs_dir or config_mod.runs_dir(), _bench_dir())
-             if (not wanted or e.status in wanted) and (after is None or e.created >= after)]
-    found.sort(key=lambda e: e.created, reverse=True)
-    return found
+    return [e for e in runs_mod.entries(runs_dir or config_mod.runs_dir(), bench_dir(),
+                                        cache_dir())
+            if (not wanted or e.status in wanted) and (after is None or e.created >= after)]
 
 
 def shown(runs_dir: Path | None, run_id: str | None):
@@ -52,6 +56,6 @@ def shown(runs_dir: Path | None, run_id: str | None):
     from orchestrator.operations import runs as runs_mod
 
     base = runs_dir or config_mod.runs_dir()
-    entry = (runs_mod.latest(base, _bench_dir()) if run_id is None
-             else runs_mod.find(base, run_id, _bench_dir()))
+    entry = (runs_mod.latest(base, bench_dir(), cache_dir()) if run_id is None
+             else runs_mod.find(base, run_id, bench_dir(), cache_dir()))
     return entry, runs_mod.document(base, entry)

@@ -103,6 +103,8 @@ def deliberation_text(d: dict[str, Any]) -> str:
     """A deliberating trial's rounds in one line: how many ran, what stopped it, what was
     graded."""
     votes = f" ({d['winner_votes']} votes)" if d.get("winner_votes") else ""
+    if d.get("winner_votes") and d.get("winner_support"):
+        votes = f" (support {d['winner_support']}: {d['winner_votes']} votes from other legs)"
     return (f"{d.get('rounds')} of at most {d.get('max_rounds')} rounds, stopped by "
             f"{d.get('stop')} after round {d.get('after_round')}; {d.get('requests')} "
             f"requests; graded: {d.get('answer_from')}{votes}")

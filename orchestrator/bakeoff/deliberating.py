@@ -93,6 +93,7 @@ def deliberation_ended(run, doc: dict[str, Any], secs: float) -> Ended:
         "peers": run.peers, "stop": stop.get("rule"), "after_round": stop.get("after_round"),
         "also": stop.get("also") or [], "answer_from": source,
         "winner_votes": win.get("votes") if win else None,
+        "winner_support": win.get("support") if win else None,
         "vote": {k: doc["aggregate"][k] for k in ("outcome", "answers", "of_legs",
                                                   "tie_break")}
         if doc.get("aggregate") else None,

@@ -88,11 +88,13 @@ class FanoutChair:
 
 def deliberation_packet(briefing: str, rounds: int, finals: list[dict[str, Any]]) -> str:
     """A deliberation's chair: each distinct final answer once, with the models holding it,
-    its votes and whether it is the winner, and the marks of the answer (cut, unfinished).
-    ``finals``: ``{"models", "text", "marks", "votes", "winner"}`` per distinct answer."""
+    its votes and support and whether it is the winner, and the marks of the answer (cut,
+    unfinished). ``finals``: ``{"models", "text", "marks", "votes", "support", "winner"}``
+    per distinct answer (support: its holders + the other legs' votes for it)."""
     answers = []
     for f in finals:
-        note = f"{f['votes']} vote(s) in the last round with votes" + (
+        support = f" (support {f['support']})" if "support" in f else ""
+        note = f"{f['votes']} vote(s) from other legs in the deciding round{support}" + (
             " (the winner)" if f.get("winner") else "")
         if len(f["models"]) > 1:
             note = f"held by {len(f['models'])} legs; {note}"

@@ -107,7 +107,7 @@ SUMMARIES = {
     "server": "The shared local model server (server start|stop|status).",
     "local": "The local server's binary and GGUF models (local build|add|list|remove).",
     "doctor": "Check the set-up: keys, endpoints, names, variants, local model, plugins.",
-    "runs": "List past waves and councils; show, tail or clean them up (runs show|tail|gc).",
+    "runs": "List past waves and councils; show, search, tail or clean them up (runs show|search|tail|gc).",
     "models": "Every model you can address, with window, ceiling, prices and abilities.",
     "completion": "Print the shell completion script (completion bash|zsh|fish).",
     "mcp": "Serve orch's tools to coding agents over MCP on stdio (fanout, council, spend, runs).",

@@ -190,7 +190,10 @@ def outcome_lines(doc: dict[str, Any]) -> list[str]:
     for r in doc.get("rounds") or []:
         cast = sum(1 for leg in r["legs"] if leg.get("vote"))
         counted = sum(1 for leg in r["legs"] if (leg.get("vote") or {}).get("answer_digest"))
-        votes = f"{cast} votes" if cast == counted else f"{cast} votes cast, {counted} counted"
+        declined = sum(1 for leg in r["legs"] if leg.get("declined"))
+        votes = f"{cast} vote{'' if cast == 1 else 's'}" if cast == counted \
+            else f"{cast} votes cast, {counted} counted"
+        votes += f" · {declined} declined" if declined else ""
         cost = "unknown" if not r["cost_exact"] and not r["cost_usd"] else f"${r['cost_usd']:.4f}"
         lines.append(f"Round {r['round']}: {len(r['legs'])} legs · {r['changed']} changed · "
                      f"{votes} · {r['requests']} requests · {cost}")
@@ -205,8 +208,10 @@ def outcome_lines(doc: dict[str, Any]) -> list[str]:
         if win.get("by") == "holders":
             lines.append(f"Winner: {', '.join(win['models'])} ({held}; no vote counted{tie})")
         else:
-            lines.append(f"Winner by votes: {', '.join(win['models'])} ({win['votes']} "
-                         f"vote(s) in round {win['votes_round']}; {held}{tie})")
+            support = win.get("support", win["holders"] + win["votes"])
+            lines.append(f"Winner by support: {', '.join(win['models'])} (support {support}: "
+                         f"{held} + {win['votes']} vote{'' if win['votes'] == 1 else 's'} "
+                         f"from other legs in round {win['votes_round']}{tie})")
     return lines
 
 

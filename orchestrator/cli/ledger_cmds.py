@@ -68,6 +68,24 @@ def upgrade() -> None:
         was = "made before schema versions" if before is None else f"revision {before}"
         click.echo(f"spend ledger {location}: upgraded from {was} to revision {after} "
                    f"({rows:,} rows kept)")
+        _index_past_runs(url, before)
+
+
+def _index_past_runs(url: str, before: str | None) -> None:
+    """A ledger upgraded to the search index: the runs this machine recorded before it,
+    indexed from their folders (``orch runs search --reindex`` does it again any time)."""
+    from orchestrator.ledger.search_table import REVISION
+
+    if before is not None and before >= REVISION:
+        return
+    from orchestrator.config import runs_dir
+    from orchestrator.ledger.spend import Ledger
+    from orchestrator.operations.reindex import reindex
+
+    done = reindex(Ledger(url), runs_dir())
+    if done.legs:
+        click.echo(f"indexed {done.legs:,} leg(s) of {done.waves:,} wave(s) under "
+                   f"{runs_dir()} for `orch runs search`")
 
 
 @ledger.command()

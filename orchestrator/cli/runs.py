@@ -10,8 +10,9 @@ from types import SimpleNamespace
 import click
 
 from orchestrator import config as config_mod
-from orchestrator.app.runs import STATUSES, _bench_dir, _moment, _statuses, listed, shown
+from orchestrator.app.runs import STATUSES, _moment, _statuses, bench_dir, cache_dir, listed, shown
 from orchestrator.cli.common import print_json
+from orchestrator.cli.runs_search import search as search_command
 
 
 def runs_dir_option(command):
@@ -33,6 +34,7 @@ def runs(ctx, since, status, as_json, runs_dir):
     Examples:
       orch runs --since 7d --status error,partial
       orch runs show 20261130-101500-ab12
+      orch runs search rate limit              # by the text of prompts and answers
       orch runs tail 20261130-101500-ab12      # follow a live run; its exit code at the end
       orch runs gc --older-than 30d --dry-run  # the ledger keeps its rows
     """
@@ -75,21 +77,37 @@ def show_run(run_id: str | None, as_json: bool, runs_dir: Path | None) -> None:
     entry, doc = shown(runs_dir, run_id)
     if as_json:
         print_json(doc)
-    elif entry.kind == "wave":
+    elif entry.kind in ("wave", "deliberation"):
         echo_wave(doc)
     else:
         _echo_run(entry, doc)
 
 
+def _money(cost) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"
+
+
 def echo_wave(doc: dict) -> None:
-    """A wave's status and one line per leg (``orch status`` and ``orch runs show``)."""
-    rebuilt = " (rebuilt from the legs' files)" if doc.get("rebuilt") else ""
-    click.echo(f"Wave {doc['wave_id']}: {doc['status']}{rebuilt}")
+    """A wave's (or a deliberation's) status, cost and one line per leg (``orch status`` and
+    ``orch runs show``); a deliberation's rounds decided so far before its legs."""
+    live = doc.get("alive") and doc.get("status") == "running"
+    rebuilt = "" if not doc.get("rebuilt") else " (live: read from its legs' files and " \
+        "the ledger)" if live else " (rebuilt from the legs' files)"
+    kind = "Deliberation" if doc.get("kind") == "deliberation" else "Wave"
+    click.echo(f"{kind} {doc['wave_id']}: {doc['status']}, {_money(doc.get('cost_usd'))}"
+               f"{' so far' if live else ''}{rebuilt}")
     _in_flight(doc)
+    if doc.get("kind") == "deliberation":
+        rounds = [r for r in doc.get("rounds") or [] if isinstance(r, dict)]
+        most = (doc.get("options") or {}).get("rounds")
+        click.echo(f"  rounds decided: {len(rounds)}" + (f" of up to {most}" if most else ""))
+        for r in rounds:
+            click.echo(f"  round {r.get('round')}  {len(r.get('legs') or [])} legs  "
+                       f"{r.get('changed', 0)} changed  {_money(r.get('cost_usd'))}")
     for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
         reason = f" — {leg['reason']}" if leg.get("reason") else ""
-        cost = "unknown" if leg["cost_usd"] is None else f"${leg['cost_usd']:.4f}"
-        click.echo(f"  {leg['leg_id']}  {leg['model']}  {leg['status']}  {cost}{reason}")
+        click.echo(f"  {leg['leg_id']}  {leg['model']}  {leg['status']}  "
+                   f"{_money(leg['cost_usd'])}{reason}")
 
 
 def _in_flight(doc: dict) -> None:
@@ -103,9 +121,15 @@ def _in_flight(doc: dict) -> None:
 
 def _echo_run(entry, doc: dict) -> None:
     cost = doc.get("cost_usd", entry.cost_usd)
-    click.echo(f"{entry.kind.capitalize()} {entry.id}: {doc.get('status', entry.status)} "
-               f"(exit {doc.get('exit_code', entry.exit_code)}, "
-               f"{'?' if cost is None else f'${cost:.4f}'})")
+    status = doc.get("status", entry.status)
+    code = doc.get("exit_code", entry.exit_code)
+    said = f"{'?' if cost is None else f'${cost:.4f}'}"
+    click.echo(f"{entry.kind.capitalize()} {entry.id}: {status} "
+               + (f"({said} so far)" if status == "running" else f"(exit {code}, {said})"))
+    for stage in doc.get("stages") or []:
+        if isinstance(stage, dict):
+            click.echo(f"  stage {stage.get('name')}  {stage.get('status')}  "
+                       f"{len(stage.get('legs') or [])} legs  {_money(stage.get('cost_usd'))}")
     if doc.get("trials") is not None:
         click.echo(f"  trials: {len(doc['trials'])} (orch bench report {entry.dirs[0]}; "
                    f"orch bench show {entry.dirs[0]})")
@@ -119,8 +143,9 @@ def _echo_run(entry, doc: dict) -> None:
         click.echo(f"  wave {wave['id']}  {wave['status']}  {wave['legs']} legs")
     for seat in doc.get("seats") or []:
         reason = f" — {seat['reason']}" if seat.get("reason") else ""
+        paid = f"  {_money(seat['cost_usd'])}" if "cost_usd" in seat else ""
         click.echo(f"  seat {seat.get('label') or '-'}  {seat.get('model')}  "
-                   f"{seat.get('status')}{reason}")
+                   f"{seat.get('status')}{paid}{reason}")
     verdict = doc.get("verdict")
     if verdict:
         click.echo(f"  verdict: {str(verdict).splitlines()[0][:200]}")
@@ -138,8 +163,8 @@ def tail(run_id, interval, runs_dir):
     from orchestrator.operations import runs as runs_mod
 
     base = runs_dir or config_mod.runs_dir()
-    entry = runs_mod.find(base, run_id, _bench_dir())
-    if entry.kind == "wave":
+    entry = runs_mod.find(base, run_id, bench_dir(), cache_dir())
+    if entry.kind in ("wave", "deliberation"):
         code = _follow_wave(base, entry.id, interval)
     else:
         code = _follow_run(base, entry, interval)
@@ -149,22 +174,21 @@ def tail(run_id, interval, runs_dir):
 def _follow_wave(base: Path, wave_id: str, interval: float) -> int:
     from orchestrator.engine.rebuild import load_wave
     from orchestrator.engine.record import LegRecord
-    from orchestrator.operations import runs as runs_mod
     from orchestrator.progress import LiveProgress, PlainProgress
 
     progress = LiveProgress() if sys.stdout.isatty() else PlainProgress(stream=sys.stdout)
     with progress:
-        while True:
+        while True:  # a running wave's legs as their files and the ledger say, each time
             doc = load_wave(base, wave_id)
             finished = doc["status"] != "running"
-            legs = ([*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]
-                    if finished else runs_mod.live_legs(base, wave_id))
+            legs = [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]
             for leg in legs:
                 progress(SimpleNamespace(record=LegRecord.from_dict(leg)))
             if finished:
                 break
             time.sleep(interval)
-    click.echo(f"wave {wave_id}: {doc['status']} (exit {doc['exit_code']})")
+    kind = "deliberation" if doc.get("kind") == "deliberation" else "wave"
+    click.echo(f"{kind} {wave_id}: {doc['status']} (exit {doc['exit_code']})")
     return doc["exit_code"]
 
 
@@ -198,7 +222,7 @@ def gc(older_than, dry_run, as_json, runs_dir):
     from orchestrator.operations import runs as runs_mod
 
     cutoff = _moment("--older-than", older_than)
-    old = runs_mod.collect(runs_dir or config_mod.runs_dir(), cutoff, _bench_dir())
+    old = runs_mod.collect(runs_dir or config_mod.runs_dir(), cutoff, bench_dir(), cache_dir())
     freed = 0 if dry_run else sum(runs_mod.remove(e) for e in old)
     if as_json:
         print_json({"dry_run": dry_run, "removed": [e.id for e in old], "bytes_freed": freed})
@@ -211,3 +235,6 @@ def gc(older_than, dry_run, as_json, runs_dir):
     amount = f"{freed / 1e6:.1f} MB" if freed >= 1e5 else f"{freed / 1e3:.1f} kB"
     tail_note = "" if dry_run else f", {amount} freed"
     click.echo(f"{verb} {len(old)} run(s){tail_note}; the ledger keeps their rows")
+
+
+runs.add_command(search_command)

@@ -41,6 +41,28 @@ def stages(docs: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
     return out
 
 
+def live(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (a council's run.json while its process runs it: the stages finished when it
+    was last written) as the record has it now: every stage wave so far, the one at work
+    included, each leg with what the ledger says it was billed; the run's usage, cost and
+    requests their sums; each seat not yet read given its review legs and where they are.
+    Nothing is written."""
+    run_id = str(doc.get("run_id") or "")
+    waves = stage_waves(run_dir)
+    found = stages(waves, run_id)
+    if not found:
+        return {**doc, "live": True}
+    legs = [leg for w in waves for leg in [*(w.get("legs") or []),
+                                           *([w["chair"]] if w.get("chair") else [])]]
+    costs = [s["cost_usd"] for s in found]
+    return {**doc, "stages": found, "live": True,
+            "usage": sum((Usage(**s["usage"]) for s in found), Usage()).to_dict(),
+            "cost_usd": round(sum(c or 0.0 for c in costs), 8),
+            "cost_exact": all(s["cost_exact"] for s in found),
+            "requests": sum(int(leg.get("requests") or 0) for leg in legs),
+            "seats": seats(doc, waves, run_id, live=True)}
+
+
 def repaired(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     """``doc`` (a dead council's run.json, already marked interrupted) with its stages,
     usage and cost from the repaired stage waves; written back to ``run_dir/run.json``."""
@@ -62,10 +84,12 @@ def repaired(run_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     return fixed
 
 
-def seats(doc: dict[str, Any], waves: list[dict[str, Any]], run_id: str
-          ) -> list[dict[str, Any]]:
+def seats(doc: dict[str, Any], waves: list[dict[str, Any]], run_id: str, *,
+          live: bool = False) -> list[dict[str, Any]]:
     """run.json's seats as its start left them (each ``lost``, with no reason: their reviews
-    were never read), each given its review legs and why it has no review."""
+    were never read), each given its review legs and why it has no review; ``live``: the
+    run still goes, so such a seat is ``reviewing`` (its leg at work, or its answer not yet
+    read), with what its legs were billed so far."""
     reviews = [leg for w in waves if w["wave_id"] in (f"{run_id}-review", f"{run_id}-review-retry")
                for leg in w.get("legs") or []]
     out = []
@@ -75,6 +99,12 @@ def seats(doc: dict[str, Any], waves: list[dict[str, Any]], run_id: str
             out.append(seat)
             continue
         last = legs[-1]
+        if live:
+            billed = [leg.get("cost_usd") for leg in legs]
+            out.append({**seat, "status": "reviewing", "legs": [leg["leg_id"] for leg in legs],
+                        "cost_usd": None if None in billed else round(sum(billed), 8),
+                        "reason": f"leg {last['leg_id']} {last.get('status')}"})
+            continue
         why = (f"it answered (leg {last['leg_id']}), but the run was killed before its "
                "review was read" if last.get("status") == "complete" else
                f"the run was killed while it reviewed (leg {last['leg_id']} "

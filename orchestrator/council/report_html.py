@@ -24,7 +24,7 @@ h1{font-size:1.4rem;margin:.2rem 0}h2{font-size:1.15rem;margin:1.8rem 0 .6rem;
 border-bottom:1px solid var(--line);padding-bottom:.2rem}
 .banner{border-radius:10px;padding:1rem 1.25rem;color:#fff;background:#57606a}
 .banner.ship{background:#1a7f37}.banner.fix-first{background:#9a6700}
-.banner.rethink{background:#cf222e}.banner .big{font-size:1.6rem;font-weight:700}
+.banner.rethink{background:#cf222e}.banner.running{background:#0969da}.banner .big{font-size:1.6rem;font-weight:700}
 .banner p{margin:.25rem 0}.line{font-style:italic;color:#57606a}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(15rem,1fr));gap:.75rem}
 .card{border:1px solid var(--line);border-radius:8px;padding:.75rem}
@@ -70,7 +70,30 @@ def _badge(severity: str) -> str:
     return f'<span class="badge {_e(severity)}">{_e(severity)}</span>'
 
 
+def _running(doc: dict[str, Any]) -> str:
+    """A council still at work: where it is (each stage so far, the one at work included,
+    with its legs and what they were billed), in place of a verdict it has not reached."""
+    stages = [s for s in doc.get("stages") or [] if isinstance(s, dict)]
+    at = next((s["name"] for s in stages if s.get("status") == "running"), None)
+    cost = "unknown" if doc.get("cost_usd") is None else f"${doc['cost_usd']:.4f}"
+    out = [f'<section class="banner running" id="verdict"><div class="big">Running'
+           f'{": " + _e(at) if at else ""}</div><p>run {_e(doc["run_id"])} · '
+           f'{len(stages)} stage(s) so far · {_e(cost)} billed so far</p></section>',
+           '<h2 id="stages">Stages</h2><table id="stage-table"><tr><th>stage</th>'
+           "<th>status</th><th>legs</th><th>cost</th></tr>"]
+    for s in stages:
+        paid = "unknown" if s.get("cost_usd") is None else f"${s['cost_usd']:.4f}"
+        out.append(f'<tr class="stage" data-stage="{_e(s.get("name"))}"><td>{_e(s.get("name"))}'
+                   f'</td><td class="status">{_e(s.get("status"))}</td>'
+                   f'<td class="num">{len(s.get("legs") or [])}</td>'
+                   f'<td class="num">{_e(paid)}</td></tr>')
+    out.append("</table>")
+    return "".join(out)
+
+
 def _banner(doc: dict[str, Any]) -> str:
+    if doc.get("status") == "running":
+        return _running(doc)
     verdict = doc.get("verdict")
     chair = (doc.get("chair") or {}).get("model")
     tiers = doc.get("tiers") or {}
@@ -89,6 +112,10 @@ def _cards(doc: dict[str, Any]) -> str:
         lost = s["status"] != "reviewed"
         out.append(f'<div class="card{" lost" if lost else ""}"><h3>{_e(s["model"])}</h3>')
         out.append(f'<div class="muted">{_e(s.get("label") or "no label")}</div>')
+        if s["status"] == "reviewing":  # the run is still at work on it
+            paid = "" if s.get("cost_usd") is None else f", ${s['cost_usd']:.4f} so far"
+            out.append(f"<p>reviewing — {_e(s.get('reason'))}{_e(paid)}</p></div>")
+            continue
         if lost:
             out.append(f"<p>did not review — {_e(s.get('reason'))}</p></div>")
             continue
@@ -99,10 +126,11 @@ def _cards(doc: dict[str, Any]) -> str:
                  else '<span class="tag bad">non-conforming</span>')
         marks = block + ('<span class="tag bad">CUT</span>' if s.get("cut") else "") + (
             '<span class="tag">retried</span>' if s.get("retried") else "")
+        base = f"reviews/{n}-{slug(s['model'])}"
+        links = "" if not _written(doc, f"{base}.md") else (
+            f'<p><a href="{_e(base)}.md">review</a> · <a href="{_e(base)}.json">as read</a></p>')
         out.append(f"<p>{badges}</p><p>{s['raised']} raised · {s.get('confirmed', 0)} "
-                   f"confirmed · street-cred <b>{_e(cred)}</b></p><p>{marks}</p>"
-                   f'<p><a href="reviews/{n}-{_e(slug(s["model"]))}.md">review</a> · '
-                   f'<a href="reviews/{n}-{_e(slug(s["model"]))}.json">as read</a></p></div>')
+                   f"confirmed · street-cred <b>{_e(cred)}</b></p><p>{marks}</p>{links}</div>")
     out.append("</div><p class=\"muted\">Street-cred: 0..1 from the peers' rankings, 1 = "
                "ranked first by every peer.</p>")
     return "".join(out)
@@ -195,6 +223,27 @@ def _chair(doc: dict[str, Any], synthesis: str | None) -> str:
     return "".join(out)
 
 
+FILES = ("chair-packet.md", "tally.json", "verdict.json", "run.json", "report.md", "bundle.md",
+         "briefing.md")
+
+
+def _written(doc: dict[str, Any], name: str) -> bool:
+    """Whether the run wrote ``name`` (a run.json without ``artifacts``: assumed written)."""
+    written = doc.get("artifacts")
+    return not isinstance(written, list) or name in written
+
+
+def _files(doc: dict[str, Any]) -> list[str]:
+    """The run's files the report links to: those it says it wrote (``artifacts``; a run
+    still going has written only some), and ``report.md`` once it ends (written beside this
+    report, after run.json's list was made)."""
+    written = doc.get("artifacts")
+    if not isinstance(written, list):
+        return list(FILES)
+    done = doc.get("status") != "running"
+    return [f for f in FILES if f in written or (done and f == "report.md")]
+
+
 def report_html(doc: dict[str, Any], tally: dict[str, Any] | None,
                 synthesis: str | None) -> str:
     parts = [_banner(doc), f'<p class="line">{_e(CONCURRENCE_LINE)}</p>', _cards(doc)]
@@ -209,9 +258,7 @@ def report_html(doc: dict[str, Any], tally: dict[str, Any] | None,
     parts.append(f'<h2 id="files">Files</h2><p>{doc["requests"]} requests · '
                  f'{u["input_tokens"]:,} in + {u["output_tokens"]:,} out tokens · {_e(cost)}'
                  f'{"" if doc.get("cost_exact", True) else " (a floor)"}</p><p>'
-                 + " · ".join(f'<a href="{f}">{f}</a>' for f in (
-                     "chair-packet.md", "tally.json", "verdict.json", "run.json", "report.md",
-                     "bundle.md", "briefing.md")) + "</p>")
+                 + " · ".join(f'<a href="{f}">{f}</a>' for f in _files(doc)) + "</p>")
     title = f"Council review {doc['run_id']}"
     return (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'

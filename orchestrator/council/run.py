@@ -138,6 +138,7 @@ class CouncilRun:
                     kind: str, anonymity: Anonymity | None = None) -> list[LegRecord]:
         """One stage as one wave on the shared server; its legs go to the spend ledger."""
         self._check()
+        self._progress(name)
         options = {**self.options, "council_run": self.run_id, "council_stage": name}
         for key, ceiling in self.ceilings.items():  # the wave's: what the run has left
             if ceiling is not None:
@@ -171,6 +172,17 @@ class CouncilRun:
             self.notice(f"stage {name}: {reason}", "cost inexact under a ceiling"
                         if reason.startswith("cost ceiling") else "budget")
         return wave.records
+
+    def _progress(self, stage: str) -> None:
+        """``run.json`` still ``running`` as ``stage`` begins, with what the stages before it
+        gave (the seats' reviews read, the judgements): what `orch status` and `orch ui`
+        show of a run still going (the stage at work is read from its wave). A failed write
+        is a notice: the run's end writes the file again."""
+        try:
+            self.write_run()
+        except (OSError, ValueError, TypeError) as exc:
+            self.notice(f"run.json could not be written after stage {stage} "
+                        f"({type(exc).__name__}: {exc})")
 
     async def _watch_signals(self) -> None:
         # the process's signals, or its job's (serve)

@@ -46,7 +46,11 @@ def leg_entry(seat: Seat, rec: LegRecord | None, reading: Reading | None, *,
               now: dict[int, str] | None = None) -> dict[str, Any]:
     """One leg's line in a round: its answer now, its decision and its vote, as cast
     (``shown_digest``, the legs that held it) and as counted at the end of the round
-    (``answer_digest``; None and ``vote_problem`` when it counts for none)."""
+    (``answer_digest``; None and ``vote_problem`` when it counts for none); a decline is
+    ``declined`` (no vote, and no problem)."""
+    declined = bool(vote and vote.declined)
+    if declined:
+        vote = None
     counted, problem = tally.resolve(vote, now or {}) if vote else (None, None)
     return {
         "leg": seat.n, "model": seat.model.name,
@@ -60,6 +64,7 @@ def leg_entry(seat: Seat, rec: LegRecord | None, reading: Reading | None, *,
         "vote": None if vote is None else {
             "label": reading.vote, "leg": vote.shown_legs[0], "legs": list(vote.shown_legs),
             "shown_digest": vote.shown, "answer_digest": counted},
+        "declined": declined,
         "vote_problem": problem or (reading.vote_problem if reading else None),
         "reason": reading.reason if reading else None,
         "tokens": rec.usage.to_dict() if rec else Usage().to_dict(),
@@ -81,8 +86,8 @@ def final_answers(seats: list[Seat]) -> list[dict[str, Any]]:
 
 
 def votes(cast: list[list[tally.Vote]], now: dict[int, str]) -> list[list[dict[str, Any]]]:
-    """Every vote of every round, as cast and as it counts ``now`` (``for_digest``; None
-    with ``problem`` when it counts for none)."""
+    """Every ballot of every round, as cast and as it counts ``now`` (``for_digest``; None
+    with ``problem`` when it counts for none; a decline: ``declined``, no problem)."""
     out = []
     for round_cast in cast:
         row = []
@@ -90,20 +95,16 @@ def votes(cast: list[list[tally.Vote]], now: dict[int, str]) -> list[list[dict[s
             counted, problem = tally.resolve(v, now)
             row.append({"voter": v.voter, "shown_digest": v.shown,
                         "for_legs": list(v.shown_legs), "for_digest": counted,
-                        "problem": problem})
+                        "declined": v.declined, "problem": None if v.declined else problem})
         out.append(row)
     return out
 
 
-def last_votes(cast: list[list[tally.Vote]], now: dict[int, str]) -> dict[str, int]:
-    """digest -> votes it counts in the last round with counted votes (what the winner rule
-    reads first)."""
-    counted = [[v["for_digest"] for v in r if v["for_digest"]] for r in votes(cast, now)]
-    last = [r for r in counted if r]
-    counts: dict[str, int] = {}
-    for d in last[-1] if last else []:
-        counts[d] = counts.get(d, 0) + 1
-    return counts
+def standing(cast: list[list[tally.Vote]], now: dict[int, str]) -> dict[str, dict[str, int]]:
+    """digest -> its ``votes`` in the deciding round and its ``support`` (what the winner
+    rule ranks by: votes/tally.standings), for the chair's packet."""
+    st = tally.standings(cast, now)
+    return {d: {"votes": st["votes"][d], "support": st["support"][d]} for d in st["support"]}
 
 
 def winner(seats: list[Seat], cast: list[list[tally.Vote]]) -> dict[str, Any] | None:

@@ -18,19 +18,22 @@ from typing import Any
 import json_repair
 
 # The fixed instruction (≤ 600 characters, docs/deliberation.md); {labels} is filled per leg.
-INSTRUCTION = """Revise your answer, keep it, or adopt another answer as it is, \
-then vote for the best answer other than yours ({labels}) with a one-line reason. \
+# A leg may decline to vote: forced to pick another answer, three legs holding A and one
+# holding B would hand B three votes (docs/deliberation.md#votes-count-what-the-legs-hold-now).
+INSTRUCTION = """Revise your answer, keep it, or adopt another answer as it is. \
+Then vote for the best answer other than yours ({labels}), or vote "none" if no other \
+answer is better than yours, with a one-line reason. \
 If you revise, write your whole new answer first. End with exactly one fenced JSON block:
 ```json
-{{"decision": "keep|revise|adopt", "adopt": "label if adopt", "vote": "label", \
+{{"decision": "keep|revise|adopt", "adopt": "label if adopt", "vote": "label or none", \
 "reason": "one line"}}
 ```"""
 
 REPAIR = """Earlier you wrote the reply quoted between <<<REPLY and REPLY>>> below. Its JSON \
 block could not be read: {problem}. Reply with only that block, in this format (labels: \
-{labels}):
+{labels}; vote "none" if no other answer is better than yours):
 ```json
-{{"decision": "keep|revise|adopt", "adopt": "label if adopt", "vote": "label", \
+{{"decision": "keep|revise|adopt", "adopt": "label if adopt", "vote": "label or none", \
 "reason": "one line"}}
 ```
 
@@ -42,7 +45,11 @@ DECISIONS = {"keep": "keep", "kept": "keep", "unchanged": "keep", "revise": "rev
              "revised": "revise", "change": "revise", "changed": "revise", "adopt": "adopt",
              "adopted": "adopt"}
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
-_LABEL = re.compile(r"(?:answer\s+)?([A-Z]|\d+)\s*$", re.I)
+# a label is a whole word at the end ("B", "Answer B"): the "e" of "none" is no "Answer E"
+_LABEL = re.compile(r"(?:answer\s+)?\b([A-Z]|\d+)\s*$", re.I)
+# what a leg writes to decline to vote (JSON null too): no other answer beats its own
+DECLINE = {"none", "no", "no vote", "no one", "nobody", "neither", "abstain", "abstained",
+           "decline", "declined", "mine", "my own", "n/a", "null", "-"}
 
 
 def round_prompt(*, round_no: int, max_rounds: int, own: str | None, peers: dict[str, str],
@@ -95,6 +102,7 @@ class Reading:
     decision: str | None = None
     answer: str | None = None  # the new answer (revise: the prose; adopt: the peer's)
     vote: str | None = None  # a label this leg was shown
+    declined: bool = False  # it voted "none": no other answer is better than its own
     reason: str = ""
     adopt: str | None = None
     source: str | None = None  # block | json-repair | re-prompt
@@ -134,6 +142,15 @@ def label_of(value: Any, labels: dict[str, Any]) -> str | None:
     return name if name in labels else None
 
 
+def declines(data: dict[str, Any]) -> bool:
+    """Whether the block's vote is a decline: ``"none"`` (or a word for it) or JSON null
+    written out; a missing vote is no vote, not a decline."""
+    if "vote" not in data:
+        return False
+    value = data["vote"]
+    return value is None or str(value).strip().strip("*_`.:!\"'").lower() in DECLINE
+
+
 def read_reply(text: str, labels: dict[str, str], previous: str,
                source: str | None = None) -> Reading:
     """Read one reply. ``labels``: label → that peer's answer as it was before this round
@@ -163,6 +180,9 @@ def read_reply(text: str, labels: dict[str, str], previous: str,
         out.answer = previous
     out.decision = decision
     out.reason = (str(data.get("reason") or "").strip().splitlines() or [""])[0][:240]
+    if declines(data):
+        out.declined = True
+        return out
     out.vote = label_of(data.get("vote"), labels)
     if out.vote is None:
         out.vote_problem = (f"vote {str(data.get('vote'))[:40]!r} names none of "

@@ -107,10 +107,11 @@ def stop_rules(*, round_no: int, max_rounds: int, holds: list[str | None],
 def votes_unread(later_rounds: list[list[dict]]) -> str | None:
     """Why a run is degraded when nothing its later rounds said could be used: it received
     replies in rounds >= 2 and not one carried a vote it could read (an unreadable reply
-    casts none). None otherwise. ``later_rounds``: the legs of each round >= 2 as the
-    document records them (``readable``, ``vote``)."""
+    casts none; a decline is read: the leg judged no other answer better). None otherwise.
+    ``later_rounds``: the legs of each round >= 2 as the document records them
+    (``readable``, ``vote``, ``declined``)."""
     replies = [leg for legs in later_rounds for leg in legs if leg.get("readable") is not None]
-    if not replies or any(leg.get("vote") for leg in replies):
+    if not replies or any(leg.get("vote") or leg.get("declined") for leg in replies):
         return None
     unread = sum(1 for leg in replies if leg.get("readable") is False)
     return (f"no vote of rounds 2-{len(later_rounds) + 1} could be read ({len(replies)} "

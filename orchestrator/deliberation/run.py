@@ -1,6 +1,6 @@
 """A deliberation: ``orch fanout --rounds N``. Round 1 is a plain fanout; in each later round
 every leg still in play reads its peers' previous answers (anonymised), revises, keeps or
-adopts, and votes for the best other answer. Each round is one wave on one shared server,
+adopts, and votes for the best other answer or declines. Each round is one wave on one shared server,
 every request a ledger row under the run id, the round in the wave id (docs/deliberation.md).
 """
 
@@ -116,7 +116,8 @@ class Deliberation:
             self.dir.mkdir(parents=True, exist_ok=False)
         except OSError as exc:
             raise unwritable(self.spec.runs_dir, exc) from None
-        write_json_atomic(self.dir / "wave.json", self.started())
+        self._begun = self.started()
+        write_json_atomic(self.dir / "wave.json", self._begun)
         jobscope.run_started(self.run_id)  # a daemon's client names it if the daemon dies
         failed: Exception | None = None
         async with anyio.create_task_group() as tg:
@@ -312,6 +313,9 @@ class Deliberation:
             if reading.vote:
                 o = offer[reading.vote]
                 vote = tally.Vote(seat.n, o["digest"], tuple(o["legs"]))
+            elif reading.declined:  # no other answer beats its own: a ballot, not a problem
+                vote = tally.Vote(seat.n, None)
+            if vote is not None:
                 cast.append(vote)
             changed.append(seat.digest != before)
             pending.append((seat, rec, reading, vote, seat.digest != before))
@@ -392,6 +396,18 @@ class Deliberation:
             "cost_usd": round(sum(known), 8), "cost_exact": len(known) == len(recs)})
         self.events.emit(RoundEnded(round_no, self.rounds[-1]["changed"],
                                     self.rounds[-1]["cost_usd"]))
+        self._progress()
+
+    def _progress(self) -> None:
+        """``wave.json`` still ``running``, with the rounds decided so far: what `orch status`
+        and `orch ui` show of a run still going (its live legs come from the round waves).
+        A failed write is a notice: the run's own end writes the file again."""
+        try:
+            write_json_atomic(self.dir / "wave.json", {**self._begun,
+                                                       "rounds": list(self.rounds)})
+        except (OSError, ValueError, TypeError) as exc:
+            self.notice(f"wave.json could not be written after round {len(self.rounds)} "
+                        f"({type(exc).__name__}: {exc})")
 
     async def _chair(self) -> None:
         finals = self.final_answers()
@@ -399,10 +415,10 @@ class Deliberation:
             self.notice("no leg answered: the chair was not called")
             return
         win = self.winner()
-        last = outcome.last_votes(self.cast, self.holdings())
+        standing = outcome.standing(self.cast, self.holdings())
         brief = deliberation_packet(self.spec.briefing, len(self.rounds), [
             {"models": f["models"], "text": f["answer"], "marks": f["marks"],
-             "votes": last.get(f["digest"], 0),
+             **standing.get(f["digest"], {"votes": 0, "support": 0}),
              "winner": bool(win and win["digest"] == f["digest"])} for f in finals])
         recs = await self._wave(round_wave_id(self.run_id, "chair"), [self.spec.chair],
                                 [brief], kind="chair")

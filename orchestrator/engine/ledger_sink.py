@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,6 +68,13 @@ class LedgerSink:
         self._lock = anyio.Lock()
         self._pending: list[dict[str, Any]] = []
         self._outcome: dict[int, BaseException | str | None] = {}
+        from orchestrator.engine.index_sink import IndexSink
+
+        self._appending = 0  # rows on their way to the ledger now
+        self.rows_idle = threading.Event()  # set while none is: the index may write
+        self.rows_idle.set()
+        self.search = IndexSink(url, rows_idle=self.rows_idle)  # its own writer, never in a
+        # billed row's way
 
     # -- the deadline ------------------------------------------------------------------------
     def left(self) -> float:
@@ -156,6 +164,18 @@ class LedgerSink:
 
     # -- appending ---------------------------------------------------------------------------
     async def append(self, row: dict[str, Any]) -> str | None:
+        """:meth:`_append`, with the search index told to stand aside meanwhile (a billed
+        row never waits for an index write: engine/index_sink.py)."""
+        self._appending += 1
+        self.rows_idle.clear()
+        try:
+            return await self._append(row)
+        finally:
+            self._appending -= 1
+            if not self._appending:
+                self.rows_idle.set()
+
+    async def _append(self, row: dict[str, Any]) -> str | None:
         """Return once ``row`` is in the ledger (None) or in an outbox (that outbox's path);
         raise :class:`LedgerLost` when neither took it. Rows that arrive while a write is
         under way share the next transaction: 64 legs ending together cost a few thread round

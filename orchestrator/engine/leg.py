@@ -48,6 +48,7 @@ MAX_PLUGIN_ERRORS = 50  # plugin_errors kept on one leg
 
 LegObserver = Callable[[LegContext], None]
 LedgerAppend = Callable[[dict[str, Any]], Awaitable[str | None]]  # None, or the outbox
+LegIndex = Callable[[Any], None]  # the leg's record, for the search index (engine/index_sink.py)
 
 
 class Leg:
@@ -57,7 +58,8 @@ class Leg:
                  timeout_s: float, ledger: LedgerAppend | None = None,
                  observe: LegObserver | None = None, tag: str | None = None,
                  project_dir: str | None = None, run_id: str | None = None,
-                 intake: Policy | None = None, journal=None) -> None:
+                 intake: Policy | None = None, journal=None,
+                 index: LegIndex | None = None) -> None:
         self.ctx = ctx
         # what every request of this leg passes before the wire (orchestrator/intake/); the
         # wave's, kept off the context plugins see
@@ -67,6 +69,7 @@ class Leg:
         self.hooks = hooks
         self.timeout_s = timeout_s
         self.ledger = ledger
+        self.index = index
         self.observe = observe or (lambda ctx: None)
         self.tag = tag
         self.project_dir = project_dir
@@ -271,6 +274,18 @@ class Leg:
             return
         if outboxed:  # safe, not yet in the ledger: the next command that opens it replays it
             self.record.extra["ledger_outbox"] = outboxed
+        if not in_flight:
+            self._indexed()
+
+    def _indexed(self) -> None:
+        """The leg's end, handed to the search index once its final row is durable (a
+        queue append: the leg never waits for the index)."""
+        if self.index is None:
+            return
+        try:
+            self.index(self.record)
+        except Exception as exc:
+            self.io_error("search index", exc)
 
     async def _prepare(self) -> None:
         ctx = self.ctx

@@ -71,11 +71,12 @@ def _read(path: Path) -> dict[str, Any]:
 
 def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     """The wave document for ``wave_id`` (exact or a unique prefix). A wave whose
-    ``wave.json`` is not final is rebuilt from each leg's metadata.json; when the process
-    that ran it is gone, each leg is brought up to what the ledger and its outbox say it
-    was billed (engine/repair.py), legs left ``running`` are ``aborted``, and the repaired
-    files are written back (atomically, once). A dead deliberation is repaired from its
-    round waves instead (:func:`_rounds_repaired`)."""
+    ``wave.json`` is not final is rebuilt from each leg's metadata.json, each leg brought
+    up to what the ledger and its outbox say it was billed (engine/repair.py): while its
+    process runs, as a view (a leg in flight stays ``running`` with what it was billed so
+    far; nothing is written); when that process is gone, legs left ``running`` are
+    ``aborted`` and the repaired files are written back (atomically, once). A deliberation
+    is read from its round waves instead (:func:`_rounds`)."""
     wave_id = resolve_wave_id(runs_dir, wave_id)
     wave_dir = runs_dir / wave_id
     doc: dict[str, Any] | None = None
@@ -91,7 +92,7 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
             return doc
     alive = doc is not None and same_process(doc.get("pid"), doc.get("pid_started"))
     if doc is not None and doc.get("kind") == "deliberation":  # its waves are its rounds
-        return doc if alive else _rounds_repaired(wave_dir, doc)
+        return _rounds(wave_dir, doc, alive=alive)
     recorded = doc is not None  # wave.json names the process
     on_disk: dict[str, LegRecord] = {}
     for path in sorted(runs_dir.glob(f"{wave_id}-*/metadata.json")):
@@ -103,11 +104,11 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     for leg in planned:  # legs that never wrote a file are still the wave's legs
         if leg.get("leg_id") and leg["leg_id"] not in on_disk:
             on_disk[leg["leg_id"]] = LegRecord.from_dict(leg)
-    changed: set[str] = set()
-    if not alive:  # the durable record knows more than the files a crash left behind
-        from orchestrator.engine.repair import from_record
+    from orchestrator.engine.repair import from_record
 
-        changed = from_record(wave_id, on_disk)
+    # the durable record is ahead of the files: by the moment (a leg's metadata.json is
+    # written at changes of state), or for good (a crash left them behind)
+    changed = from_record(wave_id, on_disk, live=alive)
     legs, chair, chair_repair = [], None, None
     for record in on_disk.values():
         if not alive and record.status in (RUNNING, "pending"):
@@ -168,12 +169,14 @@ def nested_waves(folder: Path) -> list[dict[str, Any]]:
     return waves
 
 
-def _rounds_repaired(wave_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
-    """A dead deliberation (``orch fanout --rounds``): its ``wave.json`` is the one written
-    at its start (no legs, $0) while each round is a wave of its own under ``rounds/``
-    whose legs' ledger rows were written per billed answer. Each round wave is repaired
-    as any dead wave is, then ``wave.json`` is rewritten once, atomically: ``interrupted``,
-    every round's legs, and the usage and cost they were billed."""
+def _rounds(wave_dir: Path, doc: dict[str, Any], *, alive: bool) -> dict[str, Any]:
+    """A deliberation (``orch fanout --rounds``) not yet ended: its ``wave.json`` holds the
+    rounds already decided (written as each ends) but no legs and $0, while each round is a
+    wave of its own under ``rounds/`` whose legs' ledger rows are written per billed answer.
+    Each round wave is read as any wave is (live, or repaired), and the document is every
+    round's legs with the usage and cost they were billed. ``alive``: the view of a run
+    still going (``running``, nothing written); else ``interrupted``, and ``wave.json`` is
+    rewritten with it once, atomically."""
     from orchestrator.store import write_json_atomic
 
     waves = nested_waves(wave_dir / "rounds")
@@ -183,11 +186,14 @@ def _rounds_repaired(wave_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
              if k not in ("legs", "chair", "status", "exit_code", "usage", "cost_usd",
                           "cost_exact", "wave_id", "runs_dir", "signal", "degraded",
                           "artifact_errors")}
-    extra.update({"error": doc.get("error") or GONE, "rebuilt": True, "alive": False,
-                  "repaired_at": now_iso(),
+    extra.update({"rebuilt": True, "alive": alive,
                   "round_waves": [{"wave_id": w["wave_id"], "status": w["status"],
                                    "usage": w["usage"], "cost_usd": w["cost_usd"],
                                    "cost_exact": w["cost_exact"]} for w in waves]})
+    if alive:
+        return build_document(wave_id=wave_dir.name, status="running", legs=legs,
+                              chair=None, runs_dir=wave_dir.parent, extra=extra)
+    extra.update({"error": doc.get("error") or GONE, "repaired_at": now_iso()})
     repaired = build_document(wave_id=wave_dir.name, status="interrupted", legs=legs,
                               chair=None, runs_dir=wave_dir.parent, extra=extra)
     now = _read(wave_dir / "wave.json")

@@ -21,12 +21,15 @@ from orchestrator.store import write_json_atomic
 UNFINISHED = (RUNNING, "pending")
 
 
-def from_record(wave_id: str, records: dict[str, LegRecord]) -> set[str]:
+def from_record(wave_id: str, records: dict[str, LegRecord], *, live: bool = False
+                ) -> set[str]:
     """Move each leg of ``records`` (leg_id -> record, changed in place; legs only the record
     knows are added) forward to what the ledger and its outbox say it was billed. The ids
-    of the legs that changed."""
+    of the legs that changed. ``live``: the wave's process still runs it (a status view):
+    the outbox is read, not replayed, and a leg whose row is in flight is still running,
+    with what it was billed so far."""
     try:
-        billed = billed_legs(wave_id)
+        billed = billed_legs(wave_id, replay=not live)
     except (OrchError, OSError):  # no record to read: the files are all there is
         return set()
     changed = set()
@@ -37,7 +40,7 @@ def from_record(wave_id: str, records: dict[str, LegRecord]) -> set[str]:
                                                  model=row.model, provider=row.provider,
                                                  kind=row.kind, status=RUNNING)
         if _further(row, record):
-            _take(record, row)
+            _take(record, row, live=live)
             changed.add(leg_id)
     return changed
 
@@ -49,11 +52,15 @@ def _further(row: Billed, record: LegRecord) -> bool:
     return (row.seq, row.ended) > (record.billed, ended)
 
 
-def _take(record: LegRecord, row: Billed) -> None:
+def _take(record: LegRecord, row: Billed, *, live: bool = False) -> None:
     record.usage = row.usage
     record.cost_usd = row.cost_usd
     record.cost_source = row.cost_source
     record.billed = row.seq or record.billed
+    if live:  # still at work (in flight: billed so far), or ended before its file said so
+        record.status, record.reason = (row.status, row.reason) if row.ended else \
+            (RUNNING, record.reason)
+        return
     record.status = row.status if row.ended else ABORTED
     record.reason = row.reason
     notes = record.notes

@@ -132,7 +132,21 @@ class Wave:
         return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
                    ledger=self.ledger.append if self.ledger else None, observe=self.observe,
                    tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id,
-                   intake=intake or self.intake, journal=self.journal)
+                   intake=intake or self.intake, journal=self.journal,
+                   index=self._indexed if self.ledger else None)
+
+    async def _settle_index(self) -> None:
+        """The legs' search docs written, or journaled (bounded: engine/index_sink.py)."""
+        if self.ledger is not None:
+            await self.ledger.search.settle(hurry=self.signum is not None)
+
+    def _indexed(self, record: LegRecord) -> None:
+        """A leg's end for the search index: the wave's prompt (the user's question, not a
+        chair packet or a round prompt) and the leg's answer."""
+        self.ledger.search.add(
+            wave_id=record.wave_id, leg_id=record.leg_id, run_id=self.spec.run_id,
+            kind=record.kind, model=record.model, status=record.status, tag=self.spec.tag,
+            ts=record.ended_at, prompt=self.spec.briefing, answer=record.answer)
 
     @property
     def records(self) -> list[LegRecord]:
@@ -161,6 +175,7 @@ class Wave:
                     leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
                     if attempted:
                         await leg.unsent()
+                await self._settle_index()
                 self._write_file("wave.json", self.write)
                 self._close_journal()
                 raise refused
@@ -191,6 +206,7 @@ class Wave:
                         refused = exc
             if refused is None:
                 await self._run_legs()
+                await self._settle_index()
                 for text in self.server.holds.notices():  # the rate-limit gate held it back
                     self.context.notice(text)
                 unread = unread_notice(self.records + ([self.chair.record] if self.chair

@@ -55,22 +55,25 @@ class Billed:
         return (self.seq or 0, self.ended)
 
 
-def billed_legs(wave_id: str, url: str | None = None) -> dict[str, Billed]:
+def billed_legs(wave_id: str, url: str | None = None, *, replay: bool = True
+                ) -> dict[str, Billed]:
     """leg_id -> what the ledger and its outbox say that leg was billed, and whether it
     completed. The furthest row of each leg wins (more billed requests, then ended over in
     flight), as the ledger's unique key would keep it. Reading never creates a ledger, and a
-    ledger that cannot be opened leaves the outbox's lines as the record."""
-    return billed_waves(wave_id, url, exact=True).get(wave_id, {})
+    ledger that cannot be opened leaves the outbox's lines as the record. ``replay`` False:
+    the outbox is read, not moved into the ledger (a status view of a run still going)."""
+    return billed_waves(wave_id, url, exact=True, replay=replay).get(wave_id, {})
 
 
 def billed_waves(prefix: str, url: str | None = None, *, exact: bool = False,
                  waves: frozenset[str] | None = None, strict: bool = False,
-                 ledger: bool = True) -> dict[str, dict[str, Billed]]:
+                 ledger: bool = True, replay: bool = True) -> dict[str, dict[str, Billed]]:
     """wave_id -> its legs as :func:`billed_legs` has them, for every wave whose id starts
     with ``prefix`` (a bench's waves: ``<bench id>-``), read in one pass; ``exact``: the
     one wave ``prefix`` names; ``waves``: these waves as well. ``strict``: a ledger that
     cannot be opened raises (an account must not read it as nothing spent); ``ledger``
-    False: the outbox alone (the ledger did not answer in time)."""
+    False: the outbox alone (the ledger did not answer in time); ``replay`` False: the
+    outbox is read, not moved into the ledger (a status view of a run still going)."""
     from orchestrator.errors import OrchError
     from orchestrator.ledger import outbox
     from orchestrator.ledger.connection import default_url, missing_sqlite_file
@@ -88,10 +91,10 @@ def billed_waves(prefix: str, url: str | None = None, *, exact: bool = False,
         try:
             from orchestrator.ledger.spend import Ledger
 
-            ledger = Ledger(url)  # opening replays the outbox into it
-            found = ledger.rows(wave_id=prefix) if exact else \
-                ledger.rows(wave_prefix=prefix) if prefix else []
-            found += ledger.rows(wave_ids=waves) if waves else []
+            book = Ledger(url, replay=replay)  # opening replays the outbox into it
+            found = book.rows(wave_id=prefix) if exact else \
+                book.rows(wave_prefix=prefix) if prefix else []
+            found += book.rows(wave_ids=waves) if waves else []
             rows += [(r, "ledger") for r in found]
         except OrchError:
             if strict:

@@ -15,6 +15,12 @@ orch from before ``seq`` is inserted only when the ledger lacks its ``(wave_id, 
 Other tables in the ledger's database journal a whole batch as one line (``{"table": ...,
 "rows": [...]}``): a council run's rows (table ``council``) go in together or not at all, and
 replay skips a run the table already holds.
+
+The search index's docs (:mod:`orchestrator.ledger.search_table`) have a journal of their own
+(``ledger-index-*.jsonl``, same places, own lock), so a large or stuck index never holds a
+billed row's line up; it is capped (``INDEX_JOURNAL_MAX``: past it a doc is left out, and
+``orch runs search --reindex`` recovers it from the run's folder) and replayed after the rows,
+for at most ``INDEX_REPLAY_S``.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 LOCK_WAIT_S = 5.0  # an appender waits this long for a replay to let go, then falls back
+INDEX_JOURNAL_MAX = 64 * 2**20  # bytes of search docs kept waiting, per location
+INDEX_REPLAY_S = 1.0  # the most an open spends putting journaled docs into the index
 
 
 def fingerprint(url: str) -> str:
@@ -138,13 +146,73 @@ def append_batch(url: str, table: str, rows: list[dict[str, Any]]) -> Path:
                           + "\n").encode("utf-8"))
 
 
-def _journal(url: str, line: bytes) -> Path:
+def index_locations(url: str) -> list[Path]:
+    """Where the search index's journal for the ledger at ``url`` may be: beside the
+    outbox, in each of its places."""
+    return [p.with_name(p.name.replace("ledger-outbox-", "ledger-index-", 1))
+            for p in locations(url)]
+
+
+def append_index(url: str, docs: list[dict[str, Any]]) -> Path:
+    """Journal search docs (already admitted: ``Doc.to_dict()``) as one line. Raises
+    OSError when no location takes them, or each is full (``INDEX_JOURNAL_MAX``)."""
+    line = (json.dumps({"docs": docs}, default=str) + "\n").encode("utf-8")
+    return _journal(url, line, index_locations(url), cap=INDEX_JOURNAL_MAX)
+
+
+def replay_index(ledger) -> int:
+    """Put journaled search docs into the index, for at most ``INDEX_REPLAY_S``: how many.
+    What it did not take (time, a refusal) stays for the next open."""
+    from orchestrator.ledger.search_table import take_journaled
+
+    total = 0
+    for path in index_locations(ledger.url):
+        if not path.exists():
+            continue
+        with contextlib.suppress(OSError):
+            total += _replay_index_file(ledger, path, take_journaled)
+    return total
+
+
+def _replay_index_file(ledger, path: Path, take) -> int:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            return 0
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            lines = [line for line in fh.read().splitlines() if line.strip()]
+        docs: list[dict[str, Any]] = []
+        for line in lines:
+            try:
+                found = json.loads(line).get("docs")
+                docs += [d for d in found if isinstance(d, dict)]
+            except (ValueError, AttributeError, TypeError):
+                continue  # unreadable: an index doc is derived data, --reindex rebuilds it
+        try:
+            taken = take(ledger, docs, seconds=INDEX_REPLAY_S)
+        except Exception:  # noqa: BLE001 - the index refused: they wait for the next open
+            return 0
+        rest = docs[taken:]
+        _rewrite(path, [json.dumps({"docs": rest}, default=str).encode()] if rest else [])
+        return taken
+    finally:
+        os.close(fd)
+
+
+def _journal(url: str, line: bytes, paths: list[Path] | None = None, *,
+             cap: int | None = None) -> Path:
     errors: list[str] = []
-    for path in locations(url):
+    for path in paths if paths is not None else locations(url):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with _locked(path, wait_s=LOCK_WAIT_S) as fd:
                 size = os.fstat(fd).st_size
+                if cap is not None and size + len(line) > cap:
+                    raise OSError(f"{path} holds {size:,} bytes, its most")
                 try:
                     written = os.write(fd, line)
                     if written != len(line):

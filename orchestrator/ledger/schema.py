@@ -34,7 +34,7 @@ ROUND_INFIX = "-round-"
 
 # The newest migration (orchestrator/ledger/migrations/versions). A ledger at this revision opens
 # without importing Alembic; tests/test_ledger_migrations.py checks it is Alembic's head.
-HEAD = "0005"
+HEAD = "0006"
 
 
 def utcnow() -> datetime:

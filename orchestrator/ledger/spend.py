@@ -93,6 +93,7 @@ class Ledger:
             from orchestrator.ledger import outbox
 
             self.replayed = outbox.replay(self)
+            outbox.replay_index(self)  # the search index's waiting docs, after the rows
 
     def __repr__(self) -> str:
         return f"Ledger({self.location!r})"

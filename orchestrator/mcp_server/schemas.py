@@ -184,24 +184,35 @@ RUNS = {
     "name": "runs",
     "title": "Past fanouts and councils",
     "description": (
-        "List orch's past runs (fanout waves, council reviews, benches), newest first, or "
-        "show one in full. Free: reads local files, calls no model. action 'list' returns "
+        "List orch's past runs (fanout waves, council reviews, benches), newest first, "
+        "search them by the text of their prompts and answers, or show one in full. Free: "
+        "reads local files and the ledger's index, calls no model. action 'list' returns "
         "runs[] (id, kind, status, legs, cost_usd, created_at, tag), the newest 'limit' "
         "(default 20), with total and, when some were left out, left_out and a note saying "
         "how to see them; action 'show' with "
-        "an id returns that run's document, for a wave the same shape fanout returns. The same as `orch runs --json` and `orch runs show ID "
-        "--json`."),
+        "an id returns that run's document, for a wave the same shape fanout returns; "
+        "action 'search' with a query returns runs[] (id, kind, last_at, matches, question, "
+        "models, hits[] each with a one-line snippet and the highlights' offsets), newest "
+        "first, at most 'limit'. The same as `orch runs --json`, `orch runs show ID --json` "
+        "and `orch runs search QUERY --json`."),
     "inputSchema": {
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "action": {"type": "string", "enum": ["list", "show"], "default": "list",
-                       "description": "'list' (default) or 'show' (needs id)."},
+            "action": {"type": "string", "enum": ["list", "show", "search"],
+                       "default": "list",
+                       "description": "'list' (default), 'show' (needs id) or 'search' "
+                                      "(needs query)."},
+            "query": {"type": "string", "minLength": 1, "maxLength": 1000,
+                      "description": "For 'search': words that must all match, \"a "
+                                     "phrase\", OR between words, -word excluded, word* a "
+                                     "prefix."},
             "id": {"type": "string", "minLength": 1, "maxLength": 200,
                    "description": "For 'show': a run id as 'list' gives it."},
             "since": {"type": "string", "minLength": 1,
-                      "description": "For 'list': only runs started since '30m', '24h', "
-                                     "'7d', '2w' or an ISO date."},
+                      "description": "For 'list' and 'search': only runs started (legs "
+                                     "recorded) since '30m', '24h', '7d', '2w' or an ISO "
+                                     "date."},
             "status": {"type": "array", "items": {"type": "string", "enum": list(RUN_STATUSES)},
                        "description": "For 'list': only runs with one of these statuses."},
             "limit": LIMIT_SCHEMA,

@@ -173,11 +173,30 @@ async def runs(args: dict[str, Any], job: Job) -> dict[str, Any]:
             raise OrchError("runs: action 'show' needs an id; call runs with action 'list' "
                             "to see them")
         return scrub_doc(shown(None, args["id"])[1])
+    if args.get("action") == "search":
+        return _search(args)
     from orchestrator.mcp_server.bounded import bounded
 
     found = listed(None, args.get("since"), tuple(args.get("status") or ()))  # newest first
     return scrub_doc(bounded({"runs": [e.to_dict() for e in found]}, "runs", args.get("limit"),
                              "raise limit, pass since or status, or run `orch runs`"))
+
+
+def _search(args: dict[str, Any]) -> dict[str, Any]:
+    """`orch runs search QUERY --json`, at most ``limit`` runs (the rest counted, not sent)."""
+    from orchestrator.app.search import searched
+    from orchestrator.errors import OrchError
+    from orchestrator.mcp_server.bounded import DEFAULT_LIMIT
+
+    if not args.get("query"):
+        raise OrchError("runs: action 'search' needs a query (the words to find)")
+    limit = int(args.get("limit") or DEFAULT_LIMIT)
+    doc = searched(args["query"], limit=limit, since=args.get("since")).to_dict()
+    if doc["total"] > len(doc["runs"]):
+        doc["left_out"] = doc["total"] - len(doc["runs"])
+        doc["note"] = (f"showing {len(doc['runs'])} of {doc['total']} runs; "
+                       f"{doc['left_out']} left out: raise limit, pass since, or add words")
+    return scrub_doc(doc)
 
 
 JOBS: dict[str, Callable[[dict[str, Any], Job], Awaitable[dict[str, Any]]]] = {

@@ -1,5 +1,7 @@
 """The pages of ``orch ui``, each built from a record orch already writes: the runs folder
-(:mod:`orchestrator.operations.runs`, :func:`orchestrator.engine.rebuild.load_wave`), a council's
+(the one run listing, :mod:`orchestrator.operations.run_index`, and
+:func:`orchestrator.engine.rebuild.load_wave`: a run still going as its legs, stages, rounds
+and the ledger have it now), a council's
 ``run.json``/``tally.json`` (drawn by the same code as its ``report.html``), a bench's
 result file (its own tables and charts), and the ledger's rollups. Nothing here writes."""
 
@@ -47,7 +49,7 @@ class View:
                  cache_dir: Path | None = None) -> None:
         self.runs_dir = runs_dir
         self.bench_dir = bench_dir
-        from orchestrator.ui.index import RunIndex
+        from orchestrator.operations.run_index import RunIndex
 
         self.index = RunIndex(runs_dir, bench_dir, cache_dir)
 
@@ -84,10 +86,11 @@ class View:
     # --- runs -----------------------------------------------------------------------------
 
     def listing(self) -> list[Any]:
-        """Every run, newest first (:class:`orchestrator.ui.index.RunIndex`: each run's
-        record read once and kept under its mtime, so a page over 10,000 runs reads only
-        the records that are new or changed)."""
-        return self.index.rows()
+        """Every run, newest first, as ``orch runs`` lists it (the one listing,
+        :class:`orchestrator.operations.run_index.RunIndex`: each run's record read once and
+        kept under its mtime, so a page over 10,000 runs reads only the records that are new
+        or changed, and the runs still going)."""
+        return self.index.entries()
 
     def warm(self) -> None:
         """Read the listing now (``orch ui`` calls it in a thread at start), so the first
@@ -122,11 +125,11 @@ class View:
         more = urlencode({**filters, "page": page_no + 1}) \
             if page_no * PAGE < len(found) else None
         back = urlencode({**filters, "page": page_no - 1}) if page_no > 1 else None
+        from orchestrator.operations.run_summary import STATUSES
+
         return Reply(page("runs.html", title="Runs", rows=rows, count=len(found), status=status,
                           kind=kind, since=since_text, total=total, kinds=KINDS, more=more,
-                          back=back, first=(page_no - 1) * PAGE + 1,
-                          statuses=("running", "complete", "partial", "error", "aborted",
-                                    "interrupted", "unreadable")))
+                          back=back, first=(page_no - 1) * PAGE + 1, statuses=STATUSES))
 
     # --- a wave ---------------------------------------------------------------------------
 
@@ -190,13 +193,13 @@ class View:
 
     def council(self, run_id: str) -> Reply:
         from orchestrator.council.report_html import report_html
-        from orchestrator.operations.runs import settled
+        from orchestrator.operations.run_summary import current
         from orchestrator.store import read_json
 
         folder = self._council_dir(run_id)
         if folder is None:
             return not_found(f"no council {run_id} under {self.runs_dir}")
-        doc = settled(read_json(folder / "run.json"), folder)
+        doc = current(read_json(folder / "run.json"), folder)  # a running one: as it is now
         tally = read_json(folder / "tally.json") if (folder / "tally.json").is_file() else None
         chair = folder / "chair-output.md"
         synthesis = chair.read_text(encoding="utf-8", errors="replace") if chair.is_file() \
@@ -226,23 +229,9 @@ class View:
     # --- a bench --------------------------------------------------------------------------
 
     def _bench_doc(self, bench_id: str) -> dict[str, Any] | None:
-        from orchestrator.store import read_json
+        from orchestrator.operations.benches import results
 
-        if self.bench_dir is None:
-            return None
-        for name in (f"{bench_id}.json", f"bench-{bench_id}.json"):
-            path = self.bench_dir / name
-            if path.is_file():
-                doc = read_json(path)
-                return doc if isinstance(doc, dict) else None
-        for path in self.bench_dir.glob("bench-*.json"):  # the id inside the file
-            try:
-                doc = read_json(path)
-            except (OSError, ValueError):
-                continue
-            if isinstance(doc, dict) and doc.get("bench_id") == bench_id:
-                return doc
-        return None
+        return results(self.bench_dir, bench_id)
 
     def bench(self, bench_id: str) -> Reply:
         from orchestrator.bakeoff import report

@@ -1,6 +1,7 @@
 """Counting: the majority of final answers (``orch fanout --aggregate vote``) and the winner of
-a deliberation's votes. Only answers some leg holds now can win; a vote counts for an answer
-the voter does not hold itself; a tie-break reports the criterion that decided it.
+a deliberation by support (its holders now plus the votes of legs holding another answer).
+Only answers some leg holds now can win; a vote counts for an answer the voter does not hold
+itself; a leg may decline to vote; a tie-break reports the criterion that decided it.
 
 Every function takes plain data (leg numbers in the order of ``--models``, answer digests from
 votes/answer.py) and returns plain data, so each rule is tested by a table and by properties
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 EARLIEST = "the answer held by the leg earliest in --models"
+SUPPORT = "support"
 MORE_HOLDERS = "held by more legs now"
 MORE_VOTES = "more votes over all rounds"
 MORE_VOTERS = "more distinct voters over all rounds"
@@ -82,17 +84,23 @@ def majority(holdings: dict[int, str]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Vote:
-    """One leg's vote in a deliberation's round, as it was cast: for the answer it was shown
-    (``shown``, a digest), which the legs ``shown_legs`` held then."""
+    """One leg's ballot in a deliberation's round, as it was cast: a vote for the answer it
+    was shown (``shown``, a digest), which the legs ``shown_legs`` held then; or, with
+    ``shown`` None, a decline: the leg judged no other answer better than its own."""
 
     voter: int
-    shown: str
+    shown: str | None
     shown_legs: tuple[int, ...] = ()
+
+    @property
+    def declined(self) -> bool:
+        return self.shown is None
 
 
 SELF_VOTE = "a self-vote: the voter holds that answer itself now, so it is not counted"
 LAPSED = ("nobody holds the answer it voted for now, and the legs that held it went "
           "different ways: not counted")
+DECLINED = "declined: no other answer is better than its own (counts for none)"
 
 
 def resolve(vote: Vote, holdings: dict[int, str]) -> tuple[str | None, str | None]:
@@ -101,7 +109,10 @@ def resolve(vote: Vote, holdings: dict[int, str]) -> tuple[str | None, str | Non
     A vote was cast on an answer as it was shown (the previous round's). It counts for that
     answer while some leg holds it; once nobody does, for the answer its holders all moved to
     (one answer), else for none. It never counts for the answer the voter holds itself
-    (compared by digest: a copy a peer holds is the voter's own answer too)."""
+    (compared by digest: a copy a peer holds is the voter's own answer too). A decline
+    counts for none (:data:`DECLINED`)."""
+    if vote.shown is None:
+        return None, DECLINED
     held = set(holdings.values())
     if vote.shown in held:
         target = vote.shown
@@ -115,19 +126,18 @@ def resolve(vote: Vote, holdings: dict[int, str]) -> tuple[str | None, str | Non
     return target, None
 
 
-def winner(rounds: Sequence[Sequence[Vote]], holdings: dict[int, str]) -> dict[str, Any] | None:
-    """The answer a deliberation ends on, among the answers legs hold now (``holdings``: leg
-    -> digest; None when no leg holds one).
+def standings(rounds: Sequence[Sequence[Vote]], holdings: dict[int, str]) -> dict[str, Any]:
+    """Each held answer's holders, votes and support, and the round that decided the votes.
 
-    Every vote of every round is resolved against what the legs hold now (:func:`resolve`).
-    The answer with the most counted votes in the last round that has any wins; ties are
-    broken, in turn, by: held by more legs now; more votes over all rounds; more distinct
-    voters over all rounds; the answer held by the leg earliest in ``--models``. Without a
-    counted vote in any round, the answer held by the most legs wins (``by: "holders"``),
-    then the earliest leg's."""
-    if not holdings:
-        return None
+    Every ballot is resolved against what the legs hold now (:func:`resolve`). The deciding
+    round is the last one in which some leg's vote counted or some leg declined, and only its
+    ballots count (one per leg: a decline there supersedes that leg's earlier votes; a leg
+    silent in it counts as a holder only; a round whose every reply was unreadable says
+    nothing). ``support`` = the legs holding the answer
+    now + the votes counted for it in the deciding round; a vote never counts for the
+    voter's own answer, so no leg counts twice for one answer."""
     counted: list[list[tuple[int, str]]] = []
+    spoke: list[bool] = []
     for cast in rounds:
         got = []
         for v in cast:
@@ -135,26 +145,44 @@ def winner(rounds: Sequence[Sequence[Vote]], holdings: dict[int, str]) -> dict[s
             if target is not None:
                 got.append((v.voter, target))
         counted.append(got)
-    with_votes = [i for i, c in enumerate(counted) if c]
+        spoke.append(bool(got) or any(v.declined for v in cast))
+    deciding = max((i for i, s in enumerate(spoke) if s), default=None)
     holders = Counter(holdings.values())
-    first = _first_holder(holdings)
-    candidates = sorted(holders, key=lambda d: first[d])
-    last = Counter(d for _, d in counted[with_votes[-1]]) if with_votes else Counter()
+    last = Counter(d for _, d in counted[deciding]) if deciding is not None else Counter()
     total = Counter(d for c in counted for _, d in c)
     voters: dict[str, set[int]] = {}
     for c in counted:
         for voter, d in c:
             voters.setdefault(d, set()).add(voter)
-    earliest: Criterion = (EARLIEST, lambda d: -first[d])
-    if with_votes:
-        win = ranked(candidates, [("votes", lambda d: last[d]),
-                                  (MORE_HOLDERS, lambda d: holders[d]),
-                                  (MORE_VOTES, lambda d: total[d]),
-                                  (MORE_VOTERS, lambda d: len(voters.get(d, ()))), earliest])
-    else:
-        win = ranked(candidates, [("holders", lambda d: holders[d]), earliest])
+    return {"round": None if deciding is None else deciding + 1,
+            "any_vote": any(counted), "holders": holders, "votes": last, "total": total,
+            "voters": voters, "support": Counter({d: holders[d] + last[d] for d in holders})}
+
+
+def winner(rounds: Sequence[Sequence[Vote]], holdings: dict[int, str]) -> dict[str, Any] | None:
+    """The answer a deliberation ends on, among the answers legs hold now (``holdings``: leg
+    -> digest; None when no leg holds one).
+
+    The answer with the most support (:func:`standings`: its holders now + the votes counted
+    for it in the deciding round) wins. Ties are broken, in turn, by: held by more legs now;
+    more votes over all rounds; more distinct voters over all rounds; the answer held by the
+    leg earliest in ``--models``. ``by`` is ``"votes"`` when some vote counted in the
+    deciding round, else ``"holders"`` (support is then the holders alone)."""
+    if not holdings:
+        return None
+    st = standings(rounds, holdings)
+    holders, last, total, voters, support = (st[k] for k in (
+        "holders", "votes", "total", "voters", "support"))
+    first = _first_holder(holdings)
+    candidates = sorted(holders, key=lambda d: first[d])
+    win = ranked(candidates, [(SUPPORT, lambda d: support[d]),
+                              (MORE_HOLDERS, lambda d: holders[d]),
+                              (MORE_VOTES, lambda d: total[d]),
+                              (MORE_VOTERS, lambda d: len(voters.get(d, ()))),
+                              (EARLIEST, lambda d: -first[d])])
     best = win["digest"]
-    return {**win, "by": "votes" if with_votes else "holders", "votes": last[best],
-            "votes_round": with_votes[-1] + 1 if with_votes else None,
+    by_votes = bool(+last)
+    return {**win, "by": "votes" if by_votes else "holders", "support": support[best],
+            "votes": last[best], "votes_round": st["round"] if by_votes else None,
             "votes_all_rounds": total[best], "holders": holders[best],
             "legs": sorted(leg for leg, d in holdings.items() if d == best)}
