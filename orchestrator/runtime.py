@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from orchestrator.config import Config
@@ -104,14 +105,19 @@ def human_line(logger, method, event: dict) -> str:
     """``orch: warning: rate_limit_hold model=x wait_s=3`` (a traceback, when there is one,
     on the lines after it). One line each: on a terminal rich's live table prints it above
     itself (stderr is its proxy while it draws), so the table is never cut by it."""
+    from orchestrator.notices import LOGGER as NOTICE
+
     event = dict(event)
     level = event.pop("level", "info")
     text = str(event.pop("event", ""))
     trace = event.pop("exception", None)
+    if event.get("logger") == NOTICE or event.get("logger_name") == NOTICE:
+        level = ""  # a notice (orchestrator/notices.py): `orch: TEXT`
     for key in ("timestamp", "logger", "logger_name", "_record", "_from_structlog"):
         event.pop(key, None)
     pairs = " ".join(f"{k}={v}" for k, v in event.items())
-    line = f"orch: {level}: {text}" + (f" {pairs}" if pairs else "")
+    line = f"orch: {level}: {text}" if level else f"orch: {text}"
+    line += f" {pairs}" if pairs else ""
     return f"{line}\n{trace}" if trace else line
 
 
@@ -144,9 +150,23 @@ def log():
     return structlog.get_logger("orch")
 
 
-@functools.cache
+_litellm_lock = threading.Lock()
+_litellm_module = None
+
+
 def litellm():
-    """Import litellm once, quietly: nothing on stdout, its loggers routed to ours."""
+    """Import litellm once, quietly: nothing on stdout, its loggers routed to ours. Safe
+    from any thread: a face may start the import on one (app/warm.py) while the wave starts
+    on another; whoever needs it first waits for that one import."""
+    global _litellm_module
+    if _litellm_module is None:
+        with _litellm_lock:
+            if _litellm_module is None:
+                _litellm_module = _import_litellm()
+    return _litellm_module
+
+
+def _import_litellm():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
     import gc

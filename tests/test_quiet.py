@@ -43,7 +43,7 @@ def test_q_leaves_stderr_empty_when_nothing_failed(held, scripted_server):
 def test_q_still_shows_errors(orch, scripted_server):
     orch.provider()
     done = fanout(orch.home, "-q", "--context", str(orch.home / "no-such-file"))
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage mistake
     assert done.stderr.startswith("orch: error:") and "no-such-file" in done.stderr
 
 

@@ -4,8 +4,6 @@ through the hook boundary)."""
 
 from __future__ import annotations
 
-import sys
-
 from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.addressing import parse_model_list
 
@@ -25,7 +23,7 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
     if council:
         if council not in cfg.councils:
             known = ", ".join(sorted(cfg.councils)) or "none saved yet"
-            raise OrchError(f"no saved council {council!r} (known: {known}); save one with "
+            raise UsageProblem(f"no saved council {council!r} (known: {known}); save one with "
                             "`orch council save NAME --models a,b,c`")
         return list(cfg.councils[council])
     if models is not None:
@@ -38,10 +36,12 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
     pm = pm or runtime.plugin_manager()
     chosen = default_models(pm, cfg)
     if chosen:  # a plugin's default (the local plugin: the embedded model on a bare machine)
-        print(chosen["notice"], file=sys.stderr)
+        from orchestrator.notices import say
+
+        say(str(chosen["notice"]).removeprefix("orch: "))
         return list(chosen["models"])
     if pm.hook.default_models.get_hookimpls():  # a default exists, just not here (keys set)
-        raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "
+        raise UsageProblem("no models given; pass --models a,b,c (or --council NAME, or set "
                         "`defaults.models` in config.json)")
     raise NoModels("no models: pass --models, add a provider, or enable the local plugin")
 

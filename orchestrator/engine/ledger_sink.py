@@ -9,7 +9,6 @@ kept in ``errors`` (``wave.json``'s ``ledger_errors``) and raised to the leg, wh
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
@@ -127,8 +126,9 @@ class LedgerSink:
         except OSError as exc:
             lost = scrub(f"ledger: {why}; outbox: {_brief(exc)}")
             if not self._errors:
-                print(f"orch: warning: the spend ledger could not record a row: {lost}",
-                      file=sys.stderr)
+                from orchestrator.notices import say
+
+                say(f"the spend ledger could not record a row: {lost}", "warning")
             self._errors[str(row.get("leg_id"))] = f"{row.get('leg_id')}: {lost}"
             self._outcome[id(row)] = LedgerLost(lost)
             return

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets as _random
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -260,8 +259,7 @@ class Wave:
         doc["notices"] = [*doc["notices"], text]
         doc["exit_code"] = EXIT_PARTIAL if doc["exit_code"] == EXIT_COMPLETE else \
             doc["exit_code"]
-        print(f"orch: warning: {text}", file=sys.stderr)
-        return doc
+        return doc  # the notice is said by the face, with the others
 
     async def _run_chair(self) -> None:
         if self.spec.chair_only_if_new and not any(r.status == COMPLETE for r in self.records):
@@ -350,7 +348,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
     ``report`` asks the plugins what the document means for the exit code (``wave_report``;
     engine/degraded.py)."""
     everything = legs + ([chair] if chair else [])
-    usage = sum((r.usage for r in everything), Usage())
+    usage = sum((r.shown_usage() for r in everything), Usage())
     known = [r.cost_usd for r in everything if r.cost_usd is not None]
     doc = {
         "wave_id": wave_id,
@@ -359,6 +357,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "legs": [r.to_dict() for r in legs],
         "chair": chair.to_dict() if chair else None,
         "usage": usage.to_dict(),
+        **({"usage_estimated": True} if any(r.unreported for r in everything) else {}),
         "cost_usd": round(sum(known), 8),
         "cost_exact": len(known) == len(everything),
         "runs_dir": str(runs_dir),

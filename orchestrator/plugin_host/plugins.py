@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from dataclasses import dataclass, field
 
 import pluggy
@@ -274,8 +273,7 @@ def declared_options(pm: PluginManager, command: str, *, reserved=(), warn=None)
 
 
 def stderr_warn(line: str) -> None:
-    import logging
+    """``orch: warning: LINE`` on stderr (not under -q or LOG_LEVEL=error)."""
+    from orchestrator.notices import say
 
-    if logging.getLogger().level > logging.WARNING:
-        return  # -q (or LOG_LEVEL=error): only errors reach stderr
-    print(f"orch: warning: {line}", file=sys.stderr)
+    say(line, "warning")
