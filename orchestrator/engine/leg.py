@@ -20,7 +20,7 @@ from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
 from orchestrator.intake import Admitted, Leaked, Policy, admit
 from orchestrator.models.server import Server
 from orchestrator.plugin_host.hooks import HookRunner
-from orchestrator.request import Request, Response
+from orchestrator.request import Request, Response, Usage
 from orchestrator.security.credential_content import note
 from orchestrator.security.secrets import scrub
 from orchestrator.store import BackgroundWriter, JsonlFile
@@ -270,7 +270,7 @@ class Leg:
                 response = await self.server.complete(ctx.model, admitted,
                                                       on_send=self._count_request)
             request = admitted.request
-            self._bill(response)  # before any hook can end the leg: billed is recorded
+            self._bill(response, request)  # before any hook can end the leg: billed is recorded
             await self._ledger_row(in_flight=True)  # durable before anything else happens
             response = await self.hooks.pipeline("after_response", "response", response,
                                                  self.plugin_error, leg=ctx, request=request)
@@ -346,14 +346,20 @@ class Leg:
         """Every request that goes on the wire, gate retries included, answered or not."""
         self.record.requests += 1
 
-    def _bill(self, response: Response) -> None:
-        """The provider's usage and cost go on the record the moment they arrive."""
+    def _bill(self, response: Response, request: Request) -> None:
+        """The provider's usage and cost go on the record the moment they arrive. An answer
+        with no counts at all is estimated for the eye (``LegRecord.estimate``), never
+        billed: the ledger keeps what the provider said."""
         record = self.record
         record.billed += 1
         record.usage = record.usage + response.usage
         record.add_cost(response.cost_usd, response.cost_source)
         if response.usage_note:
             self.ctx.notice(response.usage_note)
+        if not (response.usage.input_tokens or response.usage.output_tokens):
+            record.unreported += 1
+            record.estimate = record.estimate + estimated_usage(self.ctx.model, request,
+                                                                response)
 
     def _build(self, step: int, final: bool) -> Request:
         ctx = self.ctx
@@ -444,3 +450,18 @@ def _describe(exc: BaseException) -> str:
 def _strip_directive(text: str) -> str:
     """A parent or chair reading the answer must not take the stop directive as its own."""
     return (text or "").replace(FINAL_STEP_DIRECTIVE, "").strip()
+
+
+def estimated_usage(model, request: Request, response: Response) -> Usage:
+    """An answer's usage when its provider reported none: the request's messages and tools,
+    and the answer's text and tool calls, estimated (models/estimate.py)."""
+    from orchestrator.models.estimate import estimate_messages, estimate_text
+
+    name = model.litellm_model
+    answer = (response.text or "") + "".join(f"{c.name}{c.arguments}"
+                                             for c in response.tool_calls)
+    try:
+        return Usage(estimate_messages(request.messages, request.tools, model=name),
+                     estimate_text(answer, name) if answer else 0)
+    except Exception:  # an estimate is for the eye: it never ends a leg
+        return Usage()
