@@ -5,9 +5,10 @@ Run by hand: ``.venv/bin/python bench/bench_deliberation.py [--legs 8] [--latenc
 
 1. **Characters**: the 3-leg LRU-cache question of issue 30 through the real ``orch fanout
    --rounds 3 --chair`` (in-process CLI, scripted server in this process): round 1 the three
-   answers differ, round 2 two legs adopt the third's, round 3 nobody changes. From the
-   server's request log: requests and prompt characters (the text of every message sent) per
-   round. Target: the whole run ≤ 1/10 of MassGen's 124,546 characters for the same work.
+   answers differ, round 2 two legs adopt the third's (every leg then holds one answer: an
+   orch that stops on it sends no round 3). From the server's request log: requests and
+   prompt characters (the text of every message sent) per round. Target: the whole run ≤ 1/10
+   of MassGen's 124,546 characters for the same work.
 2. **Wall time**: a 3-round deliberation of ``--legs`` legs (every leg revises in round 2 and
    keeps in round 3) against 3 sequential plain fanouts of the same legs, both in this process
    on the engine (no start-up counted), the scripted server as its own process at
@@ -95,7 +96,7 @@ def chars_part() -> dict:
             raise RuntimeError(result.output)
         doc = json.loads(result.stdout)
         per_round: dict[str, dict] = {}
-        for r in srv.requests:
+        for r in srv.chats:
             prompt = r.body["messages"][-1]["content"]
             key = ("chair" if r.body["model"].endswith("chair") else
                    m.group(1) if (m := re.match(r"Round (\d+) of", prompt)) else "1")
@@ -105,7 +106,7 @@ def chars_part() -> dict:
             entry["prompt_chars"] += chars
         total = sum(e["prompt_chars"] for e in per_round.values())
         return {"stop": doc["stop"], "winner_votes": doc["winner"]["votes"],
-                "per_round": per_round, "requests": len(srv.requests),
+                "per_round": per_round, "requests": len(srv.chats),
                 "prompt_chars": total, "massgen_chars": MASSGEN_CHARS,
                 "ratio_to_massgen": round(total / MASSGEN_CHARS, 4),
                 "target_met": total <= MASSGEN_CHARS / 10}

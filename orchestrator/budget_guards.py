@@ -28,20 +28,40 @@ def flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def declarations(pm, config=None, command: str = "fanout", *,
-                 no_plugins: bool = False) -> list[tuple[str, Any]]:
+def declarations(pm, config=None, command: str = "fanout", *, no_plugins: bool = False,
+                 asked=()) -> list[tuple[str, Any]]:
     """[(plugin, Option)] every plugin that could enforce a budget declares for ``command``:
-    the loaded ones of ``pm`` and the disabled ones (:func:`disabled_declarations`). With
-    ``--no-plugins`` (``pm`` has none): what the built-in plugins config.json selects would
-    declare, the budget guards a bare run leaves off."""
-    from orchestrator.plugin_host.plugins import declared_options, load
+    the loaded ones of ``pm``, then those of the plugins that are off whose values the user
+    set (:func:`set_for_off`). With ``--no-plugins`` (``pm`` has none), every plugin is off:
+    the built-ins config.json selects and the third parties the user set something for."""
+    from orchestrator.plugin_host.declared import declared_options, off_declarations
+    from orchestrator.plugin_host.plugins import listed, load
 
     if no_plugins:
         section = config.section("plugins") if config is not None else None
-        pm = load(section, options_only=True, third_party=False)
+        builtins = load(section, options_only=True, third_party=False)
+        off = listed(section, "--no-plugins loads no plugins")
+        loaded = declared_options(builtins, command)
+        third = {n for n, info in off.infos.items() if not info.builtin}
+        names = set_for_off(off, config, loaded, asked)
+        names = third if names is None else names & third
+        return [*loaded, *off_declarations(off, command, names)]
     if pm is None or not hasattr(pm, "hook"):
         return []
-    return [*declared_options(pm, command), *disabled_declarations(pm, command)]
+    loaded = declared_options(pm, command)
+    return [*loaded, *off_declarations(pm, command, set_for_off(pm, config, loaded, asked))]
+
+
+def set_for_off(pm, config, loaded: list[tuple[str, Any]], asked) -> set[str] | None:
+    """The plugins that are off whose declarations must be read: those with a
+    ``plugin_config`` section in config.json; every one (None) when a value was asked for
+    that no loaded plugin declares (a bench file's key, a retry's kept budget, an MCP
+    argument): it may be one of theirs. Nothing else of a plugin that is off is imported."""
+    keys = {option.key for _, option in loaded}
+    if any(key not in keys for key in asked):
+        return None
+    sections = config.section("plugin_config") if config is not None else {}
+    return {name for name, section in sections.items() if section}
 
 
 def asked(budgets: dict[str, Any], config, source=flag,
@@ -87,10 +107,11 @@ def require_guards(budgets: dict[str, Any], pm, config, *, no_plugins: bool = Fa
         config is not None and config.section("plugin_config"))
     if not wanted:
         return  # nothing asked: the declarations are not even read
-    declared = declarations(pm, config, command, no_plugins=no_plugins)
+    declared = declarations(pm, config, command, no_plugins=no_plugins,
+                            asked=[k for k, v in budgets.items() if v is not None])
     for plugin, option, value, where, drop in asked(budgets, config, source, kept_from,
                                                      declared):
-        if pm.get_plugin(plugin) is not None:
+        if pm.loaded(plugin):
             continue
         if value in option.inert:
             continue  # asks for nothing (an inert value, a thinking of none): no guard needed
@@ -110,31 +131,6 @@ def require_guards(budgets: dict[str, Any], pm, config, *, no_plugins: bool = Fa
                        f"{fix}, or {drop}")
 
 
-def disabled_declarations(pm, command: str = "fanout") -> list[tuple[str, Any]]:
-    """[(plugin, Option)] the disabled plugins would declare (each module is imported, never
-    registered; of the built-ins only those of ``BUILTIN_OPTIONS``): a value asked for one of their options (in a ``plugin_config`` section, a
-    bench file, a retry's kept budget) would otherwise be silently ignored."""
-    from importlib import metadata
-
-    from orchestrator.options import Option
-    from orchestrator.plugin_host.plugins import BUILTIN_OPTIONS, GROUP
-
-    out = []
-    for name, info in getattr(pm, "infos", {}).items():
-        if info.status != "disabled" or info.reason is None or ":" in name or " " in name:
-            continue
-        if info.builtin and name not in BUILTIN_OPTIONS:
-            continue  # a built-in that declares no option: its module is not imported
-        try:
-            plugin = metadata.EntryPoint(name, info.module, GROUP).load()
-            declare = getattr(plugin, "register_options", None)
-            declared = declare(command) if callable(declare) else []
-        except Exception:  # noqa: BLE001 - a disabled plugin that cannot say is not asked
-            continue
-        out += [(name, o) for o in declared or [] if isinstance(o, Option)]
-    return out
-
-
 def require_option_plugins(pm, config) -> None:
     """Refuse (exit 2, one line) a ``plugin_config`` value for a disabled plugin's declared
     option: its flag does not exist, and the value would be silently ignored."""
@@ -143,7 +139,9 @@ def require_option_plugins(pm, config) -> None:
               if info.status == "disabled" and sections.get(name)]
     if not wanted:
         return
-    for plugin, option in disabled_declarations(pm):
+    from orchestrator.plugin_host.declared import off_declarations
+
+    for plugin, option in off_declarations(pm, "fanout", set(wanted)):
         if plugin not in wanted or option.config is None or \
                 sections[plugin].get(option.config) is None:
             continue

@@ -1,19 +1,33 @@
-"""Where a running command's interrupts come from, and who hears that a wave began.
+"""Where a running command's interrupts come from, who hears that a wave began, and how the
+command leaves after an interrupt whatever holds it.
 
 Run from a terminal, a command's interrupts are the process's SIGINT and SIGTERM, and a
 second one leaves at once. Run for someone else inside a long-lived process (``orch serve``
 runs each client's command on a thread; ``orch mcp`` runs tool calls), the process's signals
 belong to no one job: each job gets a :class:`JobScope`, and its owner delivers that job's
-interrupts (a client's Ctrl-C, an MCP cancellation) with :meth:`JobScope.interrupt`. The
-wave and the council watch :func:`interrupts` and end exactly as on a signal.
+interrupts (a client's Ctrl-C, an MCP cancellation, the client's death) with
+:meth:`JobScope.interrupt`. The wave and the council watch :func:`interrupts` and end exactly
+as on a signal.
+
+**A hard timer.** An interrupt normally ends the run at once: every wait on plugin code is
+abandonable. What orch cannot interrupt — plugin code reached on orch's own thread through
+an object it handed back, native code that holds the GIL — would hold the record open. So
+the first interrupt also starts a timer (armed from the signal handler itself, which runs
+even while the event loop is stuck): HARD_EXIT_S later, if a wave is still running, its
+``wave.json`` is written final from what its legs hold (:func:`finaliser`) and the command
+leaves (the process: ``os._exit(128 + signal)``; a daemon's job: its owner ends it). A
+second interrupt does the same at once.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -21,6 +35,9 @@ from typing import Any
 import anyio
 
 _current: ContextVar[JobScope | None] = ContextVar("orch_job_scope", default=None)
+
+HARD_EXIT_S = 1.5  # after the first interrupt, a run still open is written and left
+FINAL_WRITE_S = 0.3  # what the writes of the records get, together
 
 
 class JobScope:
@@ -39,15 +56,27 @@ class JobScope:
         # inside it (a bench trial's council or deliberation), are not named then
         self._lock = threading.Lock()
         self._receivers: list[tuple[Any, Any]] = []  # (event loop, send stream)
+        self.finalisers: list[Callable[[int], None]] = []  # the runs open now
+        self._timer: threading.Thread | None = None
 
     def interrupt(self, signum: int) -> bool:
         """Deliver ``signum`` to the job's watchers; False when none is watching (the
-        owner then interrupts the job's thread as the signal itself would)."""
+        owner then interrupts the job's thread as the signal itself would). The first one
+        arms the job's hard timer."""
         with self._lock:
+            if self._timer is None:
+                self._timer = threading.Thread(target=self._hard_exit, args=(signum,),
+                                               name="orch-hard-exit", daemon=True)
+                self._timer.start()
             receivers = list(self._receivers)
         for loop, send in receivers:
             loop.call_soon_threadsafe(send.send_nowait, signum)
         return bool(receivers)
+
+    def _hard_exit(self, signum: int) -> None:
+        time.sleep(HARD_EXIT_S)
+        if self.finalisers:  # a run is still open: written final, the job ends
+            leave_now(signum, self)
 
     @asynccontextmanager
     async def receiver(self) -> AsyncIterator[Any]:
@@ -95,10 +124,12 @@ def running(scope: JobScope):
 
 @asynccontextmanager
 async def interrupts() -> AsyncIterator[Any]:
-    """The interrupts of the command running here: its job's, else the process's signals."""
+    """The interrupts of the command running here: its job's, else the process's signals
+    (and, while they are watched, the process's hard timer: :class:`_Timer`)."""
     scope = _current.get()
     if scope is None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, \
+                _Timer.armed():
             yield signals
     else:
         async with scope.receiver() as signals:
@@ -118,13 +149,107 @@ async def watch(interrupt: Callable[[int], None], interrupted: Callable[[], bool
             interrupt(signum)
 
 
-def leave_now(signum: int) -> None:
-    """A second interrupt: leave at once (the process; or, in a job, its owner ends it)."""
+_process_finalisers: list[Callable[[int], None]] = []
+
+
+@contextmanager
+def finaliser(write: Callable[[int], None]) -> Iterator[None]:
+    """While the code inside runs, ``write(signum)`` can write its run's record final from
+    what it holds now (a wave: its ``wave.json``), should the command have to leave before
+    the run ends (a hard exit, a second interrupt)."""
     scope = _current.get()
+    held = scope.finalisers if scope is not None else _process_finalisers
+    held.append(write)
+    try:
+        yield
+    finally:
+        held.remove(write)
+
+
+def leave_now(signum: int, scope: JobScope | None = None) -> None:
+    """Leave at once: every open run's record written final first (FINAL_WRITE_S for them
+    all), then the process ends (``128 + signum``) or, in a job, its owner ends it."""
+    scope = scope if scope is not None else _current.get()
+    writes = list(scope.finalisers if scope is not None else _process_finalisers)
+    if writes:
+        def write_all() -> None:
+            for write in writes:
+                try:
+                    write(signum)
+                except Exception:  # noqa: BLE001 - the next record still gets written
+                    pass
+
+        writer = threading.Thread(target=write_all, name="orch-final-write", daemon=True)
+        writer.start()
+        writer.join(FINAL_WRITE_S)
     if scope is not None and scope.on_leave is not None:
         scope.on_leave(signum)
         return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
     os._exit(128 + signum)
+
+
+class _Timer:
+    """The process's hard timer. Armed by a Python-level signal handler, which runs on the
+    main thread between two bytecodes even while the event loop is stuck in a callback (the
+    loop itself learns of the signal only when it turns): the handler only writes the
+    signal's number to a pipe (reentrant, no lock), and a daemon thread waiting on it waits
+    HARD_EXIT_S more — or for a second signal — then leaves with the records written."""
+
+    @staticmethod
+    @contextmanager
+    def armed() -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach only the main thread (an in-process test's wave)
+            return
+        read, write = os.pipe()
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def handler(signum: int, frame: Any) -> None:
+            try:
+                os.write(write, bytes([signum]))
+            except OSError:
+                pass
+
+        thread = threading.Thread(target=_Timer._wait, args=(read,), name="orch-hard-exit",
+                                  daemon=True)
+        thread.start()
+        for sig in previous:
+            signal.signal(sig, handler)
+        try:
+            yield
+        finally:
+            for sig, before in previous.items():
+                if signal.getsignal(sig) is handler:
+                    signal.signal(sig, before)
+            try:
+                os.write(write, b"\0")  # the watch is over: the timer stands down
+            except OSError:
+                pass  # it already left
+            os.close(write)
+
+    @staticmethod
+    def _wait(read: int) -> None:
+        try:
+            first = os.read(read, 1)
+            if not first or first == b"\0":
+                return
+            ends = time.monotonic() + HARD_EXIT_S
+            while (left := ends - time.monotonic()) > 0:
+                ready, _, _ = select.select([read], [], [], left)
+                if ready:
+                    more = os.read(read, 1)
+                    if not more or more == b"\0":
+                        return  # the watch ended on its own
+                    break  # a second signal: now
+            if _process_finalisers:
+                leave_now(first[0])
+        finally:
+            os.close(read)
 
 
 def client_pid() -> int | None:

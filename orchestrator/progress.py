@@ -52,14 +52,13 @@ class LiveProgress:
     """A rich table (model, status, tokens, cost, elapsed), redrawn as legs change."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-        from rich.live import Live
+        from orchestrator.security import outlet
 
         self._legs: dict[str, LegRecord] = {}
         self._t0: dict[str, float] = {}
-        # Live redraws what __rich__ returns 4 times a second, so elapsed keeps counting.
-        self._live = Live(self, console=Console(stderr=True), refresh_per_second=4,
-                          transient=False)
+        # Live redraws what __rich__ returns 4 times a second, so elapsed keeps counting;
+        # its strings (a model's name) are made inert as they are drawn.
+        self._live = outlet.live(self, stderr=True, refresh_per_second=4, transient=False)
 
     def __rich__(self):
         return self._table()

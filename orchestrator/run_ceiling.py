@@ -14,7 +14,7 @@ def ceilings(pm, command: str = "fanout") -> list:
     declare for ``command``, in declaration order (none without plugins)."""
     if pm is None or not hasattr(pm, "hook"):
         return []
-    from orchestrator.plugin_host.plugins import declared_options
+    from orchestrator.plugin_host.declared import declared_options
 
     return [o for _, o in declared_options(pm, command) if o.run_ceiling]
 

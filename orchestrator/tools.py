@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,20 +29,30 @@ class Tool:
                              "parameters": self.parameters}}
 
     async def run(self, arguments: dict[str, Any]) -> str:
-        """An async function is awaited (cancellation ends it); a plain one runs on its own
-        daemon thread with a hard deadline, ``meta["max_seconds"]`` (default
-        TOOL_LIMIT_S), so blocking work never stops the event loop and the other legs."""
+        """A plain function runs on its own daemon thread with a hard deadline,
+        ``meta["max_seconds"]`` (default TOOL_LIMIT_S), so blocking work never stops the
+        event loop and the other legs. A built-in's async function is awaited (cancellation
+        ends it); a third party's runs through the runner (plugin_host/boundary.py): on the
+        plugin loop within the same deadline, abandoned past it, its exits caught."""
+        if not self.builtin:
+            from orchestrator.plugin_host.boundary import run_tool
+
+            return await run_tool(self.function, arguments, self.meta, TOOL_LIMIT_S,
+                                  (self.plugin or "?", f"tool {self.name}"))
         if inspect.iscoroutinefunction(self.function):
-            result = await self.function(**arguments)
+            result = await self.function(**arguments)  # runner: a built-in's tool
         else:
             from orchestrator import tool_thread
 
             seconds = float(self.meta.get("max_seconds") or TOOL_LIMIT_S)
-            result = await tool_thread.run_sync(lambda: self.function(**arguments),
-                                                seconds=seconds)
+            result = await tool_thread.run_sync(
+                lambda: self.function(**arguments),  # runner: a built-in's tool, a worker
+                seconds=seconds)
         if inspect.isawaitable(result):
             result = await result
-        return result if isinstance(result, str) else json.dumps(result, default=str)
+        from orchestrator.plugin_host.boundary import as_text
+
+        return as_text(result)
 
     @classmethod
     def from_function(cls, function: Callable[..., Any], *, name: str | None = None,
@@ -109,3 +118,4 @@ def _strip_null(schema: dict[str, Any]) -> dict[str, Any]:
         inner = rest[0] if len(rest) == 1 else {"anyOf": rest}
         return {**inner, **others, "_nullable": True}
     return schema
+

@@ -28,7 +28,7 @@ from typing import Any
 
 from orchestrator import tool_thread
 from orchestrator.hookspecs import hookimpl
-from orchestrator.security.credential_content import MARK, KeyBlocks, note, withhold
+from orchestrator.security.credential_content import MARK, block_lines, note, withhold
 from orchestrator.tools import Tool
 from orchestrator.workspace.paths import Refused, Workspace, glob_regex, kind
 from orchestrator.workspace.policy import withheld_note
@@ -187,25 +187,27 @@ class WorkspaceTools:
         out: list[str] = []
         used, total, cut = 0, 0, False
         rules: set[str] = set()
-        blocks = KeyBlocks()  # a key's body is withheld even when its BEGIN is not shown
         cap, width = self.cfg["max_result_chars"], self.cfg["max_line_chars"]
         with open(real, encoding="utf-8", errors="replace", newline="") as fh:
-            for total, line in enumerate(fh, start=1):  # noqa: B007 - total is the count
-                in_key = blocks.inside(line)
-                if total < offset or cut or len(out) >= limit:
-                    continue
-                text = line.rstrip("\r\n")
-                if in_key:  # the rest is withheld over the whole result, in one pass
-                    rules.add("private-key")
-                    text = MARK.format(rule="private-key")
-                if len(text) > width:
-                    text = f"{text[:width]} [... {len(text) - width:,} more characters]"
-                numbered = f"{total:>6}\t{text}\n"
-                if used + len(numbered) > cap and out:
-                    cut = True
-                    continue
-                out.append(numbered)
-                used += len(numbered)
+            all_lines = fh.readlines()
+        # a key's body is withheld even when its BEGIN is not shown (found over the file)
+        in_key = block_lines(all_lines)
+        for total, line in enumerate(all_lines, start=1):  # noqa: B007 - total is the count
+            if total < offset or cut or len(out) >= limit:
+                continue
+            text = line.rstrip("\r\n")
+            if total - 1 in in_key:  # the rest is withheld over the whole result, in one pass
+                rules.add("private-key")
+                text = MARK.format(rule="private-key")
+            if len(text) > width:
+                text = f"{text[:width]} [... {len(text) - width:,} more characters]"
+            numbered = f"{total:>6}\t{text}\n"
+            if used + len(numbered) > cap and out:
+                cut = True
+                continue
+            out.append(numbered)
+            used += len(numbered)
+        total = len(all_lines)
         return out, total, cut, rules
 
     def _check_room(self, rel: str, offset: int, n_lines: int, result: str) -> None:
@@ -284,33 +286,34 @@ class WorkspaceTools:
                 continue
             try:
                 self.ws.check_text(real)
-                blocks = KeyBlocks()
                 with open(real, encoding="utf-8", errors="replace") as fh:
-                    for n, line in enumerate(fh, start=1):
-                        in_key = blocks.inside(line)
-                        scanned += len(line)
-                        if scanned > max_scan:
-                            limit = (f"stopped after reading {max_scan:,} bytes "
-                                     "(max_scan_bytes)")
-                            break
-                        if n % SCAN_CHECK_LINES == 0 and tool_thread.expired():
-                            limit = self._time_limit()
-                            break
-                        if not regex.search(line):
-                            continue
-                        # the pattern must match what the model may see: no match inside a
-                        # credential, or grep would be an oracle for its characters
-                        found: set[str] = set()
-                        text = _shown(line.rstrip("\r\n"), in_key, found)
-                        if found and not regex.search(text):
-                            continue
-                        rules |= found
-                        if len(matches) >= cap or used > self.cfg["max_result_chars"]:
-                            more = True
-                            break
-                        text = text if len(text) <= width else text[:width] + " [...]"
-                        matches.append(f"{rel}:{n}: {text}")
-                        used += len(matches[-1]) + 1
+                    lines = fh.readlines()
+                keys = block_lines(lines)  # a key's body, whether or not its BEGIN matches
+                for n, line in enumerate(lines, start=1):
+                    in_key = n - 1 in keys
+                    scanned += len(line)
+                    if scanned > max_scan:
+                        limit = (f"stopped after reading {max_scan:,} bytes "
+                                 "(max_scan_bytes)")
+                        break
+                    if n % SCAN_CHECK_LINES == 0 and tool_thread.expired():
+                        limit = self._time_limit()
+                        break
+                    if not regex.search(line):
+                        continue
+                    # the pattern must match what the model may see: no match inside a
+                    # credential, or grep would be an oracle for its characters
+                    found: set[str] = set()
+                    text = _shown(line.rstrip("\r\n"), in_key, found)
+                    if found and not regex.search(text):
+                        continue
+                    rules |= found
+                    if len(matches) >= cap or used > self.cfg["max_result_chars"]:
+                        more = True
+                        break
+                    text = text if len(text) <= width else text[:width] + " [...]"
+                    matches.append(f"{rel}:{n}: {text}")
+                    used += len(matches[-1]) + 1
             except Refused:
                 continue  # binary: not text to search
             except OSError:

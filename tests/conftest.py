@@ -1,11 +1,15 @@
 """Every test runs offline, in a temporary ORCH_HOME (fixtures from orchestrator.testing)."""
 
 import os
+import tempfile
 
 os.environ.update({
     "LITELLM_OFFLINE_MODE": "true",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "LITELLM_MODE": "PRODUCTION",
+    # a test without the orch_home fixture still never reads or writes the user's own
+    # ~/.config/orch (its ledger, its providers): one fresh home for the session
+    "ORCH_HOME": tempfile.mkdtemp(prefix="orch-suite-home-"),
 })
 
 

@@ -96,14 +96,19 @@ def test_fanout_with_chair_against_its_best_member(orch, scripted_server, tmp_pa
     line = next(x for x in report.splitlines() if "vs best member" in x)
     m = re.search(r"fanout\(scripted/a,scripted/b,scripted/c\)\+chair vs best member \(b\): "
                   r"Δ ([+-]\d+) \[([+-]\d+), ([+-]\d+)\] points on (\d+) tasks, W/L/T "
-                  r"(\d+)/(\d+)/(\d+), p ([\d.e-]+), cost ratio ×([\d.]+)", line)
+                  r"(\d+)/(\d+)/(\d+), p ([\d.e-]+) \(Holm ([\d.e-]+)\), cost ratio "
+                  r"×([\d.]+): (.*)$", line)
     assert m, line
     assert int(m[1]) == round(100 * diff.mean())
     assert abs(int(m[2]) - 100 * ref.low) <= 10 and abs(int(m[3]) - 100 * ref.high) <= 10
     assert int(m[4]) == 12
     assert (int(m[5]), int(m[6]), int(m[7])) == (wins, losses, 12 - wins - losses)
     assert float(m[8]) == pytest.approx(p, rel=1e-2)
-    assert float(m[9]) == pytest.approx(ratio, abs=0.01)
+    assert float(m[9]) == pytest.approx(p, rel=1e-2)  # one ensemble: Holm changes nothing
+    assert float(m[10]) == pytest.approx(ratio, abs=0.01)
+    # W/L/T 3/0/9 at p 0.25: no verdict yet, and how many tasks would give one
+    assert m[11] == ("inconclusive at this size (needs about "
+                     f"{stats.tasks_needed(wins, losses, 12 - wins - losses)} tasks)")
     assert line.removeprefix("- ") in result.stdout  # the terminal says it too
 
 

@@ -195,3 +195,144 @@ def test_a_sandbox_that_cannot_be_set_up_is_said_not_taken_for_a_failing_check()
     check = run(lookalike, cwd="/", env=environment.confined(), limits=Limits(timeout_s=30))
     assert check.exit_code == 1 and "bwrap: Can't chdir" in check.stderr.text()
     assert check.sandbox_failed() is None
+
+
+READER = """\
+import pathlib, sys
+for p in PATHS:
+    try:
+        path = pathlib.Path(p)
+        print(p, "SEEN", len(path.read_bytes()) if path.is_file() else sorted(path.iterdir()))
+    except OSError as exc:
+        print(p, "HIDDEN", type(exc).__name__)
+"""
+
+
+@needs_bwrap
+def test_a_command_contestant_cannot_read_the_tasks_checks_or_results(tmp_path, monkeypatch,
+                                                                     orch_home):
+    """Before, the bench's task files (checks and solutions), the built-in suites and the
+    results file were readable from inside the sandbox; now each is hidden, while the script
+    bench.toml names (in the same folder as the results) is still shown."""
+    from orchestrator.bakeoff.tasks import SUITES_DIR
+
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    task = cases / "t.json"
+    task.write_text(json.dumps({"id": "t", "task": "Say done.", "verify": "true",
+                                "solution": "the secret solution"}))
+    out = tmp_path / "results.json"
+    bugs = SUITES_DIR / "review" / "_bugs.json"
+    paths = [str(task), str(cases), str(bugs), str(SUITES_DIR), str(out), str(tmp_path)]
+    reader = tmp_path / "reader.py"  # the paths in its text: a path in `args` is shown
+    reader.write_text(f"PATHS = {paths!r}\n" + READER)
+    (tmp_path / "bench.toml").write_text(textwrap.dedent(f"""\
+        [bench]
+        cases = "cases"
+        trials = 1
+
+        [[contestants]]
+        name = "reader"
+        command = "{sys.executable}"
+        args = ["{reader}"]
+        stdin = false
+        """))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["bench", "--config", "bench.toml", "--yes", "--out",
+                                      str(out)])
+    assert result.exit_code == 0, result.output
+    [trial] = json.loads(out.read_text())["trials"]
+    said = dict(line.split(" ", 1) for line in trial["stdout"].splitlines())
+    assert said[str(task)].startswith("HIDDEN"), said
+    assert said[str(bugs)].startswith("HIDDEN"), said
+    assert said[str(out)].startswith("HIDDEN"), said
+    for folder in (cases, SUITES_DIR):  # empty where they are there at all
+        assert said[str(folder)] == "SEEN []" or said[str(folder)].startswith("HIDDEN"), said
+    assert said[str(tmp_path)] == f"SEEN [{reader!r}]"  # the results' folder: only the script
+    assert trial["passed"] and trial["status"] == "complete"  # its own script still ran
+
+
+CHECKS = """\
+import subprocess, time
+
+def spawn(answer):
+    subprocess.Popen(["setsid", "sleep", TOKEN], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.3)
+    return True
+"""
+
+
+@pytest.mark.parametrize("confined", [False, pytest.param(True, marks=needs_bwrap)],
+                         ids=["unsafe-checks", "bwrap"])
+def test_no_process_a_check_or_a_contestant_starts_outlives_the_bench(tmp_path, monkeypatch,
+                                                                      orch_home,
+                                                                      confined):
+    """A python check's child, the child of a verify killed at its limit, a command
+    contestant's daemon: each escapes with setsid, and each ends with its trial (before:
+    all three lived on without bubblewrap, the first two with it too)."""
+    from test_sandbox_reaper import gone, living, token
+
+    toks = {"check": token(), "killed": token(), "agent": token()}
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "checks_spawn.py").write_text(f"TOKEN = {toks['check']!r}\n" + CHECKS)
+    (cases / "py.json").write_text(json.dumps(
+        {"id": "py", "task": "Say done.", "expect": {"python": "checks_spawn:spawn"}}))
+    (cases / "hang.json").write_text(json.dumps(
+        {"id": "hang", "task": "Say done.", "check_timeout_s": 1,
+         "verify": f"setsid sleep {toks['killed']} </dev/null >/dev/null 2>&1 & sleep 600"}))
+    agent = f"setsid sleep {toks['agent']} </dev/null >/dev/null 2>&1 & echo done"
+    (tmp_path / "bench.toml").write_text(textwrap.dedent(f"""\
+        [bench]
+        cases = "cases"
+        trials = 1
+
+        [[contestants]]
+        name = "agent"
+        command = "sh"
+        args = ["-c", "{agent}"]
+        stdin = false
+        """))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "results.json"
+    result = CliRunner().invoke(cli, ["bench", "--config", "bench.toml", "--yes", "--out",
+                                      str(out), *([] if confined else ["--unsafe-checks"])])
+    assert result.exit_code == 2, result.output  # the hanging check excludes its trial
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["confinement"] == ("bwrap" if confined else
+                                              "none (--unsafe-checks: scrubbed environment "
+                                              "and resource limits only)")
+    rows = {t["task"]: t for t in doc["trials"]}
+    assert rows["py"]["passed"]
+    assert rows["hang"]["excluded"] == "the check ran past its 1 s limit"
+    for name, tok in toks.items():
+        assert gone(tok, within=5.0), (name, living(tok))
+
+
+def test_the_results_say_unsafe_checks_only_when_it_was_passed(orch, scripted_server,
+                                                               tmp_path, monkeypatch):
+    """Before, a bench that needed no sandbox, run where bubblewrap cannot run, was reported
+    as run with `--unsafe-checks`, a flag nobody passed."""
+    orch.provider()
+    scripted_server.script("m", Reply(text="done"))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "t.json").write_text(json.dumps({"id": "t", "task": "Say done.",
+                                              "expect": {"contains": "done"},
+                                              "git_init": False}))  # no git on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap here
+    bwrap.usable.cache_clear()
+    try:
+        out = tmp_path / "results.json"
+        result = CliRunner().invoke(cli, ["bench", "--cases", str(cases), "--models",
+                                          "scripted/m", "--trials", "1", "--yes", "--out",
+                                          str(out)])
+    finally:
+        bwrap.usable.cache_clear()
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["confinement"] == \
+        "none needed (no verify check and no command contestant)"
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert "--unsafe-checks" not in report and "--unsafe-checks" not in result.output

@@ -214,3 +214,98 @@ def test_wilson_cluster_is_wilson_when_tasks_are_single_trials():
     ref = sps.binomtest(14, 20).proportion_ci(method="wilson")
     eff_is_n = float(low) == pytest.approx(ref.low, abs=0.01)
     assert eff_is_n and float(high) == pytest.approx(ref.high, abs=0.01)
+
+
+# --- an ensemble against its best member: the verdict line ----------------------------------
+
+def sign_test_power(tasks: int, untied_share: float, q: float, alpha: float) -> float:
+    """The exact power of the two-sided sign test on ``tasks`` paired tasks, computed here
+    from scipy's binomial distribution: each task is untied with ``untied_share``, an untied
+    one a win with ``q``; the test rejects where scipy's binomial test p < alpha."""
+    power = 0.0
+    for k in range(1, tasks + 1):
+        w = np.arange(k + 1)
+        p = np.minimum(1.0, 2 * np.minimum(sps.binom.cdf(w, k, 0.5), sps.binom.sf(w - 1, k, 0.5)))
+        reject = p < alpha
+        power += sps.binom.pmf(k, tasks, untied_share) * sps.binom.pmf(w, k, q)[reject].sum()
+    return power
+
+
+@pytest.mark.parametrize("wins,losses,ties,family", [(3, 0, 9, 1), (5, 2, 13, 1),
+                                                     (8, 3, 9, 2), (2, 1, 30, 1)])
+def test_tasks_needed_gives_about_80_percent_power_by_an_exact_computation(wins, losses, ties,
+                                                                           family):
+    """"needs about N tasks": at N the exact sign test (scipy's binomial) detects the
+    difference seen about 80% of the time at Holm's strictest level, and at half of N it
+    would usually miss it."""
+    alpha = stats.ALPHA / family
+    n = stats.tasks_needed(wins, losses, ties, alpha)
+    share, q = (wins + losses) / (wins + losses + ties), wins / (wins + losses)
+    assert 0.70 <= sign_test_power(n, share, q, alpha) <= 0.90, n
+    assert sign_test_power(n // 2, share, q, alpha) < 0.65
+    _, needs = stats.versus_verdict(1.0, -0.1, 0.3, wins, losses, ties, family)
+    assert needs == n
+    assert stats.tasks_needed(4, 4, 3) is None and stats.tasks_needed(0, 0, 5) is None
+
+
+def ensemble_trials(rates: dict[str, list[bool]]) -> list[dict]:
+    """One trial per task per contestant: {contestant: [passed per task]}."""
+    return [{"contestant": c, "task": f"t{i}", "passed": p, "cost_usd": 0.01}
+            for c, ps in rates.items() for i, p in enumerate(ps)]
+
+
+def test_each_ensemble_gets_a_holm_adjusted_verdict_against_its_best_member():
+    n = 30
+    rates = {"a": [i < 10 for i in range(n)], "b": [i < 10 for i in range(n)],  # tied
+             "c": [i < 5 for i in range(n)],
+             "strong": [i < 28 for i in range(n)],  # 18 wins, 0 losses over a
+             "weak": [i < 2 for i in range(n)],  # 0 wins, 8 losses
+             "same": [i < 10 or i == 29 for i in range(n)]}  # 1 win, 0 losses
+    ensembles = {"strong": ["a", "b", "c"], "weak": ["a", "c"], "same": ["a", "b"]}
+    result = stats.analyse(ensemble_trials(rates), list(rates), [f"t{i}" for i in range(n)],
+                           ensembles=ensembles, resamples=2000)
+    got = {e["contestant"]: e for e in result["ensembles"]}
+    # scipy's sign tests, Holm-adjusted across the three ensembles by hand
+    raw = {"strong": sps.binomtest(18, 18).pvalue, "weak": sps.binomtest(0, 8).pvalue,
+           "same": sps.binomtest(1, 1).pvalue}
+    order = sorted(raw, key=raw.get)
+    adjusted, running = {}, 0.0
+    for rank, name in enumerate(order):
+        running = max(running, min(1.0, (3 - rank) * raw[name]))
+        adjusted[name] = running
+    for name in raw:
+        assert got[name]["p"] == pytest.approx(raw[name])
+        assert got[name]["p_holm"] == pytest.approx(adjusted[name])
+    assert got["strong"]["best_member"] == "a" and got["strong"]["tied"] == ["b"]
+    assert got["weak"]["tied"] == []
+    assert (got["strong"]["verdict"], got["weak"]["verdict"], got["same"]["verdict"]) == \
+        ("better", "worse", "inconclusive")
+    assert got["same"]["needs_tasks"] == stats.tasks_needed(1, 0, 29, stats.ALPHA / 3)
+    from orchestrator.bakeoff.report import ensemble_lines
+
+    settings = {"contestants": [{"name": c, "kind": "model"} for c in rates]}
+    lines = ensemble_lines({"stats": result, "settings": settings})
+    assert lines[0].startswith("strong vs best member (a; tied with b): Δ +60")
+    assert lines[0].endswith(": beats its best member")
+    assert lines[1].endswith(": worse than its best member")
+    assert lines[2].endswith(f": inconclusive at this size (needs about "
+                             f"{got['same']['needs_tasks']} tasks)")
+    assert f"p {raw['same']:.3g} (Holm {adjusted['same']:.3g})" in lines[2]
+
+
+def test_a_delta_of_equal_costs_is_zero_not_float_dust():
+    """Before, the Δ interval of two contestants with the same costs printed `+$3.39e-21`."""
+    from orchestrator.bakeoff.report import tables
+
+    costs = [2.7e-05, 0.1, 0.3, 0.3, 0.3, 1.3e-05]
+    # the same dollars reached another way (an ensemble sums its members): 0.1 and
+    # 0.10000000000000002 apart in the last bit
+    other = [(c * 0.1) * 10 if i % 2 else c for i, c in enumerate(costs)]
+    assert other != costs
+    trials = [{"contestant": name, "task": f"t{i}", "passed": True, "cost_usd": cost}
+              for name, cs in (("a", costs), ("b", other)) for i, cost in enumerate(cs)]
+    result = stats.analyse(trials, ["a", "b"], [f"t{i}" for i in range(6)], resamples=300)
+    b = result["rows"][1]
+    assert b["cost_per_trial"]["delta"] == 0.0 and b["cost_per_trial"]["delta_ci"] == [0, 0]
+    printed = "\n".join(" ".join(r) for _, _, rows in tables(result) for r in rows)
+    assert "e-" not in printed and "+$0.0000 [+$0.0000, +$0.0000]" in printed

@@ -35,7 +35,7 @@ def test_cut_and_unfinished_answers_are_marked_in_the_chair_packet(orch, scripte
     assert legs["scripted/cut"]["truncated"] is True
     assert legs["scripted/stopped"]["finished"] is False
     packet = scripted_server.requests_for("judge")[0].body["messages"][-1]["content"]
-    heads = {line.split(" (")[0][4:]: line for line in packet.splitlines()
+    heads = {line.split(" (")[0][4:]: line.rsplit(" [", 1)[0] for line in packet.splitlines()
              if line.startswith("### ")}
     assert "CUT: stopped at its output limit (OUTPUT_LENGTH)" in heads["scripted/cut"]
     assert "UNFINISHED: stopped on budget before finishing" in heads["scripted/stopped"]

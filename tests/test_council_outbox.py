@@ -66,6 +66,10 @@ def test_council_rows_wait_in_the_outbox_when_the_ledger_locks_as_the_run_ends(
     assert sorted(r["model"] for r in batches[0]["rows"]) == [
         "scripted/alpha", "scripted/bravo", "scripted/charlie", "scripted/delta"]
     assert outbox.pending(default_url()) >= 4
+    # the judges' votes wait beside them, as their own batch (council_vote)
+    votes = [x for x in journal(default_url()) if x.get("table") == "council_vote"]
+    assert len(votes) == 1 and {r["run_id"] for r in votes[0]["rows"]} == {run_id}
+    assert count(orch_home, "council_vote", run_id) == 0
 
     # the next command that opens the ledger replays them, with the chair's spend row
     spend = CliRunner().invoke(cli, ["spend"])
@@ -76,6 +80,7 @@ def test_council_rows_wait_in_the_outbox_when_the_ledger_locks_as_the_run_ends(
                             "scripted/delta"]
     assert rows["scripted/delta"]["verdict"] == "fix-first"
     assert rows["scripted/alpha"]["street_cred"] == 1.0
+    assert count(orch_home, "council_vote", run_id) == len(votes[0]["rows"])
     assert journal(default_url()) == [] and outbox.pending(default_url()) == 0
     assert count(orch_home, "spend", run_id) == sum(len(s["legs"]) for s in doc["stages"])
     # ... exactly once: later opens find nothing more to do

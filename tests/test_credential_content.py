@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from orch_plugins.workspace_paths import Refused, Workspace
 
-from orchestrator.security.credential_content import KeyBlocks, withhold
+from orchestrator.security.credential_content import block_lines, withhold
 from orchestrator.testing.scripted_server import Reply
 from orchestrator.tools import Tool
 
@@ -170,15 +170,15 @@ def test_a_context_file_is_sent_with_its_credentials_withheld(orch_home, scripte
 @pytest.mark.parametrize("text, rule", [
     ("url = https://x-access-token:" + GIT_TOKEN + "@github.com/o/r.git", "url-credentials"),
     ("url = https://" + "a1B2c3D4e5F6g7H8i9J0" + "@bitbucket.org/o/r.git", "url-credentials"),
-    ("extraheader = AUTHORIZATION: bearer abcDEF123456ghi", "auth-header"),
+    ("extraheader = AUTHORIZATION: bearer aBc9DeF2gH7kLm4Q", "auth-header"),
     ("password = \"Xk9#mQ2$vL7pZr4w\"", "secret-assignment"),
     ("export API_TOKEN=9f8e7d6c5b4a3f2e1d0c", "secret-assignment"),
-    ("aws_access_key_id = AKIAIOSFODNN7EXAMPLE", "aws-access-key"),
-    ("slack: xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "slack-token"),
+    ("aws_access_key_id = AKIAZ7Q4R2M9X3LKP5TW", "aws-access-key"),
+    ("slack: xoxb-284671035928-3920571846203-Qm7RtZ2xLp9VkW4nHs8JcB3d", "slack-token"),
     ("Old key: sk-proj-abcdefghijklmnopqrstuvwxyz0123456789", "key-shape"),
     ("-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIFHzBJBgkqhkiG9w0BBQ0wPDAbBgkq\n"
      "-----END ENCRYPTED PRIVATE KEY-----", "private-key"),
-    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF0Qwerty12\n=abcd\n"
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF0Qwerty12Zx9Lm4Kq8\n=abcd\n"
      "-----END PGP PRIVATE KEY BLOCK-----", "private-key"),
     ("PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 1\n"
      "AAAAIGsecret0123\nPrivate-MAC: 0a1b2c3d", "private-key"),
@@ -204,12 +204,9 @@ def test_ordinary_code_is_left_alone(text):
 def test_a_key_body_is_withheld_from_a_stream_that_never_shows_its_begin_line():
     lines = ["intro\n", "-----BEGIN RSA PRIVATE KEY-----\n", *[b + "\n" for b in PEM_BODY],
              "-----END RSA PRIVATE KEY-----\n", "outro\n"]
-    blocks = KeyBlocks()
-    assert [blocks.inside(line) for line in lines] == [False, *[True] * 5, False]
+    assert block_lines(lines) == {1, 2, 3, 4, 5}
     # cut short (no END line): the key-looking lines that follow, and no further
-    blocks = KeyBlocks()
-    assert [blocks.inside(x) for x in [lines[1], lines[2], "def f():\n"]] == [True, True,
-                                                                              False]
+    assert block_lines([lines[1], lines[2], "def f():\n"]) == {0, 1}
 
 
 def test_deny_names_are_case_insensitive_and_dotted_id_files_are_code(tmp_path):
@@ -239,11 +236,13 @@ def test_a_hard_link_to_a_home_credential_is_refused(tmp_path, monkeypatch):
 @pytest.mark.timeout(30)
 def test_hostile_text_after_a_begin_line_takes_linear_time():
     """A long line of blanks after a BEGIN made the key-line pattern quadratic on ``re``
-    (3,000 blanks: 0.2 s; 200,000: hours). On RE2 it is linear."""
+    (3,000 blanks: 0.2 s; 200,000: hours). On RE2 it is linear. (No base64 follows the
+    BEGIN: there is no key to withhold.)"""
     hostile = "-----BEGIN PRIVATE KEY-----\n" + " " * 200_000 + "!\nafter\n"
-    assert withhold(hostile).text == "[withheld: private-key]\n" + " " * 200_000 + "!\nafter\n"
-    blocks = KeyBlocks()
-    assert [blocks.inside(line) for line in hostile.splitlines(True)] == [True, False, False]
+    assert withhold(hostile).text == hostile
+    assert block_lines(hostile.splitlines(True)) == set()
+    keyed = hostile.replace("\n", "\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n", 1)
+    assert withhold(keyed).text.startswith("[withheld: private-key]\n" + " " * 200_000)
 
 
 def test_the_cheap_prefilters_cover_every_keyword_and_key_shape():

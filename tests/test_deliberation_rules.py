@@ -8,7 +8,6 @@ import pytest
 
 from orchestrator.deliberation import rules
 from orchestrator.deliberation.reply import INSTRUCTION, read_reply, round_prompt
-from orchestrator.deliberation.rules import Ballot
 
 
 @pytest.mark.parametrize("n,k", [(2, 1), (3, 2), (5, 4), (8, 4), (8, 1), (13, 3), (6, 9)])
@@ -41,56 +40,51 @@ def test_labels_are_dealt_per_leg_and_never_name_the_leg_itself():
     assert len(orders) > 1  # labels do not follow the order of --models
 
 
-@pytest.mark.parametrize("ballots,round_no,max_rounds,in_play,held", [
-    ([], 1, 3, 3, []),
-    ([], 1, 1, 3, ["rounds"]),
-    ([], 1, 3, 1, ["alone"]),
-    ([Ballot(1, True, "x"), Ballot(2, False, "y")], 2, 3, 2, []),
-    ([Ballot(1, False, "x"), Ballot(2, False, "y")], 2, 3, 2, ["unchanged"]),
-    ([Ballot(1, True, "x"), Ballot(2, False, "x")], 2, 3, 2, ["consensus"]),
-    ([Ballot(1, True, "x"), Ballot(2, False, None)], 2, 3, 2, []),  # a missing vote: no
-    ([Ballot(1, False, "x"), Ballot(2, False, "x")], 3, 3, 2,
-     ["unchanged", "consensus", "rounds"]),
+@pytest.mark.parametrize("round_no,max_rounds,holds,changed,replies,read,held", [
+    (1, 3, ["x", "y", "z"], [], 0, 0, []),
+    (1, 1, ["x", "y"], [], 0, 0, ["rounds"]),
+    (1, 3, ["x"], [], 0, 0, ["alone"]),
+    (1, 3, [], [], 0, 0, ["alone"]),
+    # the same answer everywhere after round 1: nothing left to deliberate
+    (1, 3, ["x", "x", "x"], [], 0, 0, ["consensus"]),
+    (2, 3, ["x", "y"], [True, False], 2, 2, []),
+    (2, 3, ["x", "y"], [False, False], 2, 2, ["unchanged"]),
+    (2, 3, ["x", "x"], [True, False], 2, 2, ["consensus"]),
+    (2, 3, ["x", "x", "y"], [True, True, False], 3, 3, []),
+    (3, 3, ["x", "x"], [False, False], 2, 2, ["unchanged", "consensus", "rounds"]),
+    # no reply of the round could be read: another round buys nothing
+    (2, 4, ["x", "y"], [False, False], 2, 0, ["unread", "unchanged"]),
+    (2, 4, ["x", "y"], [False, False], 2, 1, ["unchanged"]),
+    (2, 4, ["x", "y"], [False, False], 0, 0, ["unchanged"]),  # nobody was asked
 ])
-def test_stop_rules(ballots, round_no, max_rounds, in_play, held):
-    assert rules.stop_rules(ballots, round_no=round_no, max_rounds=max_rounds,
-                            in_play=in_play) == held
+def test_stop_rules(round_no, max_rounds, holds, changed, replies, read, held):
+    assert rules.stop_rules(round_no=round_no, max_rounds=max_rounds, holds=holds,
+                            changed=changed, replies=replies, read=read) == held
 
 
-def votes(*pairs):
-    return [{"voter": voter, "for_digest": d} for voter, d in pairs]
-
-
-@pytest.mark.parametrize("rounds,order,digest,tie_break", [
-    ([[]], ["a", "b"], None, None),
-    ([[], votes((1, "b"), (2, "b"), (3, "a"))], ["a", "b"], "b", None),
-    # a tie in the last round: more votes over all rounds wins
-    ([[], votes((1, "a"), (2, "b")), votes((1, "b"), (2, "a"), (3, "b"))], ["a", "b"],
-     "b", None),
-    ([[], votes((1, "a"), (2, "a"), (3, "b")), votes((1, "b"), (2, "a"))], ["a", "b"], "a",
-     "more votes over all rounds"),
-    # same totals, more distinct voters
-    ([[], votes((1, "a"), (1, "a"), (2, "b"), (3, "b")), votes((2, "a"), (1, "b"))],
-     ["a", "b"], "b", "more distinct voters over all rounds"),
-    # nothing separates them: the leg earliest in --models
-    ([[], votes((1, "b"), (2, "a"))], ["b", "a"], "b",
-     "the answer held by the leg earliest in --models"),
-    ([[], votes((1, "b"), (2, "a"))], ["a", "b"], "a",
-     "the answer held by the leg earliest in --models"),
-    # the last round without votes does not count: the last one with votes does
-    ([[], votes((1, "a")), []], ["a"], "a", None),
+@pytest.mark.parametrize("own,peers,groups,same", [
+    ("x", [(1, "y"), (2, "z")], [("y", (1,)), ("z", (2,))], 0),
+    # a copy of its own answer is never offered; two peers with one answer: offered once
+    ("x", [(1, "x"), (2, "y"), (3, "y")], [("y", (2, 3))], 1),
+    ("x", [(1, "x"), (2, "x")], [], 2),
+    ("x", [(1, None), (2, "y")], [("y", (2,))], 0),
 ])
-def test_winner(rounds, order, digest, tie_break):
-    win = rules.winner(rounds, order)
-    if digest is None:
-        assert win is None
-    else:
-        assert win["digest"] == digest and win["tie_break"] == tie_break
+def test_votable(own, peers, groups, same):
+    assert rules.votable(own, peers) == (groups, same)
 
 
-def test_digest_ignores_spacing_only():
-    assert rules.digest("a  b\nc") == rules.digest(" a b c ")
-    assert rules.digest("a b c") != rules.digest("a c b")
+@pytest.mark.parametrize("later,degraded", [
+    ([], False),
+    ([[{"readable": True, "vote": {"label": "Answer A"}}]], False),
+    ([[{"readable": False, "vote": None}, {"readable": None, "vote": None}]], True),
+    # readable replies whose votes named nothing it was shown: no vote was read either
+    ([[{"readable": True, "vote": None}], [{"readable": False, "vote": None}]], True),
+    ([[{"readable": None, "vote": None}]], False),  # a leg that failed: not a reply
+    ([[{"readable": False, "vote": None}], [{"readable": True, "vote": {"label": "B"}}]],
+     False),
+])
+def test_votes_unread(later, degraded):
+    assert (rules.votes_unread(later) is not None) == degraded
 
 
 LABELS = {"Answer A": "peer answer A", "Answer B": "peer answer B"}
@@ -133,3 +127,14 @@ def test_the_instruction_is_short_and_the_own_answer_unlabelled():
     own_section = prompt.split("(yours: not votable)")[1].split("<<<")[0]
     assert "MINE" in own_section and "Answer" not in own_section
     assert prompt.count("MINE") == 1
+
+
+@pytest.mark.parametrize("own_round,says", [
+    (1, "Your round-1 answer above, unchanged."),
+    (3, "The answer you wrote in round 3 above (before its JSON block), unchanged."),
+])
+def test_an_answer_the_conversation_holds_is_pointed_at_not_repeated(own_round, says):
+    prompt = round_prompt(round_no=4, max_rounds=5, own="MINE", own_round=own_round,
+                          peers=LABELS, nonce="n0", same=2)
+    assert "MINE" not in prompt and says in prompt
+    assert "2 of the other answers you read are the same as yours" in prompt

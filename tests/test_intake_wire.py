@@ -155,7 +155,7 @@ BYPASSES = [
      "    return await lm.acompletion(model='x', messages=leg.messages)\n",
      "acompletion() sends text"),
     # a module builds a provider body of its own
-    ("orchestrator/engine/chair.py", "from __future__ import annotations",
+    ("orchestrator/chair/synthesis.py", "from __future__ import annotations",
      "from __future__ import annotations\ndef _body(text):\n"
      "    return {'model': 'x', 'messages': [{'role': 'user', 'content': text}]}\n",
      "messages built outside"),

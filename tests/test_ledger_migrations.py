@@ -85,7 +85,7 @@ def test_head_is_the_newest_migration():
 
     script = ScriptDirectory.from_config(ledger_migrate._config())
     assert script.get_current_head() == HEAD
-    assert ledger_migrate.known() == ["0001", "0002", "0003"]
+    assert ledger_migrate.known() == ["0001", "0002", "0003", "0004"]
 
 
 def test_an_empty_database_is_made_at_head_and_matches_the_models(ledger_url):
@@ -224,7 +224,7 @@ def test_0003_adopts_old_rows_without_a_sequence_even_two_of_one_leg(ledger_url)
                 "'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5)"))
     engine.dispose()
     up = orch_cli("ledger", "upgrade")
-    assert up.exit_code == 0 and "from revision 0002 to revision 0003 (2 rows kept)" in \
+    assert up.exit_code == 0 and f"from revision 0002 to revision {HEAD} (2 rows kept)" in \
         up.output, up.output
     ledger_engine.dispose_all()
     ledger = Ledger()
@@ -240,3 +240,36 @@ def test_0003_adopts_old_rows_without_a_sequence_even_two_of_one_leg(ledger_url)
         indexes = {i["name"]: i for i in sa.inspect(conn).get_indexes("spend")}
     engine.dispose()
     assert indexes["ux_spend_leg"]["unique"]
+
+
+def test_0004_adds_the_judges_votes_keeping_every_council_row(ledger_url):
+    """A ledger at 0003 with council rows upgrades to a ``council_vote`` table (the judges'
+    votes `orch council stats --judges` reads) with its rows kept; vote rows then go in."""
+    from alembic import command
+
+    from orchestrator.ledger import connection as ledger_engine
+    from orchestrator.ledger import migrate as ledger_migrate
+    from orchestrator.ledger.council_rows import CouncilLedger
+
+    engine = engine_for(ledger_url)
+    with engine.begin() as conn:
+        cfg = ledger_migrate._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+        conn.execute(sa.text(
+            "INSERT INTO council (ts, run_id, model, role, status, reviewed, cut, "
+            "findings_blocker, findings_major, findings_minor, findings_nit, confirmed) "
+            "VALUES ('2025-03-01 12:00:00', 'run-1', 'p/m', 'seat', 'reviewed', true, false, "
+            "1, 0, 0, 0, 1)"))
+    engine.dispose()
+    up = orch_cli("ledger", "upgrade")
+    assert up.exit_code == 0 and f"from revision 0003 to revision {HEAD}" in up.output, \
+        up.output
+    ledger_engine.dispose_all()
+    ledger = CouncilLedger()
+    assert [r["run_id"] for r in ledger.rows()] == ["run-1"]
+    vote = {"run_id": "run-2", "judge": "p/m", "finding": "F1", "grp": "G1", "position": 0,
+            "shown": 2, "vote": "agree", "tier": "confirmed", "eligible": True}
+    ledger.append([], votes=[vote])
+    assert [(v["judge"], v["vote"], v["position"]) for v in ledger.votes()] == \
+        [("p/m", "agree", 0)]

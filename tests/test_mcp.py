@@ -692,7 +692,8 @@ def test_fanout_deliberates_with_rounds(mcp_env, tmp_path, orch_home, scripted_s
     async def body(session):
         return [await session.call_tool("fanout", {
             "models": ["scripted/a", "scripted/b", "scripted/c"], "prompt": "Q?",
-            "tools": "none", "rounds": 3}, progress_callback=sess.on_progress),
+            "tools": "none", "rounds": 3, "aggregate": "vote"},
+            progress_callback=sess.on_progress),
             await session.call_tool("fanout", {"models": ["scripted/a"], "prompt": "Q?",
                                                "peers": 2})]
 
@@ -704,5 +705,8 @@ def test_fanout_deliberates_with_rounds(mcp_env, tmp_path, orch_home, scripted_s
     assert doc["kind"] == "deliberation" and doc["exit_code"] == 0
     assert [r["round"] for r in doc["rounds"]] == [1, 2]
     assert doc["stop"]["rule"] == "unchanged" and scripted_server.count() == 6
+    # aggregate: the same vote over the final answers as `orch fanout --aggregate vote`
+    assert doc["aggregate"]["outcome"] == "tie" and doc["aggregate"]["answers"] == 3
+    assert doc["aggregate"]["winner"]["models"] == ["scripted/a"]
     assert any("-round-2-" in (p[2] or "") for p in sess.progress)
     assert "peers only applies to a deliberation" in one_line(refused)

@@ -49,6 +49,40 @@ async def before_request(leg, request):
         await anyio.sleep_forever()
 """
 
+# An async hook that refuses its cancellation, as a retry loop written carelessly does: it
+# used to hold the run (and its exit) until killed.
+SWALLOWS = HEAD + """
+import asyncio
+
+@hookimpl
+async def before_request(leg, request):
+    while bad(leg):
+        try:
+            await asyncio.sleep(3600)
+        except BaseException:
+            pass
+"""
+
+BARE_EXCEPT = HEAD + """
+import asyncio
+
+@hookimpl
+async def before_request(leg, request):
+    while bad(leg):
+        try:
+            await asyncio.sleep(3600)
+        except:  # noqa: E722
+            continue
+"""
+
+# blocking code inside `async def`: it holds its own thread, never the legs' loop
+ASYNC_BLOCKS = HEAD + """
+@hookimpl
+async def before_request(leg, request):
+    if bad(leg):
+        time.sleep(10**6)
+"""
+
 # hook -> a hostile implementation answering the wrong type on the bad leg
 WRONG = {
     "before_request": """
@@ -122,7 +156,9 @@ def test_a_wrong_answer_is_discarded_and_only_its_plugin_is_named(
         assert 12345 not in [m["content"] for m in bad_bodies[0]["messages"]]
 
 
-@pytest.mark.parametrize("source", [BLOCKING, NEVER_RETURNS], ids=["blocks", "never-returns"])
+@pytest.mark.parametrize("source", [BLOCKING, NEVER_RETURNS, SWALLOWS, BARE_EXCEPT, ASYNC_BLOCKS],
+                         ids=["blocks", "never-returns", "swallows-cancellation",
+                              "bare-except-loop", "async-blocks-its-thread"])
 def test_a_hook_past_its_deadline_ends_its_leg_only(
         orch, scripted_server, site, monkeypatch, source):  # noqa: F811
     monkeypatch.setenv("ORCH_HOOK_DEADLINE_S", "0.5")

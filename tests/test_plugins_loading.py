@@ -21,7 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
-from orchestrator.plugin_host.plugins import add_commands, load
+from orchestrator.plugin_host.declared import add_commands
+from orchestrator.plugin_host.plugins import load
 from orchestrator.testing.scripted_server import Reply
 
 ROOT = Path(__file__).resolve().parents[1]

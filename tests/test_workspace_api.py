@@ -17,7 +17,7 @@ def root(tmp_path):
     ws = tmp_path / "ws"
     (ws / "src").mkdir(parents=True)
     (ws / "src" / "app.py").write_text("print('hi')\n")
-    (ws / ".env").write_text("TOKEN=env-value-0123456789\n")
+    (ws / ".env").write_text("TOKEN=env-value-Vx7q2Lm9Rt4k\n")
     (ws / "key.txt").write_text("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n"
                                 "-----END PRIVATE KEY-----\nafter\n")
     (ws / "blob.bin").write_bytes(b"\x00\x01\x02")

@@ -37,10 +37,11 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
     chosen = default_models(pm, cfg)
     if chosen:  # a plugin's default (the local plugin: the embedded model on a bare machine)
         from orchestrator.notices import say
+        from orchestrator.plugin_host.boundary import capped
 
-        say(str(chosen["notice"]).removeprefix("orch: "))
+        say(capped(str(chosen["notice"]).removeprefix("orch: ")))
         return list(chosen["models"])
-    if pm.hook.default_models.get_hookimpls():  # a default exists, just not here (keys set)
+    if pm.implementers("default_models"):  # a default exists, just not here (keys set)
         raise UsageProblem("no models given; pass --models a,b,c (or --council NAME, or set "
                         "`defaults.models` in config.json)")
     raise NoModels("no models: pass --models, add a provider, or enable the local plugin")
@@ -49,11 +50,12 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
 def default_models(pm, cfg) -> dict | None:
     """The first plugin's default models, through the hook boundary: a plugin that raises,
     answers the wrong shape or takes too long is skipped with one warning naming it."""
+    from orchestrator.plugin_host.boundary import said
     from orchestrator.plugin_host.hooks import HookRunner
-    from orchestrator.plugin_host.plugins import one_line, stderr_warn
+    from orchestrator.plugin_host.plugins import stderr_warn
 
     def skipped(plugin: str, hook: str, exc: BaseException) -> None:
-        stderr_warn(f"plugin {plugin}: {hook} failed and was skipped: {one_line(exc)}")
+        stderr_warn(f"plugin {plugin}: {hook} failed and was skipped: {said(exc)}")
 
     return HookRunner(pm, config=cfg).first_sync("default_models", skipped, config=cfg)
 

@@ -24,20 +24,43 @@ def check_plugin_config(cfg, pm) -> None:
     check(cfg, pm)
 
 
+def check_outcome(*, chair: str | None, rounds: int, aggregate: str | None,
+                  synthesis: str | None) -> None:
+    """What a run ends on, checked before any spend: ``--aggregate vote`` (a majority over
+    the final answers, votes/aggregate.py) and the chair's ``--synthesis`` mode
+    (chair/modes.py)."""
+    from orchestrator.chair.modes import SYNTHESES
+    from orchestrator.votes.aggregate import METHODS
+
+    if aggregate is not None and aggregate not in METHODS:
+        raise UsageProblem(f"--aggregate is one of {', '.join(METHODS)}, not {aggregate!r}")
+    if synthesis is not None and synthesis not in SYNTHESES:
+        raise UsageProblem(f"--synthesis is one of {', '.join(SYNTHESES)}, not {synthesis!r}")
+    if synthesis == "structured" and not chair:
+        raise UsageProblem("--synthesis structured is written by the chair; add --chair MODEL")
+    if synthesis == "structured" and rounds > 1:
+        raise UsageProblem("--synthesis structured is for a one-round fanout's chair; a "
+                           "deliberation's chair writes a plain synthesis: drop --rounds or "
+                           "--synthesis")
+
+
 def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, runs: Path,
                  chair: str | None, timeout_min: float, max_steps: int, tools_mode: str | None,
                  workspace: str | None, workspace_any: bool, max_legs: int, tag: str | None,
                  no_plugins: bool, budgets: dict, retry_of: str | None = None,
                  prior: list | None = None, retry_options: dict | None = None,
                  kept_from: dict[str, str] | None = None,
-                 validate_models: bool = True, quiet: bool = False, tools_asked: bool = True):
+                 validate_models: bool = True, quiet: bool = False, tools_asked: bool = True,
+                 aggregate: str | None = None, synthesis: str | None = None, rounds: int = 1):
     """Every check before any spend, then the WaveSpec and the plugin manager to run it with:
     the one path `orch fanout` and `orch mcp`'s fanout tool share (budgets, plugins, keys).
     ``tools_asked`` False: the tools are the default, not the user's request (a base model
-    is then offered none: the local plugin)."""
+    is then offered none: the local plugin). ``aggregate``, ``synthesis``: what the run ends
+    on besides its answers (:func:`check_outcome`)."""
     from orchestrator import runtime
     from orchestrator.engine.wave import WaveSpec
 
+    check_outcome(chair=chair, rounds=rounds, aggregate=aggregate, synthesis=synthesis)
     if len(specs) > max_legs:
         raise UsageProblem(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
@@ -64,5 +87,8 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
                     options={"plugins": not no_plugins, "tools": tools_mode or "read",
                              "tools_asked": tools_asked,
                              "workspace": str(root) if root else None, **budgets,
-                             **(retry_options or {})})
+                             **({"aggregate": aggregate} if aggregate else {}),
+                             **({"synthesis": synthesis} if synthesis else {}),
+                             **(retry_options or {})},
+                    synthesis=synthesis or "plain")
     return spec, pm

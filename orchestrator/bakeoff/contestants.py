@@ -31,6 +31,7 @@ _MODEL_KEYS = {"name", "kind", "model", "tier", "tools", "max_steps", "disable_p
 _FANOUT_KEYS = {"name", "kind", "models", "chair", "tier", "tools", "max_steps",
                 "disable_plugins", "note"}
 _DELIBERATION_KEYS = {"rounds", "peers"}  # a fanout's: docs/deliberation.md
+AGGREGATES = ("vote",)  # a fanout's `aggregate`: votes/aggregate.py
 MAX_ROUNDS = 20  # as `orch fanout --rounds`
 _COMMAND_KEYS = {"name", "kind", "command", "args", "stdin", "env", "timeout_s", "parse",
                  "note", "model", "jobs", "network", "pass_env", "writable", "memory_mb"}
@@ -61,6 +62,7 @@ class Contestant:
     chair: str | None = None  # a fanout's chair: its answer is the trial's
     rounds: int = 1  # a fanout's: 2 or more deliberate (orchestrator/deliberation)
     peers: int | None = None  # a deliberation's peers per leg; None: its default
+    aggregate: str | None = None  # a fanout's: "vote" grades the majority of its answers
 
     @property
     def deliberates(self) -> bool:
@@ -125,6 +127,7 @@ def parse_contestant(data: Any, where: str) -> Contestant:
             c.disable_plugins = _strings(data.get("disable_plugins", []), "disable_plugins")
             if kind == "fanout":
                 c.rounds, c.peers = _deliberation(data, len(c.models), f"{where} ({name})")
+                c.aggregate = _aggregate(data, f"{where} ({name})")
         else:
             if not isinstance(data.get("command"), str) or not data["command"].strip():
                 raise ValueError("`command` is required (the program to run)")
@@ -158,7 +161,7 @@ def parse_contestant(data: Any, where: str) -> Contestant:
 
 
 _KEYS = {"model": _MODEL_KEYS, "command": _COMMAND_KEYS,
-         "fanout": _FANOUT_KEYS | _DELIBERATION_KEYS, "council": _FANOUT_KEYS}
+         "fanout": _FANOUT_KEYS | _DELIBERATION_KEYS | {"aggregate"}, "council": _FANOUT_KEYS}
 _DELIBERATE_FIX = {
     "model": 'to deliberate, make it kind = "fanout" with models = ["m", "m", "m"] (a model '
              "may repeat) and rounds = 3",
@@ -189,11 +192,40 @@ def _deliberation(data: dict[str, Any], legs: int, who: str) -> tuple[int, int |
     return rounds, peers
 
 
+def _aggregate(data: dict[str, Any], who: str) -> str | None:
+    """A fanout's ``aggregate``: ``"vote"`` grades the majority of its final answers (the
+    chair's synthesis is the other way to one answer: not both)."""
+    value = data.get("aggregate")
+    if value is None:
+        return None
+    if value not in AGGREGATES:
+        raise PreflightError(f"{who}: `aggregate` is {' or '.join(map(repr, AGGREGATES))} "
+                             f"(the majority of the final answers is graded), not {value!r}")
+    if data.get("chair"):
+        raise PreflightError(f"{who}: `aggregate = \"vote\"` and `chair` each make the one "
+                             "answer a trial grades; keep one (two contestants can compare "
+                             "them)")
+    return value
+
+
+def graded(c: Contestant | dict[str, Any]) -> str:
+    """What an ensemble's trial grades, as its label says it."""
+    get = c.get if isinstance(c, dict) else lambda k: getattr(c, k, None)
+    if get("chair"):
+        return "+chair"
+    if get("aggregate") == "vote":
+        return "+vote"
+    return " (any member: no chair)" if (get("rounds") or 1) == 1 else \
+        " (the deliberation's winner)"
+
+
 def label(c: Contestant) -> str:
-    """How the report names an ensemble: ``fanout(a,b,c)+chair``, ``… ×3 rounds``."""
+    """How the report names an ensemble: ``fanout(a,b,c)+chair``, ``+vote``, ``… ×3
+    rounds``."""
     if c.kind not in ("fanout", "council"):
         return c.name
-    return f"{c.kind}({','.join(c.models)})" + ("+chair" if c.chair else "") + (
+    return f"{c.kind}({','.join(c.models)})" + ("+chair" if c.chair else "+vote" if
+                                                c.aggregate else "") + (
         f" ×{c.rounds} rounds" if c.deliberates else "")
 
 
@@ -247,7 +279,7 @@ def run_command(c: Contestant, prompt: str, cwd: Path, check: str, timeout_s: fl
                env=guard.env(declared=c.env, passed=tuple(c.pass_env)),
                stdin=prompt.encode() if c.stdin else None, running=guard.running,
                limits=Limits(timeout_s=timeout_s, memory_mb=c.memory_mb,
-                             file_mb=guard.file_mb))
+                             file_mb=guard.file_mb), reap=guard.reaps)
     done.argv = argv  # the contestant's own command line, not the sandbox's
     return done
 

@@ -1,9 +1,12 @@
 """Ensemble contestants: ``kind = "fanout"`` sends each trial to several models at once (one
 wave, the trial folder as every leg's workspace) and, with a ``chair``, has the chair write
-the one answer the hidden check grades. Without a chair there is no one answer to grade, so
-the trial passes when any member's answer passes: an oracle, the ceiling a perfect chair
-could reach (the report's line says which). Every trial is its own wave on the bench's
-shared server, under its one cost ceiling; its cost is the wave's (members and chair)."""
+the one answer the hidden check grades; with ``aggregate = "vote"``, the majority of the
+members' normalised answers is that answer (votes/aggregate.py). Without either there is no
+one answer to grade, so the trial passes when any member's answer passes: an oracle, the
+ceiling a perfect chair could reach (the report's line says which). Every trial is its own wave on the bench's
+shared server, under its one cost ceiling; its cost is the wave's (members and chair).
+``kind = "council"`` runs one council per trial. Both are attempts the one trial skeleton
+runs (bakeoff/trial.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
 from orchestrator import run_ceiling
-from orchestrator.engine.record import ABORTED, COMPLETE
+from orchestrator.bakeoff.trial import Ended, keep_answer
+from orchestrator.engine.record import ABORTED, COMPLETE, ERROR
 
 Runner = Slot = Any  # orchestrator.bakeoff.run's, which calls these (no import: no cycle)
 
@@ -28,12 +30,13 @@ class Ensemble:
     chair: Any | None = None
     kind: str = "fanout"
     rounds: int = 1  # 2 or more: each trial is a deliberation (bakeoff/deliberating.py)
+    aggregate: str | None = None  # "vote": the majority of the final answers is graded
 
     @property
     def name(self) -> str:
         return f"{self.kind}({','.join(m.name for m in self.members)})" + (
-            f"+chair {self.chair.name}" if self.chair else "") + (
-            f" ×{self.rounds} rounds" if self.rounds > 1 else "")
+            f"+chair {self.chair.name}" if self.chair else "+vote" if self.aggregate
+            else "") + (f" ×{self.rounds} rounds" if self.rounds > 1 else "")
 
     @property
     def models(self) -> list[Any]:
@@ -55,7 +58,8 @@ def trial_spec(runner: Runner, slot: Slot, ensemble: Ensemble, folder):
 
     c = slot.contestant
     options: dict[str, Any] = {"plugins": True, "tools": c.tools,
-                               "bench_tier": c.tier, "workspace": str(folder)}
+                               "bench_tier": c.tier, "workspace": str(folder),
+                               **({"aggregate": c.aggregate} if c.aggregate else {})}
     # the bench's ceilings, over every trial
     options.update({k: v for k, v in runner.plan.ceilings.items() if v is not None})
     return WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
@@ -66,171 +70,153 @@ def trial_spec(runner: Runner, slot: Slot, ensemble: Ensemble, folder):
                     project_dir=os.getcwd(), workspace=folder, options=options)
 
 
-async def trial(runner: Runner, slot: Slot) -> None:
-    """One fanout trial: a fresh folder, one wave (members, then the chair), graded."""
-    from orchestrator.engine.wave import Wave
+@dataclass
+class FanoutAttempt:
+    """One fanout trial: one wave (members, then the chair) in the trial folder."""
 
-    c = slot.contestant
-    ensemble: Ensemble = runner.resolved[c.name]
-    row, folder, wave = runner.base_row(slot), None, None
-    try:
-        async with runner.model_limit:
-            if runner.signum is not None:  # interrupted while it waited: never started
-                return
-            folder = await runner.folder(slot.task, row)
-            if folder is not None and runner.signum is None:
-                spec = trial_spec(runner, slot, ensemble, folder)
-                wave = Wave(spec, pm=runner.pms[c.name], config=runner.config,
-                            ledger=runner.ledger, server=runner.server)
-                wave.context.state = runner.ceiling_state
-                runner.waves.append(wave)
-                await wave.run()
-        if wave is not None:
-            answers = _row(row, wave, runner.keep_answer)
-            if runner.signum is not None:  # the interrupt stopped the wave: cut short
-                await runner.finish(slot, folder, runner._cut(row))
-                return
-            await _grade(runner, slot, folder, row, answers)
-        elif folder is not None and row["excluded"] is None:  # interrupted before its wave
-            await runner.finish(slot, folder, None)
-            return
-    except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            if wave is not None:
-                _row(row, wave, runner.keep_answer)
-            await runner.finish(slot, folder, runner._cut(row) if wave is not None else None)
-        raise
-    except BaseException:
-        await runner.finish(slot, folder, None)
-        raise
-    await runner.finish(slot, folder, row)
+    runner: Runner
+    slot: Slot
+    wave: Any = None
+
+    def turn(self):
+        return self.runner.model_limit
+
+    async def skip(self, why: str | None) -> None:
+        return None
+
+    async def start(self, folder) -> None:
+        from orchestrator.engine.wave import Wave
+
+        runner, c = self.runner, self.slot.contestant
+        spec = trial_spec(runner, self.slot, runner.resolved[c.name], folder)
+        self.wave = Wave(spec, pm=runner.pms[c.name], config=runner.config,
+                         ledger=runner.ledger, server=runner.server)
+        self.wave.context.state = runner.ceiling_state
+        runner.waves.append(self.wave)
+        await self.wave.run()
+
+    def ended(self) -> Ended | None:
+        return None if self.wave is None else wave_ended(self.wave,
+                                                         self.slot.contestant.aggregate)
 
 
-def _row(row: dict[str, Any], wave, keep) -> list[str]:
-    """The wave's usage, cost and status in the trial's row; the answers to grade (the
-    chair's, or every complete member's). ``keep``: what of an answer the row keeps."""
+def wave_ended(wave, aggregate: str | None = None) -> Ended:
+    """A fanout trial's wave as its row has it: usage, cost, status; the answers to grade
+    (the chair's, the vote's with ``aggregate``, or every complete member's: any member may
+    pass)."""
     records = [*wave.records, *([wave.chair.record] if wave.chair else [])]
     known = [r.cost_usd for r in records]
     cost = None if any(x is None for x in known) else sum(known)
     chair = wave.chair.record if wave.chair else None
+    voted = None
     if wave.spec.chair is not None:
-        answers = [chair.answer or ""] if chair is not None and chair.status == COMPLETE \
-            else []
+        answers = (chair.answer or "",) if chair is not None and chair.status == COMPLETE \
+            else ()
         status = chair.status if chair is not None else ABORTED
         reason = chair.reason if chair is not None else "the chair never ran"
+    elif aggregate == "vote":
+        from orchestrator.votes.aggregate import answer_of, vote
+
+        counted = vote(wave.records)
+        answers = (answer_of(counted),) if answer_of(counted) else ()
+        status = COMPLETE if answers else wave.status
+        reason = None if answers else "no member completed: nothing to vote on"
+        voted = {k: counted[k] for k in ("outcome", "answers", "of_legs", "tie_break")}
+        voted["votes"] = (counted["winner"] or {}).get("votes", 0)
     else:
-        answers = [r.answer or "" for r in wave.records if r.status == COMPLETE]
+        answers = tuple(r.answer or "" for r in wave.records if r.status == COMPLETE)
         status = COMPLETE if answers else wave.status
         reason = None if answers else "no member completed"
     shown = answers[0] if len(answers) == 1 else "\n\n".join(
         f"--- member {i}\n{a}" for i, a in enumerate(answers, start=1))
-    row.update(command=wave.wave_id, status=status, reason=reason,
-               answer=keep(shown), answer_chars=len(shown),
-               leg_id=(chair.leg_id if chair is not None else None),
-               input_tokens=sum(r.usage.input_tokens for r in records),
-               output_tokens=sum(r.usage.output_tokens for r in records),
-               cached_tokens=sum(r.usage.cached_tokens for r in records),
-               steps=sum(r.steps for r in records),
-               secs=round(max((r.duration_s or 0.0) for r in records) if records else 0.0, 3),
-               cost_usd=cost, cost_source="ensemble" if cost is not None else "unknown",
-               wave_id=wave.wave_id)
-    row["tokens"] = row["input_tokens"] + row["output_tokens"]
-    refused = [r for r in wave.budget_refusals]
-    if refused and row["excluded"] is None and not answers:
-        row["excluded"] = f"not launched: {refused[0]['reason']}"
-    return answers
+    refused = list(wave.budget_refusals)
+    return Ended(
+        status=status, reason=reason, answers=answers,
+        excluded=f"not launched: {refused[0]['reason']}" if refused and not answers
+        else None,
+        fields=dict(command=wave.wave_id, answer=keep_answer(shown), answer_chars=len(shown),
+                    leg_id=(chair.leg_id if chair is not None else None),
+                    **usage_of(records),
+                    secs=round(max((r.duration_s or 0.0) for r in records)
+                               if records else 0.0, 3),
+                    cost_usd=cost, cost_source="ensemble" if cost is not None else "unknown",
+                    wave_id=wave.wave_id, **({"vote": voted} if voted else {})))
 
 
-async def _grade(runner: Runner, slot: Slot, folder, row: dict[str, Any],
-                 answers: list[str]) -> None:
-    """The chair's answer graded; without a chair, each member's until one passes."""
-    if not answers:
-        row["passed"] = False
-        return
-    for answer in answers:
-        await runner.grade(slot, folder, row, answer)
-        if row["passed"] or row["excluded"] is not None:
-            return
+def usage_of(records: list[Any]) -> dict[str, int]:
+    """The tokens and steps of several legs, summed as one trial's."""
+    out = {k: sum(getattr(r.usage, k) for r in records)
+           for k in ("input_tokens", "output_tokens", "cached_tokens")}
+    return {**out, "tokens": out["input_tokens"] + out["output_tokens"],
+            "steps": sum(r.steps for r in records)}
 
 
-async def council_trial(runner: Runner, slot: Slot) -> None:
-    """One council trial: a fresh folder, one ``orch council`` run over it (reviews,
-    judging, tally, chair) on the bench's shared server. The graded answer is the council's
-    findings, most agreed first (``LOCATION: [tier] claim``, one a line), then the chair's
-    synthesis: a check that reads locations (the ``review`` suite) sees what the council
-    stands behind first."""
-    from orchestrator.council.preflight import Plan as CouncilPlan
-    from orchestrator.council.run import CouncilRun
+@dataclass
+class CouncilAttempt:
+    """One council trial: one ``orch council`` run over the trial folder (reviews, judging,
+    tally, chair) on the bench's shared server. The graded answer is the council's findings,
+    most agreed first (``LOCATION: [tier] claim``, one a line), then the chair's synthesis:
+    a check that reads locations (the ``review`` suite) sees what the council stands behind
+    first."""
 
-    c = slot.contestant
-    ensemble: Ensemble = runner.resolved[c.name]
-    row, folder, council = runner.base_row(slot), None, None
-    try:
-        async with runner.model_limit:
-            if runner.signum is not None:  # interrupted while it waited: never started
-                return
-            folder = await runner.folder(slot.task, row)
-            if folder is not None and runner.signum is None:
-                options: dict[str, Any] = {"plugins": True, "tools": c.tools,
-                                           "workspace": str(folder)}
-                spent = sum(r["cost_usd"] or 0.0 for r in runner.rows.values())
-                options.update({k: run_ceiling.left(v, spent)  # what the bench has left,
-                                for k, v in runner.plan.ceilings.items()  # at its start
-                                if v is not None})
-                plan = CouncilPlan(seats=list(ensemble.members), chair=ensemble.chair,
-                                   briefing=runner.plan.render(slot.task))
-                council = CouncilRun(plan, pm=runner.pms[c.name], config=runner.config,
-                                     runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
-                                     max_steps=c.max_steps, project_dir=os.getcwd(),
-                                     workspace=folder, options=options,
-                                     run_id=f"{runner.bench_id}-{runner.wave_prefix}"
-                                            f"t{slot.n:04d}")
-                council.server = runner.server
-                runner.waves.append(council)  # an interrupt stops it as it stops a wave
-                started = time.monotonic()
-                doc = await council.run()
-                doc["bench_secs"] = time.monotonic() - started
-        if council is not None:
-            answer = _council_row(row, council, doc, runner.keep_answer)
-            if runner.signum is not None:  # the interrupt stopped the council: cut short
-                await runner.finish(slot, folder, runner._cut(row))
-                return
-            if answer is not None:
-                await runner.grade(slot, folder, row, answer)
-        elif folder is not None and row["excluded"] is None:  # interrupted before it began
-            await runner.finish(slot, folder, None)
-            return
-    except anyio.get_cancelled_exc_class():
-        with anyio.CancelScope(shield=True):
-            await runner.finish(slot, folder, runner._cut(row) if council is not None
-                                else None)
-        raise
-    except BaseException:
-        await runner.finish(slot, folder, None)
-        raise
-    await runner.finish(slot, folder, row)
+    runner: Runner
+    slot: Slot
+    council: Any = None
+    doc: dict[str, Any] | None = None
+
+    def turn(self):
+        return self.runner.model_limit
+
+    async def skip(self, why: str | None) -> None:
+        return None
+
+    async def start(self, folder) -> None:
+        from orchestrator.council.preflight import Plan as CouncilPlan
+        from orchestrator.council.run import CouncilRun
+
+        runner, slot = self.runner, self.slot
+        c = slot.contestant
+        ensemble: Ensemble = runner.resolved[c.name]
+        options: dict[str, Any] = {"plugins": True, "tools": c.tools, "workspace": str(folder)}
+        spent = sum(r["cost_usd"] or 0.0 for r in runner.rows.values())
+        options.update({k: run_ceiling.left(v, spent)  # what the bench has left, at its start
+                        for k, v in runner.plan.ceilings.items() if v is not None})
+        plan = CouncilPlan(seats=list(ensemble.members), chair=ensemble.chair,
+                           briefing=runner.plan.render(slot.task))
+        self.council = CouncilRun(plan, pm=runner.pms[c.name], config=runner.config,
+                                  runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
+                                  max_steps=c.max_steps, project_dir=os.getcwd(),
+                                  workspace=folder, options=options,
+                                  run_id=f"{runner.bench_id}-{runner.wave_prefix}"
+                                         f"t{slot.n:04d}")
+        self.council.server = runner.server
+        runner.waves.append(self.council)  # an interrupt stops it as it stops a wave
+        started = time.monotonic()
+        doc = await self.council.run()
+        self.doc = {**doc, "bench_secs": time.monotonic() - started}
+
+    def ended(self) -> Ended | None:
+        if self.doc is None:
+            return None
+        return council_ended(self.council, self.doc)
 
 
-def _council_row(row: dict[str, Any], council, doc: dict[str, Any], keep) -> str | None:
-    """The council's usage, cost and status in the row; the answer to grade (None: the
-    council ended without one)."""
-    records = council.records
+def council_ended(council, doc: dict[str, Any]) -> Ended:
+    """The council's usage, cost and status; its answer to grade, when it ended with one."""
     groups = (council.tally or {}).get("groups") or []
     findings = "\n".join(f"{g.get('location') or '?'}: [{g.get('tier')}] {g.get('claim', '')}"
                          for g in groups)
     synthesis = council.chair.synthesis or ""
     answer = (findings + ("\n\n" + synthesis if synthesis else "")).strip()
     ok = doc.get("status") in ("complete", "degraded")
-    row.update(command=f"council-{council.run_id}", status=COMPLETE if ok else "error",
-               reason=None if ok else (doc.get("error") or doc.get("status")),
-               answer=keep(answer), answer_chars=len(answer),
-               input_tokens=sum(r.usage.input_tokens for r in records),
-               output_tokens=sum(r.usage.output_tokens for r in records),
-               cached_tokens=sum(r.usage.cached_tokens for r in records),
-               steps=sum(r.steps for r in records),
-               secs=round(float(doc.get("bench_secs") or 0.0), 3),
-               cost_usd=doc.get("cost_usd"),
-               cost_source="council" if doc.get("cost_usd") is not None else "unknown",
-               wave_id=f"council-{council.run_id}")
-    row["tokens"] = row["input_tokens"] + row["output_tokens"]
-    return answer if ok or answer else None
+    status, reason = (COMPLETE, None) if ok and answer else (
+        ERROR, "the council ended without findings or a synthesis" if ok
+        else (doc.get("error") or doc.get("status")))
+    return Ended(
+        status=status, reason=reason, answers=(answer,) if status == COMPLETE else (),
+        fields=dict(command=f"council-{council.run_id}", answer=keep_answer(answer),
+                    answer_chars=len(answer), **usage_of(council.records),
+                    secs=round(float(doc.get("bench_secs") or 0.0), 3),
+                    cost_usd=doc.get("cost_usd"),
+                    cost_source="council" if doc.get("cost_usd") is not None else "unknown",
+                    wave_id=f"council-{council.run_id}"))

@@ -35,6 +35,10 @@ class Guard:
     file_mb: int = FILE_MB
     readable: tuple[Path, ...] = ()  # [bench] readable: shown read-only inside the sandbox
     running: Running = field(default_factory=Running)
+    # never seen inside the sandbox: the bench's task folders (checks, solutions), the
+    # built-in suites, the folder of its results file (bakeoff/plan.py, cli/bench_run.py)
+    secret: tuple[Path, ...] = ()
+    unsafe: bool = False  # --unsafe-checks was passed (else bwrap None: nothing needed it)
 
     @classmethod
     def of(cls, bwrap: str | None, settings: dict[str, Any]) -> Guard:
@@ -44,10 +48,19 @@ class Guard:
                    readable=tuple(Path(p).expanduser() for p in settings["readable"]))
 
     @property
+    def reaps(self) -> bool:
+        """Whether what :meth:`command` returns needs the reaper to end everything it
+        starts: unconfined, yes; under bwrap its PID namespace does (sandbox/process.py)."""
+        return self.bwrap is None
+
+    @property
     def confinement(self) -> str:
-        """What the results file states."""
-        return "bwrap" if self.bwrap else f"none ({UNSAFE_FLAG}: scrubbed environment and " \
-            "resource limits only)"
+        """What the results file states: the flag only when it was passed."""
+        if self.bwrap:
+            return "bwrap"
+        if self.unsafe:
+            return f"none ({UNSAFE_FLAG}: scrubbed environment and resource limits only)"
+        return "none needed (no verify check and no command contestant)"
 
     def check_limits(self, timeout_s: float | None = None) -> Limits:
         return Limits(timeout_s=timeout_s or self.check_timeout_s,
@@ -60,7 +73,7 @@ class Guard:
             return list(argv)
         box = bwrap.Confinement(cwd=cwd, writable=(cwd, *writable), network=network,
                                 readable=(*bwrap.default_readable(), *self.readable,
-                                          *readable))
+                                          *readable), secret=self.secret)
         return bwrap.argv(box, argv, self.bwrap)
 
     def env(self, *, declared: dict[str, str] | None = None, passed: tuple[str, ...] = (),

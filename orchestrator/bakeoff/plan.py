@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.bakeoff.contestants import Contestant, check_unique, parse_contestant
 from orchestrator.bakeoff.guard import CHECK_MEMORY_MB, CHECK_TIMEOUT_S
-from orchestrator.bakeoff.tasks import Task, load_tasks, suite_dir
+from orchestrator.bakeoff.tasks import SUITES_DIR, Task, load_tasks, suite_dir
 from orchestrator.errors import OrchError, UsageProblem
 
 DEFAULT_PROMPT = "{task}"
@@ -97,14 +97,24 @@ class Plan:
         return any(t.verify for t in self.tasks) or any(c.kind == "command"
                                                        for c in self.contestants)
 
-    def guard(self, bwrap: str | None):
+    def guard(self, bwrap: str | None, *, unsafe: bool = False):
+        """What runs the checks and command contestants (``unsafe``: --unsafe-checks was
+        passed, which the results then say)."""
         from orchestrator.bakeoff.guard import Guard
 
         guard = Guard.of(bwrap, {"check_timeout_s": self.check_timeout_s,
                                  "check_memory_mb": self.check_memory_mb,
                                  "readable": self.readable})
+        guard.secret, guard.unsafe = self.secrets, unsafe and bwrap is None
         self.confinement = guard.confinement
         return guard
+
+    @property
+    def secrets(self) -> tuple[Path, ...]:
+        """What a contestant (or a check) must never see inside the sandbox: every task's
+        folder (its checks and solutions) and the built-in suites."""
+        return tuple(dict.fromkeys([*(t.folder for t in self.tasks if t.folder),
+                                    SUITES_DIR]))
 
     @property
     def prompt_hash(self) -> str:

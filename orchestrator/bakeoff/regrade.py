@@ -18,13 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.bakeoff import trial
 from orchestrator.bakeoff.plan import Plan
-from orchestrator.bakeoff.run import Runner, Slot, numbered
-from orchestrator.bakeoff.tasks import CHECK_OUTPUT_KEEP, grade
-from orchestrator.engine.record import PENDING, RUNNING, LegRecord
+from orchestrator.bakeoff.run import Slot, numbered
+from orchestrator.bakeoff.trial import Ended, Outcome, keep_answer
+from orchestrator.engine.record import COMPLETE, PENDING, RUNNING, LegRecord
 from orchestrator.ledger.billed import Billed, billed_waves
-from orchestrator.security.capped import cap
-from orchestrator.security.secrets import scrub
 
 MARKER = "running"  # the results file's mark of the process writing it (cli/bench_run.py)
 
@@ -59,7 +58,6 @@ def settle(doc: dict[str, Any], plan: Plan, runs_dir: Path, guard,
         return []
     wanted = set(ran)
     slots = [s for s in numbered(plan) if s.n in wanted]
-    runner = Runner(plan=plan, bench_id=bench_id, config=None)  # for its row shape only
     index: dict[str, int] = {}
     out = []
     for slot in slots:
@@ -78,7 +76,7 @@ def settle(doc: dict[str, Any], plan: Plan, runs_dir: Path, guard,
             leg_id = None
         if slot.n in have or not legs:
             continue
-        row = runner.base_row(slot)
+        row = trial.base_row(slot.n, slot.task.id, c.name, c.kind, slot.trial)
         _bill(row, legs)
         if leg_id is not None:
             _model(row, slot, leg_id, legs[0], runs_dir, guard)
@@ -112,7 +110,8 @@ def _billed_text(row: dict[str, Any]) -> str:
 def _unsaved(row: dict[str, Any], why: str) -> None:
     """No answer to grade: the trial is excluded, saying what it cost; never sent again."""
     reason = f"{_billed_text(row)}; {why}: not sent again"
-    row.update(status="error", reason=reason, excluded=reason, passed=False)
+    row.update(status="error", reason=reason)
+    trial.settle(row, Outcome(excluded=reason))
 
 
 def saved(runs_dir: Path, leg_id: str) -> LegRecord | None:
@@ -140,12 +139,14 @@ def _model(row: dict[str, Any], slot: Slot, leg_id: str, billed: Billed, runs_di
     if slot.task.verify:  # the check reads the files the model left: that folder is gone
         return _unsaved(row, "its check needs the trial folder, which is gone")
     answer = record.answer or ""
-    row.update(status=record.status, reason=record.reason,
-               answer=Runner.keep_answer(answer), answer_chars=len(answer),
-               steps=record.steps, secs=round(record.duration_s or 0.0, 3),
-               regraded=f"graded after the kill from the answer saved in {leg_id} "
-                        f"({_billed_text(row)}; not sent again)")
-    _grade(row, slot, [answer], guard)
+    ended = Ended(status=record.status, reason=record.reason,
+                  answers=(answer,) if record.status == COMPLETE else (),
+                  fields=dict(answer=keep_answer(answer), answer_chars=len(answer),
+                              steps=record.steps, secs=round(record.duration_s or 0.0, 3)))
+    trial.fill(row, ended)
+    row["regraded"] = (f"graded after the kill from the answer saved in {leg_id} "
+                       f"({_billed_text(row)}; not sent again)")
+    trial.settle(row, trial.judge(slot.task, ended, None, guard))
 
 
 def _fanout(row: dict[str, Any], slot: Slot, wave_id: str, legs: list[Billed],
@@ -154,7 +155,7 @@ def _fanout(row: dict[str, Any], slot: Slot, wave_id: str, legs: list[Billed],
     member's until one passes), as the run would have."""
     from types import SimpleNamespace
 
-    from orchestrator.bakeoff.ensemble import _row
+    from orchestrator.bakeoff.ensemble import wave_ended
     from orchestrator.store import read_json
 
     if not all(b.ended for b in legs):
@@ -169,30 +170,13 @@ def _fanout(row: dict[str, Any], slot: Slot, wave_id: str, legs: list[Billed],
         return _unsaved(row, "answers not saved (the wave's files stopped before its end)")
     if slot.task.verify:
         return _unsaved(row, "its check needs the trial folder, which is gone")
-    wave = SimpleNamespace(  # the wave as ensemble._row reads a live one
+    wave = SimpleNamespace(  # the wave as ensemble.wave_ended reads a live one
         records=records, chair=SimpleNamespace(record=chair) if chair else None,
         spec=SimpleNamespace(chair=slot.contestant.chair), status=doc.get("status"),
         wave_id=wave_id, budget_refusals=doc.get("budget_refusals") or [])
-    answers = _row(row, wave, Runner.keep_answer)
+    ended = wave_ended(wave, slot.contestant.aggregate)
+    trial.fill(row, ended)
     _bill(row, legs)  # the money as the ledger has it, over what the files say
     row.update(command=wave_id, regraded=f"graded after the kill from the answers saved in "
                                          f"{wave_id} ({_billed_text(row)}; not sent again)")
-    if row["excluded"] is None:
-        _grade(row, slot, answers, guard)
-
-
-def _grade(row: dict[str, Any], slot: Slot, answers: list[str], guard) -> None:
-    """The trial's check over ``answers`` until one passes (one: a model's or a chair's);
-    a check that could not grade excludes the trial, saying why (as ``Runner.grade``)."""
-    from orchestrator.bakeoff.run import REASON_KEEP
-
-    row["passed"] = False
-    for answer in answers:
-        verdict = grade(slot.task, answer, None, guard)
-        row["passed"] = verdict.passed
-        row["check_output"] = scrub(cap(verdict.output, 4 * CHECK_OUTPUT_KEEP))
-        if verdict.error:
-            row["passed"] = False
-            row["excluded"] = scrub(cap(verdict.error, REASON_KEEP))
-        if row["passed"] or row["excluded"] is not None:
-            return
+    trial.settle(row, trial.judge(slot.task, ended, None, guard))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.bakeoff import charts
+from orchestrator.bakeoff.contestants import graded
 
 NO_CHARTS = ("Charts need the report extra: pip install 'orch[report]' (matplotlib), then "
              "`orch bench report FILE` again.")
@@ -131,20 +132,36 @@ def notes(doc: dict[str, Any]) -> list[str]:
 
 
 def ensemble_lines(doc: dict[str, Any]) -> list[str]:
-    """"fanout(a,b,c)+chair vs best member (b): Δ …, interval, W/L/T, p, cost ratio"."""
+    """"fanout(a,b,c)+chair vs best member (b): Δ …, interval, W/L/T, p (Holm), cost ratio:
+    the verdict". A results file from before verdicts has no ``verdict``: its line ends at
+    the ratio."""
     kinds = {c["name"]: c for c in (doc.get("settings") or {}).get("contestants") or []}
     out = []
     for e in doc["stats"].get("ensembles") or []:
         c = kinds.get(e["contestant"], {})
-        label = f"{c['kind']}({','.join(c.get('models') or [])})" + (
-            "+chair" if c.get("chair") else " (any member: no chair)" if
-            (c.get("rounds") or 1) == 1 else " (the winner by votes)") + _rounds(c) \
+        label = f"{c['kind']}({','.join(c.get('models') or [])})" + graded(c) + _rounds(c) \
             if c.get("kind") in ("fanout", "council") else e["contestant"]
         ratio = "—" if e["cost_ratio"] is None else f"×{e['cost_ratio']:.2f}"
-        out.append(f"{label} vs best member ({e['best_member']}): Δ {_dpct(e['delta'])} "
+        tied = f"; tied with {', '.join(e['tied'])}" if e.get("tied") else ""
+        holm = f" (Holm {e['p_holm']:.3g})" if "p_holm" in e else ""
+        out.append(f"{label} vs best member ({e['best_member']}{tied}): Δ {_dpct(e['delta'])} "
                    f"{_ci(e['delta_ci'], _dpct)} points on {e['tasks']} tasks, W/L/T "
-                   f"{e['wins']}/{e['losses']}/{e['ties']}, p {e['p']:.3g}, cost ratio {ratio}")
+                   f"{e['wins']}/{e['losses']}/{e['ties']}, p {e['p']:.3g}{holm}, cost ratio "
+                   f"{ratio}" + (f": {versus_words(e)}" if "verdict" in e else ""))
     return out
+
+
+def versus_words(e: dict[str, Any]) -> str:
+    """The verdict on an ensemble and its best member, in words a user can act on."""
+    from orchestrator.bakeoff.verdicts import VERSUS_WORDS
+
+    if e["verdict"] in VERSUS_WORDS:
+        return VERSUS_WORDS[e["verdict"]]
+    if e.get("needs_tasks") is None:
+        return f"inconclusive (no difference seen on these {e['tasks']} tasks)"
+    if e["needs_tasks"] <= e["tasks"]:  # the test and the interval disagree at this size
+        return "inconclusive at this size (needs more tasks)"
+    return f"inconclusive at this size (needs about {e['needs_tasks']} tasks)"
 
 
 def _rounds(c: dict[str, Any]) -> str:
@@ -165,9 +182,10 @@ def settings_lines(doc: dict[str, Any]) -> list[str]:
     for c in s["contestants"]:
         what = c.get("model") if c["kind"] == "model" else c.get("command") \
             if c["kind"] == "command" else f"({', '.join(c.get('models') or [])})" \
-            + (f" + chair {c['chair']}" if c.get("chair") else " (no chair: any member)"
-               if (c.get("rounds") or 1) == 1 else " (no chair: the winner by votes)") \
-            + _rounds(c)
+            + (f" + chair {c['chair']}" if c.get("chair") else
+               " (no chair: the majority vote)" if c.get("aggregate") == "vote" else
+               " (no chair: any member)" if (c.get("rounds") or 1) == 1 else
+               " (no chair: the deliberation's winner)") + _rounds(c)
         if c["kind"] == "council":
             what = f"seats ({', '.join(c.get('models') or [])}), chair {c.get('chair')}"
         model_id = (doc.get("model_ids") or {}).get(c["name"])

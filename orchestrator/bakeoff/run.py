@@ -1,6 +1,8 @@
 """Running a bench: every trial in a fresh folder, graded by the hidden check.
 
-Model trials are one-leg waves on ONE shared server (one rate gate, one ledger sink), with the
+Every trial, whatever its contestant's kind, runs through the one skeleton of
+``bakeoff/trial.py`` (where an error is a failure by construction); this module schedules
+them and holds what they share. Model trials are one-leg waves on ONE shared server (one rate gate, one ledger sink), with the
 trial folder as the workspace and ``kind="bench"``, ``run_id`` = the bench id. The waves share
 one cost-ceiling state, so a run ceiling (the cost_ceiling plugin's) bounds the whole bench,
 not each trial. Command
@@ -16,6 +18,7 @@ rows; the CLI writes the partial results file (see ``cli/bench_run.py``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,13 +30,12 @@ import anyio
 
 from orchestrator import jobscope
 from orchestrator.bakeoff import contestants as cmd
+from orchestrator.bakeoff import trial
 from orchestrator.bakeoff.guard import Guard
 from orchestrator.bakeoff.plan import Plan
 from orchestrator.bakeoff.tasks import (
-    CHECK_OUTPUT_KEEP,
     Snapshot,
     Task,
-    grade,
     make_folder,
     materialize,
     remove_folder,
@@ -41,15 +43,11 @@ from orchestrator.bakeoff.tasks import (
     snapshot,
     start_key,
 )
-from orchestrator.engine.record import ABORTED, PENDING
+from orchestrator.bakeoff.trial import Ended, keep_answer
+from orchestrator.engine.record import ABORTED, COMPLETE, PENDING
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.hookspecs import hookimpl
-from orchestrator.security.capped import cap
 from orchestrator.security.secrets import scrub
-
-OUTPUT_KEEP = 20_000  # characters of a command's stdout/stderr kept in the results (the end)
-ANSWER_KEEP = 100_000  # characters of an answer kept in the results (the start)
-REASON_KEEP = 500  # characters of a reason kept (results and ledger)
 
 
 def new_bench_id() -> str:
@@ -93,9 +91,9 @@ def numbered(plan: Plan) -> list[Slot]:
     out, n = [], 0
     for task in plan.tasks:
         for c in plan.contestants:
-            for trial in range(1, plan.trials + 1):
+            for k in range(1, plan.trials + 1):
                 n += 1
-                out.append(Slot(n, task, c, trial))
+                out.append(Slot(n, task, c, k))
     return out
 
 
@@ -119,10 +117,7 @@ class Runner:
         """task → contestant → trial (the numbering is the plan's, a resume runs a subset)."""
         return [s for s in numbered(self.plan) if self.wanted is None or s.n in self.wanted]
 
-    @staticmethod
-    def keep_answer(text: str) -> str:
-        """What a row keeps of an answer (the start)."""
-        return cap(text, ANSWER_KEEP)
+    keep_answer = staticmethod(keep_answer)  # what a row keeps of an answer (the start)
 
     def stop(self, reason: str) -> None:
         """Stop as an interrupt does, for a reason of the bench's own (--maxfail)."""
@@ -185,15 +180,17 @@ class Runner:
                     tg.start_soon(self.command_trial, slot)
 
     async def _ensemble_trials(self, slots: list[Slot]) -> None:
-        from orchestrator.bakeoff import deliberating, ensemble
+        from orchestrator.bakeoff.deliberating import DeliberationAttempt
+        from orchestrator.bakeoff.ensemble import CouncilAttempt, FanoutAttempt
 
         # no cancel scope of the runner's: an interrupt stops each wave or council (it
         # finishes its own files), and a trial not yet begun sees ``signum`` and never starts
         async with anyio.create_task_group() as tg:
             for slot in slots:
                 c = slot.contestant
-                tg.start_soon(deliberating.trial if c.deliberates else ensemble.trial
-                              if c.kind == "fanout" else ensemble.council_trial, self, slot)
+                kind = DeliberationAttempt if c.deliberates else FanoutAttempt \
+                    if c.kind == "fanout" else CouncilAttempt
+                tg.start_soon(trial.run, self, slot, kind(self, slot))
 
     def spent(self) -> float:
         """The known spend of the model trials finished so far (what a deliberation adds
@@ -238,72 +235,20 @@ class Runner:
         return wave
 
     async def model_trial(self, wave, leg, slot: Slot) -> None:
-        """Launch one leg in its own fresh folder (in slot order, ``jobs`` at a time), then
-        grade it."""
-        row, folder = self.base_row(slot), None
-        try:
-            if slot.n in self.after:
-                await self.turns[self.after[slot.n]].wait()
-            async with self.model_limit:
-                self.turns[slot.n].set()
-                folder = await self.folder(slot.task, row)
-                if folder is None:  # the trial never started: its leg ends refused, with its row
-                    await leg.refuse(row["excluded"])
-                else:
-                    leg.ctx.workspace = folder
-                    leg.ctx.options = {**leg.ctx.options, "workspace": str(folder)}
-                    await Wave._launch(wave, leg)
-            self._model_row(row, leg.record, wave)
-            await self.grade(slot, folder, row, leg.record.answer or "")
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                if leg.record.status == PENDING:  # never launched: wave.json says aborted
-                    leg.record.finish(ABORTED, "aborted: the bench was interrupted before "
-                                      "this trial started")
-                    await self.finish(slot, folder, None)
-                else:
-                    self._model_row(row, leg.record, wave)
-                    await self.finish(slot, folder, self._cut(row))
-            raise
-        except BaseException:
-            await self.finish(slot, folder, None)
-            raise
-        await self.finish(slot, folder, row)
+        """One leg in its own fresh folder (in slot order, ``jobs`` at a time), graded."""
+        await trial.run(self, slot, ModelAttempt(self, wave, leg, slot))
 
     async def command_trial(self, slot: Slot) -> None:
-        row, folder, started = self.base_row(slot), None, False
-        try:
-            async with self.command_limits[slot.contestant.name]:
-                folder = await self.folder(slot.task, row)
-                if folder is not None:
-                    started = True
-                    answer = await self._command(slot, folder, row)
-                    # its thread is waited for, not abandoned: an interrupt that killed the
-                    # command is seen here, so a killed command is never graded as a failure
-                    await anyio.lowlevel.checkpoint()
-                    await self.grade(slot, folder, row, answer)
-        except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True):
-                await self.finish(slot, folder, self._cut(row) if started else None)
-            raise
-        except BaseException:
-            await self.finish(slot, folder, None)
-            raise
-        await self.finish(slot, folder, row)
+        from orchestrator.bakeoff.command import CommandAttempt
 
-    def _cut(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A trial the interrupt cut short: kept, listed, never counted (pass or fail)."""
+        await trial.run(self, slot, CommandAttempt(self, slot))
+
+    def interrupted_by(self) -> str:
+        """Why trials were cut short: ``SIGINT arrived``, or the bench's own reason."""
         import signal
 
-        if row["excluded"] is not None:  # excluded already (set-up failed): that reason stands
-            return row
         name = signal.Signals(self.signum).name if self.signum else "an interrupt"
-        why = self.stop_reason or f"{name} arrived"
-        row.update(passed=False, check_output="",
-                   excluded=f"interrupted: {why} before it was graded")
-        if row["status"] in (None, "running"):
-            row["status"] = ABORTED
-        return row
+        return self.stop_reason or f"{name} arrived"
 
     async def folder(self, task: Task, row: dict[str, Any]) -> Path | None:
         """A fresh trial folder; None, with the trial excluded and why, if set-up failed."""
@@ -326,33 +271,9 @@ class Runner:
             self.rows[slot.n] = row
             self.on_trial(row)
 
-    async def grade(self, slot: Slot, folder: Path | None, row: dict[str, Any],
-                    answer: str | None = None) -> None:
-        """The hidden check, off the event loop (a command or a child process). A check
-        that could not grade excludes the trial, saying why. ``answer``: the whole answer
-        when the row keeps a capped one."""
-        if row["excluded"] is not None:
-            return
-        verdict = await anyio.to_thread.run_sync(
-            grade, slot.task, row["answer"] if answer is None else answer, folder, self.guard)
-        row["passed"] = verdict.passed
-        # a verify's output is capped already; this bounds what a python check says
-        row["check_output"] = scrub(cap(verdict.output, 4 * CHECK_OUTPUT_KEEP))
-        if verdict.error and self.signum is not None:  # the interrupt killed the check
-            self._cut(row)
-        elif verdict.error:
-            row["passed"] = False
-            row["excluded"] = scrub(cap(verdict.error, REASON_KEEP))
-        await anyio.lowlevel.checkpoint()  # an interrupt that arrived meanwhile is seen here
-
     def base_row(self, slot: Slot) -> dict[str, Any]:
-        return {"n": slot.n, "task": slot.task.id, "contestant": slot.contestant.name,
-                "kind": slot.contestant.kind, "trial": slot.trial, "passed": False,
-                "excluded": None, "answer": "", "stdout": "", "stderr": "", "command": None,
-                "check_output": "", "status": None, "reason": None, "tokens": 0,
-                "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "steps": 0,
-                "secs": 0.0, "cost_usd": None, "cost_source": "unknown", "leg_id": None,
-                "answer_chars": 0, "stdout_bytes": 0, "stderr_bytes": 0}
+        return trial.base_row(slot.n, slot.task.id, slot.contestant.name,
+                              slot.contestant.kind, slot.trial)
 
     async def prepare_all(self) -> None:
         """Every distinct start state (files + repository), made in parallel worker threads
@@ -380,88 +301,60 @@ class Runner:
             raise made
         return made
 
-    def _model_row(self, row: dict[str, Any], record, wave) -> None:
+
+@dataclass
+class ModelAttempt:
+    """A model contestant's attempt: one leg of its contestant's wave, launched in the
+    trial folder when its turn comes (slot order, ``jobs`` at a time)."""
+
+    runner: Runner
+    wave: BenchWave
+    leg: Any
+    slot: Slot
+
+    @contextlib.asynccontextmanager
+    async def turn(self):
+        runner, n = self.runner, self.slot.n
+        if n in runner.after:
+            await runner.turns[runner.after[n]].wait()
+        async with runner.model_limit:
+            runner.turns[n].set()
+            yield
+
+    async def start(self, folder: Path) -> None:
+        leg = self.leg
+        leg.ctx.workspace = folder
+        leg.ctx.options = {**leg.ctx.options, "workspace": str(folder)}
+        await Wave._launch(self.wave, leg)
+
+    async def skip(self, why: str | None) -> None:
+        """Set-up failed: the leg ends refused, with its row and files; interrupted before
+        it began: wave.json says aborted."""
+        if why is not None:
+            await self.leg.refuse(why)
+        elif self.leg.record.status == PENDING:
+            self.leg.record.finish(ABORTED, "aborted: the bench was interrupted before "
+                                   "this trial started")
+
+    def ended(self) -> Ended | None:
+        record = self.leg.record
+        if record.status == PENDING:
+            return None
         u = record.usage
-        row.update(command=record.model, status=record.status, reason=record.reason,
-                   answer=cap(record.answer or "", ANSWER_KEEP), leg_id=record.leg_id,
-                   answer_chars=len(record.answer or ""),
-                   input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                   cached_tokens=u.cached_tokens, tokens=u.input_tokens + u.output_tokens,
-                   steps=record.steps, secs=round(record.duration_s or 0.0, 3),
-                   cost_usd=record.cost_usd, cost_source=record.cost_source)
-        refused = {r["leg_id"]: r["reason"] for r in wave.budget_refusals}
-        if record.leg_id in refused and row["excluded"] is None:
-            row["excluded"] = f"not launched: {refused[record.leg_id]}"
-
-    async def _command(self, slot: Slot, folder: Path, row: dict[str, Any]) -> str:
-        """Run a command trial and read what it printed (a parser in a child process); what
-        is kept of its output is capped, its full size recorded. Returns the whole answer
-        (the row keeps a capped one) for the check."""
-        c = slot.contestant
-        prompt = self.plan.render(slot.task)
-        timeout = c.timeout_s or self.plan.timeout_s
-        done = await anyio.to_thread.run_sync(cmd.run_command, c, prompt, folder,
-                                              slot.task.check, timeout, self.guard)
-        stdout = done.stdout.text()
-        reported: cmd.Reported | str = cmd.Reported(answer="")
-        if done.exit_code is not None and not done.stdout.cut and not done.interrupted:
-            reported = await anyio.to_thread.run_sync(cmd.parse_output, c.parse, stdout,
-                                                      self.guard)
-        unread = reported if isinstance(reported, str) else None
-        if unread is not None:
-            reported = cmd.Reported(answer="")
-        status, reason = "complete", None
-        if done.timed_out:
-            # however much it printed: the engine's word for a leg past its limit, and the
-            # ledger's (status error, reason timeout)
-            status, reason = "error", f"timeout: the command ran past its {timeout:g} s limit"
-        elif done.error:
-            status, reason = "error", done.error
-        elif done.exit_code != 0:
-            status, reason = "error", (f"killed by {done.killed_by}" if done.killed_by
-                                       else f"exit {done.exit_code}")
-        elif done.stdout.cut:
-            status, reason = "error", (f"it printed {done.stdout.size:,} bytes; orch reads at "
-                                       f"most {len(done.stdout.data):,}")
-        elif unread is not None:
-            status, reason = "error", unread
-        answer = reported.answer if status == "complete" else ""
-        row.update(command=scrub(" ".join(_quote(a) for a in done.argv)), status=status,
-                   reason=scrub(cap(reason, REASON_KEEP)) if reason else None,
-                   answer=scrub(cap(answer, ANSWER_KEEP)), answer_chars=len(answer),
-                   stdout=scrub(cap(stdout, OUTPUT_KEEP, tail=True, size=done.stdout.size)),
-                   stderr=scrub(cap(done.stderr.text(), OUTPUT_KEEP, tail=True,
-                                    size=done.stderr.size)),
-                   stdout_bytes=done.stdout.size, stderr_bytes=done.stderr.size,
-                   input_tokens=reported.input_tokens, output_tokens=reported.output_tokens,
-                   cached_tokens=reported.cached_tokens,
-                   # a command that reports no usage has unknown tokens, not 0 of them
-                   tokens=reported.input_tokens + reported.output_tokens
-                   if reported.read else None,
-                   steps=reported.steps, secs=round(done.secs, 3),
-                   cost_usd=reported.cost_usd,
-                   cost_source="reported" if reported.cost_usd is not None else "unknown",
-                   leg_id=f"{self.bench_id}-{slot.n:04d}")
-        if done.error and done.exit_code is None:
-            row["excluded"] = f"set-up failed: {done.error}"
-        elif done.sandbox_failed():
-            row["excluded"] = scrub(cap(f"set-up failed: {done.sandbox_failed()}", REASON_KEEP))
-        # output its parser cannot read stays a counted failure (status error, said why):
-        # what a command prints is its own doing, so it must not buy an exclusion
-        if self.ledger is not None and reported.read:
-            with anyio.CancelScope(shield=True):  # reported spend outlives an interrupt
-                await self.ledger.append(self.ledger_row(row, c))
-        return answer
-
-    def ledger_row(self, row: dict[str, Any], c: cmd.Contestant) -> dict[str, Any]:
-        """A command trial's own report of its spend (cost source ``reported``)."""
-        return {"wave_id": self.bench_id, "leg_id": row["leg_id"], "kind": "bench",
-                "model": f"command/{c.name}", "provider": "command",
-                "status": row["status"], "reason": row["reason"],
-                "input_tokens": row["input_tokens"], "output_tokens": row["output_tokens"],
-                "cached_tokens": row["cached_tokens"], "cost_usd": row["cost_usd"],
-                "cost_source": row["cost_source"], "duration_s": row["secs"],
-                "project_dir": os.getcwd(), "run_id": self.bench_id}
+        refused = {r["leg_id"]: r["reason"] for r in self.wave.budget_refusals}
+        answer = record.answer or ""
+        return Ended(
+            status=record.status, reason=record.reason,
+            answers=(answer,) if record.status == COMPLETE else (),
+            excluded=f"not launched: {refused[record.leg_id]}"
+            if record.leg_id in refused else None,
+            fields=dict(command=record.model, answer=keep_answer(answer),
+                        leg_id=record.leg_id, answer_chars=len(answer),
+                        input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                        cached_tokens=u.cached_tokens,
+                        tokens=u.input_tokens + u.output_tokens, steps=record.steps,
+                        secs=round(record.duration_s or 0.0, 3), cost_usd=record.cost_usd,
+                        cost_source=record.cost_source))
 
 
 def _prepare(task: Task) -> Snapshot:
@@ -470,12 +363,6 @@ def _prepare(task: Task) -> Snapshot:
         return snapshot(root)
     finally:
         remove_folder(root)
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
 
 
 def exclusions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -16,9 +16,17 @@ from typing import Any
 
 import numpy as np
 
+# what a comparison lets a user conclude lives beside: these names are the statistics' too
+from orchestrator.bakeoff.verdicts import (  # noqa: F401 - re-exported
+    ALPHA,
+    POWER,
+    VERSUS_WORDS,
+    tasks_needed,
+    verdict,
+    versus_verdict,
+)
+
 RESAMPLES = 10_000
-ALPHA = 0.05
-POWER = 0.80
 MIN_TRIALS = 3  # fewer trials per task and pass^k says little: the report warns
 COVERAGE_FROM = 10  # tasks: from here up the pass-rate interval's coverage is measured 93-97%
 
@@ -104,15 +112,6 @@ def pareto_front(points: dict[str, tuple[float, float | None]]) -> set[str]:
     return front
 
 
-def verdict(p_holm: float, low: float, high: float, alpha: float = ALPHA) -> str:
-    """better/worse only when the adjusted p clears alpha AND the interval excludes 0."""
-    if p_holm < alpha and low > 0:
-        return "better"
-    if p_holm < alpha and high < 0:
-        return "worse"
-    return "inconclusive"
-
-
 def wilson_cluster(passes: np.ndarray, trials: np.ndarray, alpha: float = ALPHA
                    ) -> tuple[np.ndarray, np.ndarray]:
     """A Wilson score interval for a pass rate whose trials come in clusters (tasks).
@@ -192,7 +191,9 @@ def _interval(draws: np.ndarray, alpha: float, tasks: int | None = None
 
 
 def _num(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
+    """A finite number, with the dust of float arithmetic swept off (a Δ of equal costs
+    is 0, not 3.39e-21)."""
+    return None if x is None or not math.isfinite(x) else round(float(x), 12) + 0.0
 
 
 # --- the whole analysis --------------------------------------------------------------------
@@ -316,6 +317,11 @@ def analyse(trials: Iterable[dict[str, Any]], contestants: Sequence[str],
     versus = [_versus(table, metrics, name, members, resamples, seed, alpha)
               for name, members in (ensembles or {}).items()
               if name in names and any(m in names for m in members)]
+    for v, adjusted in zip(versus, holm([v["p"] for v in versus]), strict=True):
+        low, high = v["delta_ci"]
+        v["p_holm"] = adjusted
+        v["verdict"], v["needs_tasks"] = versus_verdict(
+            adjusted, low, high, v["wins"], v["losses"], v["ties"], len(versus), alpha)
     return {"baseline": names[0] if names else None, "tasks": n_tasks, "k": k,
             "graded_tasks": graded, "ensembles": versus,
             "resamples": resamples, "seed": seed, "alpha": alpha, "rows": rows,
@@ -351,8 +357,12 @@ def _versus(table: Table, metrics: dict, name: str, members: Sequence[str], resa
     interval, W/L/T, the sign test's p, and the cost ratio (ensemble / member per trial)."""
     names = table.contestants
     candidates = [m for m in members if m in names]
-    best = max(candidates, key=lambda m: (metrics["pass"][m]["value"] or -1.0,
+    rate = {m: metrics["pass"][m]["value"] for m in candidates}
+    best = max(candidates, key=lambda m: (rate[m] if rate[m] is not None else -1.0,
                                           -candidates.index(m)))
+    # equal pass rates: the first in the ensemble's models is compared, the others named
+    tied = [m for m in candidates if m != best and rate[m] is not None and
+            rate[best] is not None and math.isclose(rate[m], rate[best], abs_tol=1e-12)]
     i, j = names.index(best), names.index(name)
     pair = _Paired(table.shared(i, j), resamples, seed)
     passed, counted = table.sums["passed"], table.sums["counted"]
@@ -363,7 +373,8 @@ def _versus(table: Table, metrics: dict, name: str, members: Sequence[str], resa
     wins = int((ensemble_rate > member_rate).sum())
     losses = int((ensemble_rate < member_rate).sum())
     cost_e, cost_m = (metrics["cost_per_trial"][n]["value"] for n in (name, best))
-    return {"contestant": name, "best_member": best, "tasks": pair.n, "delta": delta,
+    return {"contestant": name, "best_member": best, "tied": tied, "tasks": pair.n,
+            "delta": delta,
             "delta_ci": ci, "wins": wins, "losses": losses, "ties": pair.n - wins - losses,
             "p": sign_test(wins, losses),
             "cost_ratio": None if cost_e is None or not cost_m else cost_e / cost_m}

@@ -297,7 +297,8 @@ def _verify(task: Task, answer: str, folder: Path | None, guard: Guard) -> Verdi
         argv = guard.command(["/bin/sh", "-c", task.verify], cwd=folder,
                              readable=(answer_file,), network=task.network)
         done = run(argv, cwd=folder, env={**guard.env(), ANSWER_ENV: str(answer_file)},
-                   limits=guard.check_limits(limit), running=guard.running)
+                   limits=guard.check_limits(limit), running=guard.running,
+                   reap=guard.reaps)
     finally:
         answer_file.unlink(missing_ok=True)
     text = (done.stdout.text() + done.stderr.text()).strip()

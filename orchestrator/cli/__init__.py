@@ -138,7 +138,11 @@ def _log_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
         runtime.configure_logging()
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# color=True: click never strips an escape sequence from what it echoes (it does when piped);
+# the outlet shows every one escaped instead, on a terminal and piped alike
+# (orchestrator/security/outlet.py): stripped, a model's ESC[2K would vanish unseen.
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                              "color": True})
 @click.version_option(__version__, prog_name="orch")
 @click.option("--log-json", is_flag=True, expose_value=False, is_eager=True,
               callback=_log_json, help="Logs as JSON lines on stderr (default: one orch: line each).")
@@ -176,7 +180,8 @@ def _register_plugin_commands() -> None:
     if word in COMMANDS:
         return  # a built-in command runs: plugin commands can't be what was asked for
     from orchestrator import runtime
-    from orchestrator.plugin_host.plugins import add_commands, load, stderr_warn
+    from orchestrator.plugin_host.declared import add_commands
+    from orchestrator.plugin_host.plugins import load, stderr_warn
 
     if word in (None, "--help", "-h", "--version"):  # the command list (or a TAB on the
         # command word): only the plugins that can add a command; the built-ins declare
@@ -201,14 +206,21 @@ def main() -> None:
     # Watched from the first line to the last: SIGINT is KeyboardInterrupt already; SIGTERM
     # becomes Terminated (exit 143, one line) instead of a silent kill mid-write.
     signal.signal(signal.SIGTERM, _terminate)
-    from orchestrator import closed_pipe
+    from orchestrator import closed_pipe, leaving
 
     closed_pipe.install()  # `orch runs | head -1`: the rest goes nowhere, the run goes on
     try:
         _main()
     except BrokenPipeError:  # a write around sys.stdout (its buffer) met the closed pipe
         closed_pipe.silence(sys.__stdout__)
+        leaving.leave(0)
         sys.exit(0)
+    except SystemExit as done:
+        # The exit is orch's: a thread a plugin started, or an abandoned tool call in native
+        # code, never holds (or crashes) the end once everything is written.
+        leaving.leave(done.code)
+        raise
+    leaving.leave(0)
 
 
 def _main() -> None:
@@ -228,30 +240,4 @@ def _main() -> None:
             sys.exit(1)
     except (KeyboardInterrupt, Terminated) as exc:
         sys.exit(130 if isinstance(exc, KeyboardInterrupt) else 143)
-    try:
-        cli(prog_name="orch")
-    except SystemExit as done:
-        _exit_past_busy_tools(done)
-        raise
-
-
-def _exit_past_busy_tools(done: SystemExit) -> None:
-    """Leave at once when a tool thread the wave abandoned is still working: everything is
-    written and flushed by now, and interpreter shutdown would abort that thread's C++ frames
-    (SIGABRT, a crash after a clean run)."""
-    tools = sys.modules.get("orchestrator.tool_thread")
-    if tools is None or not tools.still_running():
-        return
-    code = done.code
-    if code is not None and not isinstance(code, int):
-        click.echo(code, err=True)
-        code = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    import logging
-
-    logging.shutdown()
-    os._exit(code or 0)
+    cli(prog_name="orch")

@@ -26,6 +26,7 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     from orchestrator.bakeoff.run import TierPin
     from orchestrator.budget_guards import require_guards
     from orchestrator.models.resolve import resolve_all
+    from orchestrator.plugin_host.fail_closed import require_loaded
     from orchestrator.plugin_host.plugins import load, stderr_warn
 
     cfg = runtime.config()
@@ -36,6 +37,7 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
             continue
         section = {**base, "disabled": [*base.get("disabled", []), *c.disable_plugins]}
         pms[c.name] = load(section, warn=stderr_warn, extra=[("bench_tier", TierPin())])
+        require_loaded(pms[c.name], cfg)  # a guard that cannot load: nothing is sent
         # a ceiling from its flag or the bench file holds for every contestant, or none runs
         require_guards(plan.ceilings, pms[c.name], cfg, command="bench",
                        source=lambda key, name=c.name: _ceiling_source(plan, name, key))
@@ -46,7 +48,7 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
                                 pms[c.name])
             resolved[c.name] = Ensemble(members=found[:len(c.models)],
                                         chair=found[-1] if c.chair else None, kind=c.kind,
-                                        rounds=c.rounds)
+                                        rounds=c.rounds, aggregate=c.aggregate)
         else:
             resolved[c.name] = resolve_all([c.model], cfg, pms[c.name])[0]
     return resolved, pms
@@ -118,12 +120,15 @@ def dry_run_text(plan: Plan, resolved: dict[str, Any]) -> str:
             lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}; one deliberation per trial: up to "
                          f"{c.rounds} rounds × {legs} legs = {c.rounds * legs} requests"
-                         + (" + the chair" if c.chair else "") + ", peers "
+                         + (" + the chair" if c.chair else "")
+                         + ("; the majority of the final answers graded" if c.aggregate
+                            else "") + ", peers "
                          + (str(c.peers) if c.peers else "default") + ")")
         elif c.kind in ("fanout", "council"):
             lines.append(f"  {c.name}: {resolved[c.name].name} (tools {c.tools}, "
                          f"max_steps {c.max_steps}; one {'wave' if c.kind == 'fanout' else c.kind} "
-                         "per trial)")
+                         "per trial" + ("; the majority of its answers graded" if c.aggregate
+                                        else "") + ")")
         else:
             argv = cmd.command_line(c, plan.render(first), "<trial folder>", first.check)
             lines.append(f"  {c.name}: " + " ".join(_short(a) for a in argv)
@@ -187,17 +192,18 @@ class BenchProgress:
         self.live = None
         self.tty = sys.stderr.isatty()
         if self.tty and not quiet:
-            from rich.console import Console
-            from rich.live import Live
+            from orchestrator.security import outlet
 
-            self.live = Live(self, console=Console(stderr=True), refresh_per_second=4)
+            self.live = outlet.live(self, stderr=True, refresh_per_second=4)
 
     def __call__(self, row: dict[str, Any]) -> None:
         line = trial_line(row)
         self.tally[row["contestant"]][line[:4]] += 1
         if self.quiet:
-            if self.tty:
-                click.echo("\r" + self.summary(), nl=False, err=True)
+            if self.tty:  # orch's own line, rewritten in place
+                from orchestrator.security.outlet import write_raw
+
+                write_raw("\r" + self.summary(), err=True)
         elif self.live is not None:
             self.live.console.print(line, markup=False, highlight=False)
         else:
@@ -282,7 +288,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
         elif not cmd.found(c):
             raise OrchError(f"contestant {c.name}: {c.command} is not on PATH; install it or "
                             "give its full path (orch bench --check lists every contestant)")
-    guard = guard or plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
+    guard = guard or plan.guard(choose_sandbox(plan.needs_sandbox, unsafe), unsafe=unsafe)
     if junit is not None and junit.is_dir():
         raise UsageProblem(f"--junit-xml {junit} is a directory; pass a file name")
     confirm(plan, resolved, yes)
@@ -290,6 +296,7 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
     path = out or config_mod.home() / "bench" / f"{bench_id}.json"
     if path.exists() and path.is_dir():
         raise UsageProblem(f"--out {path} is a directory; pass a file name")
+    guard.secret = (*guard.secret, path.parent)  # the results: past answers and checks' words
     if out is not None and previous is None:  # `orch runs` finds it through this link
         from orchestrator.operations.runs import LINK
         from orchestrator.store import write_text_atomic
@@ -425,7 +432,7 @@ def settle_killed(doc: dict[str, Any], plan: Plan, unsafe: bool, quiet: bool
 
     if regrade.killed_run(doc, resume.total(plan)) is None:  # it finished: nothing unsettled
         return [], None
-    guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe))
+    guard = plan.guard(choose_sandbox(plan.needs_sandbox, unsafe), unsafe=unsafe)
     try:
         settled = regrade.settle(doc, plan, config_mod.runs_dir(), guard)
     except KeyboardInterrupt:

@@ -207,20 +207,35 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
 
 
 @council.command("stats")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list on stdout.")
-def council_stats(as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")
+@click.option("--judges", is_flag=True,
+              help="Judge calibration instead: each judge's agreement with the others "
+                   "(Krippendorff's alpha), its position bias and its agreement with the "
+                   "final tier, with 95% intervals.")
+def council_stats(as_json: bool, judges: bool) -> None:
     """Each model's track record across council runs: findings raised, how many peers
     confirmed, street-cred (mean rank from peers, 1 = best), conforming findings blocks,
     verdicts given as chair. Read from the council table of the spend ledger database.
+    With --judges, how far each judge's votes can be trusted, from the votes it cast.
 
     \b
     Examples:
       orch council stats
       orch council stats --json
+      orch council stats --judges
     """
-    from orchestrator.council.display import print_stats
+    from orchestrator.council.display import print_judges, print_stats
     from orchestrator.ledger.council_rows import CouncilLedger
 
+    if judges:
+        from orchestrator.council.calibration import judges as calibrate
+
+        doc = calibrate(CouncilLedger().votes())
+        if as_json:
+            echo_json(doc)
+        else:
+            print_judges(doc)
+        return
     stats = CouncilLedger().stats()
     if as_json:
         echo_json(stats)

@@ -33,6 +33,13 @@ from orchestrator.errors import OrchError
 @click.option("--context", "-c", "context", multiple=True, metavar="PATH",
               help="A file added to the briefing (repeatable); read once, shared by all legs.")
 @click.option("--chair", metavar="MODEL", help="After the legs, this model writes one synthesis.")
+@click.option("--synthesis", type=click.Choice(["plain", "structured"]), default=None,
+              help="The chair's synthesis: plain prose (default), or structured: consensus, "
+                   "disagreements with who holds each side, points one answer raised, and a "
+                   "resolution, over anonymous labels.")
+@click.option("--aggregate", type=click.Choice(["vote"]), default=None,
+              help="Also count the final answers: vote = the majority over normalised "
+                   "answers (ties and no majority said).")
 @click.option("--rounds", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Deliberate: from round 2 each leg reads its peers' answers, anonymised, "
                    "revises or keeps, and votes (docs/deliberation.md).")
@@ -64,7 +71,8 @@ from orchestrator.errors import OrchError
               help="Send model names as given, even ones the provider's list does not have.")
 @no_daemon_option
 @click.argument("words", nargs=-1, metavar="[PROMPT]")
-def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, timeout_min,
+def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggregate, rounds,
+           peers, timeout_min,
            max_steps,
            tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
            no_validate, budgets, words):
@@ -148,6 +156,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
         tools_asked = tools_mode is not None or (old.get("options") or {}).get(
             "tools_asked", True)
         tools_mode = tools_mode or (old.get("options") or {}).get("tools")
+        aggregate = aggregate or (old.get("options") or {}).get("aggregate")
+        synthesis = synthesis or (old.get("options") or {}).get("synthesis")
         workspace = workspace or (old.get("options") or {}).get("workspace")
         keys = {o.key for o in declared}
         kept = {k: v for k, v in (old.get("options") or {}).items()
@@ -171,7 +181,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
                             max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
                             retry_of=retry_of, prior=prior, retry_options=retry_options,
                             kept_from=kept_from, validate_models=not no_validate, quiet=quiet,
-                            tools_asked=tools_asked)
+                            tools_asked=tools_asked, aggregate=aggregate, synthesis=synthesis,
+                            rounds=rounds)
     spec.chair_only_if_new = chair_only_if_new
     if rounds > 1:  # a deliberation: orchestrator/deliberation
         from orchestrator.deliberation.command import deliberate, print_outcome
@@ -187,6 +198,11 @@ def fanout(models, council, prompt, prompt_file, context, chair, rounds, peers, 
         print_human(doc)
         if rounds > 1:
             print_outcome(doc)
+        from orchestrator.chair.lines import synthesis_lines
+        from orchestrator.votes.lines import vote_lines
+
+        for line in [*synthesis_lines(doc.get("synthesis")), *vote_lines(doc.get("aggregate"))]:
+            click.echo(line)
     say_run(doc)
     sys.exit(doc["exit_code"])
 
@@ -218,23 +234,58 @@ def _estimated(doc: dict) -> str:
     return " (estimated)" if doc.get("usage_estimated") else ""
 
 
+def answer_groups(doc: dict) -> list[list[dict]]:
+    """The legs (then the chair) in order, those holding the same answer together where the
+    run compares answers (a deliberation, a vote): such an answer is printed once."""
+    legs = [*doc["legs"]]
+    groups: list[list[dict]] = []
+    if doc.get("kind") == "deliberation" or doc.get("aggregate"):
+        from orchestrator.votes.answer import digest
+
+        by: dict[str, list[dict]] = {}
+        for leg in legs:
+            if leg.get("status") == "complete" and (leg.get("answer") or "").strip():
+                key = digest(leg["answer"])
+                if key in by:
+                    by[key].append(leg)
+                    continue
+                by[key] = [leg]
+                groups.append(by[key])
+            else:
+                groups.append([leg])
+    else:
+        groups = [[leg] for leg in legs]
+    return groups + ([[doc["chair"]]] if doc.get("chair") else [])
+
+
+def _leg_head(leg: dict) -> None:
+    u = leg["usage"]
+    title = "chair: " if leg.get("kind") == "chair" else ""
+    click.echo(f"== {title}{leg['model']} ({leg['leg_id']}) · {leg['status']} · "
+               f"{u['input_tokens']}+{u['output_tokens']} tok{_estimated(leg)} · "
+               f"{_money(leg['cost_usd'])} · {leg['duration_s']:.1f}s")
+    if leg.get("reason"):
+        click.echo(f"Reason: {leg['reason']}")
+
+
 def print_human(doc: dict) -> None:
     """The answers on stdout (what the run says about itself: :func:`say_run`)."""
     from orchestrator.security.secrets import scrub_doc
 
     doc = scrub_doc(doc)  # answers and reasons are free text: key shapes masked too
-    legs = [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]
-    for leg in legs:
-        u = leg["usage"]
-        title = "chair: " if leg.get("kind") == "chair" else ""
-        click.echo(f"== {title}{leg['model']} ({leg['leg_id']}) · {leg['status']} · "
-                   f"{u['input_tokens']}+{u['output_tokens']} tok{_estimated(leg)} · "
-                   f"{_money(leg['cost_usd'])} · {leg['duration_s']:.1f}s")
-        if leg.get("reason"):
-            click.echo(f"Reason: {leg['reason']}")
-        if leg.get("answer"):
-            click.echo(leg["answer"].rstrip())
-        click.echo("")
+    for group in answer_groups(doc):
+        shared = len(group) > 1
+        for leg in group:
+            _leg_head(leg)
+            if leg.get("answer") and not shared:
+                click.echo(leg["answer"].rstrip())
+            if not shared:
+                click.echo("")
+        if shared:  # one answer held by several legs: printed once, with their names
+            click.echo(f"The answer of {', '.join(leg['model'] for leg in group)} "
+                       f"({len(group)} legs, the same answer):")
+            click.echo(group[0]["answer"].rstrip())
+            click.echo("")
 
 
 def say_run(doc: dict) -> None:
@@ -245,7 +296,8 @@ def say_run(doc: dict) -> None:
     from orchestrator.security.secrets import scrub_doc
 
     doc = scrub_doc(doc)
-    legs = [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]
+    legs = [*doc["legs"], *([doc["chair"]] if doc.get("chair") else []),
+            *([doc["chair_repair"]] if doc.get("chair_repair") else [])]
     for leg in legs:
         title = "chair " if leg.get("kind") == "chair" else ""
         for note in leg.get("notes") or []:

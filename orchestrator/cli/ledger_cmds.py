@@ -93,7 +93,13 @@ def export(since_text: str, fmt: str) -> None:
 
     since = None if since_text.strip().lower() == "all" else parse_since(since_text)
     columns = [c.name for c in TABLE.columns]
-    out = click.get_text_stream("stdout")
+    from orchestrator.security.outlet import write_data
+
+    class _Out:  # csv's file: every piece through the outlet's data channel
+        def write(self, text: str) -> None:
+            write_data(text)
+
+    out = _Out()
     rows = iter(()) if _missing_sqlite_file() else Ledger().stream(since)  # never create one
     # RFC 4180 line ends: with a bare LF the csv module leaves a bare CR in a cell unquoted,
     # and every reader then splits the row there

@@ -64,7 +64,8 @@ def _declared(command: str, reserved=()) -> list:
             for line in warnings:
                 stderr_warn(line)
         return options
-    from orchestrator.plugin_host.plugins import declared_options, load, stderr_warn
+    from orchestrator.plugin_host.declared import declared_options, timed_out
+    from orchestrator.plugin_host.plugins import load, stderr_warn
 
     warnings: list[str] = []
 
@@ -75,7 +76,8 @@ def _declared(command: str, reserved=()) -> list:
     # broken plugins are reported by the run's own manager; here only option problems
     pm = load(section, options_only=True)
     options = declared_options(pm, command, reserved=reserved, warn=warn)
-    option_cache.write(path, wanted, options, warnings, option_cache.sources(pm))
+    if not timed_out(pm, command):  # a slow moment is not remembered as the plugin's answer
+        option_cache.write(path, wanted, options, warnings, option_cache.sources(pm))
     return options
 
 

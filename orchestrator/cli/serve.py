@@ -67,7 +67,10 @@ def start(foreground: bool, idle_min: float | None, quiet: bool) -> None:
     if idle_min is None:
         idle_min = _configured_idle()
     if foreground:
-        from orchestrator.daemon.autostart import wait_for_starter
+        from orchestrator.daemon.autostart import AFTER_ENV, LOCK_FD_ENV, wait_for_starter
+        from orchestrator.daemon.environment import start_clean
+
+        start_clean((LOCK_FD_ENV, AFTER_ENV))  # its environment holds no key (serve.md)
         from orchestrator.daemon.server import run
 
         wait_for_starter()  # started by a run (daemon: auto): warm up once it has ended
@@ -81,13 +84,16 @@ def start(foreground: bool, idle_min: float | None, quiet: bool) -> None:
         if not quiet:
             click.echo(f"orch serve: already running (pid {pid}) on {paths.socket_path()}")
         return
+    from orchestrator.daemon.environment import daemon_environment
+
     run_dir = paths.ensure_run_dir()
     with open(paths.log_path(), "ab") as log:
         idle = ["--idle", repr(idle_min)] if idle_min is not None else []
         proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "serve", "start",
                                  "--foreground", *idle],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True, cwd=str(run_dir))
+                                start_new_session=True, cwd=str(run_dir),
+                                env=daemon_environment(os.environ))  # no key (serve.md)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -66,8 +66,9 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
 
 def _print_table(group_by: str, groups: list[dict[str, Any]]) -> None:
     from rich import box
-    from rich.console import Console
     from rich.table import Table
+
+    from orchestrator.security.outlet import console as outlet_console
 
     tokens = [(k, label) for k, label in TOKEN_COLUMNS
               if k in ("input_tokens", "output_tokens") or any(g[k] for g in groups)]
@@ -87,10 +88,10 @@ def _print_table(group_by: str, groups: list[dict[str, Any]]) -> None:
         if show_unknown:
             cells.append(f"{g['unknown_cost_legs']:,}" if g["unknown_cost_legs"] else "")
         table.add_row(*cells)
-    console = Console(highlight=False)
+    console = outlet_console(highlight=False)
     needed = console.measure(table, options=console.options.update_width(10_000)).maximum
     if needed > console.width:  # a wrapped line beats a model name folded into fragments
-        console = Console(highlight=False, width=needed)
+        console = outlet_console(highlight=False, width=needed)
     console.print(table)
 
 

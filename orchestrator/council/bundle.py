@@ -23,6 +23,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.chair.marks import CUT
 from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.continuable import closed
 from orchestrator.council.findings import Review
@@ -129,9 +130,8 @@ def quote(text: str, nonce: str) -> str:
 def render_review(review: dict[str, Any], findings: list[dict[str, Any]],
                   nonce: str) -> str:
     by_id = {f["id"]: f for f in findings}
-    marks = []
-    if review.get("cut"):
-        marks.append("CUT: this review stopped at its output limit")
+    # the marks every chair reads (chair/marks.py): the judges read the same
+    marks = list(review.get("marks") or ([CUT] if review.get("cut") else []))
     if not review.get("conformed"):
         marks.append("no readable findings block: its prose is shown for ranking only")
     lines = [f"### {review['label']} [{nonce}]" + "".join(f"\n({m})" for m in marks), "",
@@ -185,7 +185,8 @@ def build_bundle(run_id: str, reviews: list[Review], models: list[ResolvedModel]
                                   "claim": one_line(redact(f["claim"])),
                                   "location": one_line(redact(f["location"])),
                                   "rationale": one_line(redact(f["rationale"]))})
-        anon_reviews.append({"label": label, "cut": review.cut, "conformed": review.conformed,
+        anon_reviews.append({"label": label, "cut": review.cut, "marks": review.marks,
+                             "conformed": review.conformed,
                              "prose": redact(review.prose), "findings": ids})
     bundle = Bundle(run_id, labels, anon_reviews, anon_findings, terms, redacted=count[0])
     leaked = bundle.scan({"bundle": bundle.markdown()})

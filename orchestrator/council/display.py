@@ -99,3 +99,47 @@ def _cred(s: dict[str, Any]) -> str:
     ci = s.get("street_cred_ci95")
     span = f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else ""
     return f"{s['street_cred']:.2f}{span} (n={s['ranked_runs']})"
+
+
+def print_judges(doc: dict[str, Any]) -> None:
+    """``orch council stats --judges``: one row per judge, then what the columns mean."""
+    if not doc["judges"]:
+        click.echo("no judges' votes yet; they are recorded by each `orch council run` "
+                   "from this version on")
+        return
+    rows = [("judge", "runs", "votes", "α vs others [95% CI] (findings)",
+             "position bias [95% CI]", "agrees with tier [95% CI] (n)")]
+    for j in doc["judges"]:
+        a, b, t = j["alpha"], j["position_bias"], j["tier_agreement"]
+        rows.append((j["judge"], str(j["runs"]), f"{j['voted']}/{j['votes']}",
+                     f"{_num(a['value'])} {_span(a['ci'], _num)} ({a['units']})",
+                     f"{_signed(b['value'])} {_span(b['ci'], _signed)}",
+                     f"{_pct(t['value'])} {_span(t['ci'], _pct)} ({t['n']})"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    p = doc["panel"]
+    click.echo(f"panel: α {_num(p['alpha'])} {_span(p['ci'], _num)} over {p['units']} "
+               f"findings, {doc['runs']} runs")
+    click.echo("α: Krippendorff's alpha (nominal) with the majority of the other judges,\n"
+               "   1 = always agree, 0 = chance.\n"
+               "position bias: agree rate on findings shown in the first half of its view\n"
+               "   less the second half, 0 = the order does not move it.\n"
+               "agrees with tier: its vote is the side its group's tier took (its own vote\n"
+               "   is part of it). Intervals treat each council run as one unit.")
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}"
+
+
+def _signed(x: float | None) -> str:
+    return "—" if x is None else f"{x:+.2f}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def _span(ci: list[float | None], fmt) -> str:
+    return "[—]" if ci[0] is None else f"[{fmt(ci[0])}, {fmt(ci[1])}]"

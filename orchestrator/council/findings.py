@@ -179,6 +179,7 @@ class Review:
     problem: str | None = None  # why the block was unusable (before any repair)
     dropped: int = 0
     cut: bool = False
+    marks: list[str] = field(default_factory=list)  # what the chair is told (chair/marks.py)
     retried: bool = False
     reprompted: bool = False
     legs: list[str] = field(default_factory=list)

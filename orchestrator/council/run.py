@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope, run_ceiling
+from orchestrator.chair.marks import CUT, marks_of
 from orchestrator.config import Config
 from orchestrator.council.artifacts import Artifacts
 from orchestrator.council.bundle import Bundle, build_bundle
@@ -101,6 +102,7 @@ class CouncilRun:
         self.reviews: list[Review] = [Review(m.name) for m in plan.seats]
         self.bundle: Bundle | None = None
         self.judgements: list[Judgement] = []
+        self.shown: dict[str, list[str]] = {}  # judge -> the finding ids its view showed, in order
         self.tally: dict[str, Any] | None = None
         self.chair = ChairOutcome()
         self.anonymity: dict[str, Any] = {}
@@ -233,6 +235,8 @@ class CouncilRun:
                 self.notice(f"seat {review.model} did not review — {why}", "seat lost")
                 continue
             review.read(rec.answer, rec.finish_reason)
+            review.marks = marks_of(rec)  # the marks every chair reads: CUT, UNFINISHED
+            review.cut = review.cut or CUT in review.marks
             if review.cut:
                 self.notice(f"seat {review.model}'s review is CUT: it stopped at its output "
                             "limit")
@@ -278,6 +282,7 @@ class CouncilRun:
         judges = [m for m, r in zip(self.plan.seats, self.reviews, strict=True) if r.usable]
         self.bundle = bundle = build_bundle(self.run_id, self.reviews, self.plan.seats)
         views = {m.name: bundle.view_for(m.name) for m in judges}
+        self.shown = {name: ids for name, (_, ids, _) in views.items()}
         prompts = [judge_briefing(self.plan.briefing, *views[m.name], nonce=bundle.nonce)
                    for m in judges]
         # what each judge reads of the seats, as it is in the prompt sent

@@ -25,6 +25,7 @@ class CouncilRun(Protocol):
     reviews: list[Review]
     bundle: Bundle | None
     judgements: list[Judgement]
+    shown: dict[str, list[str]]  # judge -> the finding ids its view showed, in order
     tally: dict[str, Any] | None
     chair: ChairOutcome
 
@@ -80,23 +81,55 @@ def council_rows(run: CouncilRun) -> None:
         rows.append({"run_id": run.run_id, "model": model, "role": "chair",
                      "status": "verdict" if verdict else ("no-verdict" if gave else "failed"),
                      "reviewed": False, "verdict": verdict})
+    votes = vote_rows(run)
     try:
-        CouncilLedger(run.ledger_url).append(rows, deadline=time.monotonic() + run.spend.left())
+        CouncilLedger(run.ledger_url).append(rows, deadline=time.monotonic() + run.spend.left(),
+                                             votes=votes)
     except Exception as exc:  # locked, full, unreachable: the rows wait in the outbox
-        _outbox(run, rows, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        _outbox(run, rows, votes,
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
-def _outbox(run: CouncilRun, rows: list[dict[str, Any]], why: str) -> None:
-    """The run's rows journaled as one batch, as spend rows are (orchestrator/ledger/outbox.py):
-    the next command that opens the ledger replays them, once."""
-    from orchestrator.ledger import outbox
+def vote_rows(run: CouncilRun) -> list[dict[str, Any]]:
+    """One row per judge whose judgement counted × finding its view showed: its vote (or
+    ``none``), where the view showed it, the group's final tier, and whether its vote
+    counted there (it raised none of the group's findings). Judge calibration's data."""
+    tally = run.tally or {}
+    findings = tally.get("findings") or {}
+    raisers = {g["id"]: set(g.get("seats") or []) for g in tally.get("groups") or []}
+    out = []
+    for j in run.judgements:
+        if not j.usable:
+            continue
+        cast = {v["finding"]: v["vote"] for v in j.votes}
+        shown = run.shown.get(j.judge) or []
+        for position, fid in enumerate(shown):
+            f = findings.get(fid)
+            if f is None:
+                continue
+            out.append({"run_id": run.run_id, "judge": j.judge, "finding": fid,
+                        "grp": f["group"], "position": position, "shown": len(shown),
+                        "vote": cast.get(fid, "none"), "tier": f["tier"],
+                        "eligible": j.judge not in raisers.get(f["group"], set())})
+    return out
+
+
+def _outbox(run: CouncilRun, rows: list[dict[str, Any]], votes: list[dict[str, Any]],
+            why: str) -> None:
+    """The run's rows journaled as one batch, and its votes as another, as spend rows are
+    (orchestrator/ledger/outbox.py): the next command that opens the ledger replays them,
+    each run's once."""
+    from orchestrator.ledger import outbox, vote_table
     from orchestrator.ledger.connection import default_url
     from orchestrator.ledger.council_rows import prepare
     from orchestrator.security.secrets import scrub
 
     why = scrub(why)[:300]
     try:
-        path = outbox.append_batch(run.ledger_url or default_url(), "council", prepare(rows))
+        url = run.ledger_url or default_url()
+        path = outbox.append_batch(url, "council", prepare(rows))
+        if votes:
+            outbox.append_batch(url, "council_vote", vote_table.prepare(votes))
     except (OSError, ValueError) as exc:
         run.notice(f"the council ledger could not record this run: {why}; outbox: "
                    f"{scrub(str(exc))[:300]}")

@@ -111,13 +111,11 @@ def start_in_background(chosen: bool) -> bool:
 def _spawn(run_dir: Path, fd: int) -> None:
     import subprocess
 
-    from orchestrator.security.secrets import _NOT_SECRET_NAME, _SECRET_NAME
+    from orchestrator.daemon.environment import daemon_environment
 
-    # the daemon's own environment holds no key: a job asks its client for one (serve.md)
-    env = {k: v for k, v in os.environ.items()
-           if not _SECRET_NAME.search(k) or _NOT_SECRET_NAME.search(k)}
-    env[LOCK_FD_ENV] = str(fd)
-    env[AFTER_ENV] = str(os.getpid())  # its warm-up must not take the CPU this run needs
+    # the daemon's own environment holds no key: a job asks its client for one (serve.md);
+    # its warm-up must not take the CPU this run needs (AFTER_ENV)
+    env = daemon_environment(os.environ, **{LOCK_FD_ENV: str(fd), AFTER_ENV: str(os.getpid())})
     with open(paths.log_path(), "ab") as log:
         subprocess.Popen([sys.executable, "-m", "orchestrator", "serve", "start",
                           "--foreground"],

@@ -162,9 +162,13 @@ class Job:
                                                        ctypes.py_object(exc_type))
 
     def _leave(self, signum: int) -> None:
-        """A second interrupt: the client leaves at once; the job ends on its own."""
+        """A second interrupt, or the hard timer after the first (its runs' records are
+        written by then, jobscope.leave_now): the client leaves at once, and the daemon
+        counts the job as ended; its thread, if something still holds it, is left behind
+        (a daemon thread: never the daemon's exit)."""
         self._finish(128 + signum)
         self.detached = True
+        self._on_done(self)
 
     # -- running ---------------------------------------------------------------------------
     def start(self) -> None:

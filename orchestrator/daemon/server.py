@@ -22,6 +22,7 @@ from orchestrator import __version__
 from orchestrator.daemon import paths
 from orchestrator.daemon.protocol import Channel, Closed
 from orchestrator.errors import OrchError
+from orchestrator.security.outlet import inert
 
 DEFAULT_IDLE_MIN = 30.0
 STOP_GRACE_S = 30.0  # running jobs get this long to finalise on stop
@@ -129,8 +130,8 @@ class Daemon:
         self._listener: socket.socket | None = None
         self._ui = None  # the web views it serves (orch ui), made when first asked
         self._lock_fd: int | None = None
-        self.log = log or (lambda text: print(f"orch serve: {text}", file=sys.__stderr__,
-                                               flush=True))
+        self.log = log or (lambda text: print(f"orch serve: {inert(text)}",  # a log line
+                                               file=sys.__stderr__, flush=True))
 
     # -- lifecycle -------------------------------------------------------------------------
     def bind(self) -> None:

@@ -31,10 +31,12 @@ def outcome_lines(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
     """What the run says about its rounds and stop rule (stderr), and its winner (stdout)."""
     about = []
     for r in doc.get("rounds") or []:
-        votes = sum(1 for leg in r["legs"] if leg.get("vote"))
+        cast = sum(1 for leg in r["legs"] if leg.get("vote"))
+        counted = sum(1 for leg in r["legs"] if (leg.get("vote") or {}).get("answer_digest"))
+        votes = f"{cast} votes" if cast == counted else f"{cast} votes cast, {counted} counted"
         cost = "unknown" if not r["cost_exact"] and not r["cost_usd"] else f"${r['cost_usd']:.4f}"
         about.append(f"round {r['round']}: {len(r['legs'])} legs · {r['changed']} changed · "
-                     f"{votes} votes · {r['requests']} requests · {cost}")
+                     f"{votes} · {r['requests']} requests · {cost}")
     stop = doc.get("stop")
     if stop:
         about.append(f"stopped: {stop['rule']} after round {stop['after_round']}"
@@ -43,8 +45,12 @@ def outcome_lines(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
     result = []
     if win:
         tie = f"; tie broken by {win['tie_break']}" if win.get("tie_break") else ""
-        result.append(f"Winner by votes: {', '.join(win['models'])} ({win['votes']} vote(s) "
-                      f"in the last round with votes{tie})")
+        held = f"held by {win['holders']} of {len(doc.get('legs') or [])} legs"
+        if win.get("by") == "holders":
+            result.append(f"Winner: {', '.join(win['models'])} ({held}; no vote counted{tie})")
+        else:
+            result.append(f"Winner by votes: {', '.join(win['models'])} ({win['votes']} "
+                          f"vote(s) in round {win['votes_round']}; {held}{tie})")
     return about, result
 
 

@@ -1,5 +1,6 @@
 """The rules of a deliberation as pure functions of plain data: who sees whom, how answers are
-labelled for each leg, when to stop, and who wins the vote (docs/deliberation.md).
+labelled for each leg, and when to stop (docs/deliberation.md). Counting the votes is
+votes/tally.py's; an answer's identity votes/answer.py's.
 
 Nothing here sends a request or reads a file, so every rule is tested by a table.
 """
@@ -8,18 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections import Counter
-from dataclasses import dataclass
-from typing import Any
 
 # The stop rules, in the order they are checked after a round (the first that holds is
 # recorded; any others that also hold are listed beside it).
-UNCHANGED = "unchanged"  # no leg in play changed its answer this round
-CONSENSUS = "consensus"  # every leg in play voted, and every vote names the same answer
+UNREAD = "unread"  # round >= 2 and no reply of it could be read: another round buys nothing
+UNCHANGED = "unchanged"  # round >= 2 and no leg in play changed its answer this round
+CONSENSUS = "consensus"  # every leg in play holds the same answer (by digest)
 ROUNDS = "rounds"  # --rounds reached
 CEILING = "ceiling"  # the cost ceiling cannot pay for the next round: it was not launched
 ALONE = "alone"  # fewer than two legs in play: nobody left to read
-STOP_RULES = (UNCHANGED, CONSENSUS, ROUNDS, CEILING, ALONE)
+STOP_RULES = (UNREAD, UNCHANGED, CONSENSUS, ROUNDS, CEILING, ALONE)
 
 ALL_PEERS_UP_TO = 5  # with at most this many legs, each sees all the others by default
 DEFAULT_PEERS = 4  # above it, each sees this many
@@ -29,11 +28,6 @@ def seeded(*parts: object) -> random.Random:
     """A random generator that depends only on ``parts`` (stable across runs and Pythons)."""
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
-
-
-def digest(answer: str) -> str:
-    """An answer's identity: the same words in the same order, whatever the spacing."""
-    return hashlib.sha256(" ".join((answer or "").split()).encode()).hexdigest()[:12]
 
 
 def default_peers(n: int) -> int:
@@ -69,72 +63,56 @@ def deal_labels(peers: list[int], *seed: object) -> dict[str, int]:
     return {label_name(i): peer for i, peer in enumerate(order)}
 
 
-@dataclass
-class Ballot:
-    """One leg's part in one round, as the rules see it."""
+def votable(own: str | None, peers: list[tuple[int, str | None]]
+            ) -> tuple[list[tuple[str, tuple[int, ...]]], int]:
+    """What one leg can vote for among the ``peers`` it reads (leg, answer digest): each
+    distinct answer once, with the legs holding it, in the order read; an answer identical
+    to its own (by digest) is never offered, so a leg cannot vote for its own answer through
+    a peer's copy. Also how many of the peers it reads hold its own answer."""
+    groups: dict[str, list[int]] = {}
+    same = 0
+    for leg, d in peers:
+        if d is None:
+            continue
+        if d == own:
+            same += 1
+            continue
+        groups.setdefault(d, []).append(leg)
+    return [(d, tuple(legs)) for d, legs in groups.items()], same
 
-    leg: int
-    changed: bool
-    voted_for: str | None = None  # the digest of the answer voted for; None: no valid vote
 
-
-def stop_rules(ballots: list[Ballot], *, round_no: int, max_rounds: int,
-               in_play: int) -> list[str]:
+def stop_rules(*, round_no: int, max_rounds: int, holds: list[str | None],
+               changed: list[bool], replies: int = 0, read: int = 0) -> list[str]:
     """Every stop rule that holds after ``round_no`` (empty: go on), in :data:`STOP_RULES`
-    order. Round 1 has no votes and nothing to compare with: only ``rounds`` and ``alone``."""
+    order. ``holds``: the answer digest of each leg in play; ``changed``: whether each leg
+    in play changed its answer in this round (round 1: nothing to compare with);
+    ``replies``/``read``: how many replies this round received and how many could be read.
+
+    ``consensus`` holds as soon as every leg in play holds the same answer, after round 1
+    too: another round could only have them vote for each other's copy of it."""
     held = []
-    if round_no >= 2 and ballots and not any(b.changed for b in ballots):
+    if round_no >= 2 and replies and not read:
+        held.append(UNREAD)
+    if round_no >= 2 and holds and not any(changed):
         held.append(UNCHANGED)
-    votes = [b.voted_for for b in ballots]
-    if round_no >= 2 and len(ballots) >= 2 and None not in votes and len(set(votes)) == 1:
+    if len(holds) >= 2 and None not in holds and len(set(holds)) == 1:
         held.append(CONSENSUS)
     if round_no >= max_rounds:
         held.append(ROUNDS)
-    if in_play < 2:
+    if len(holds) < 2:
         held.append(ALONE)
     return held
 
 
-def winner(rounds: list[list[dict[str, Any]]], order: list[str]) -> dict[str, Any] | None:
-    """The answer with the most votes in the last round that has any, or None without votes.
-
-    ``rounds``: per round, each vote as ``{"voter", "for_digest", "for_leg"}``; ``order``:
-    digests in the order of ``--models`` of the legs that hold them (the final tie-break).
-    Ties are broken, in turn, by: more votes over all rounds; more distinct voters over all
-    rounds; the answer held by the leg earliest in ``--models``. A self-vote cannot happen
-    (a leg's own answer has no label), so every vote counted is one leg's for another's."""
-    voted = [r for r in rounds if r]
-    if not voted:
+def votes_unread(later_rounds: list[list[dict]]) -> str | None:
+    """Why a run is degraded when nothing its later rounds said could be used: it received
+    replies in rounds >= 2 and not one carried a vote it could read (an unreadable reply
+    casts none). None otherwise. ``later_rounds``: the legs of each round >= 2 as the
+    document records them (``readable``, ``vote``)."""
+    replies = [leg for legs in later_rounds for leg in legs if leg.get("readable") is not None]
+    if not replies or any(leg.get("vote") for leg in replies):
         return None
-    last = Counter(v["for_digest"] for v in voted[-1])
-    total = Counter(v["for_digest"] for r in voted for v in r)
-    voters: dict[str, set[str]] = {}
-    for r in voted:
-        for v in r:
-            voters.setdefault(v["for_digest"], set()).add(v["voter"])
-
-    def rank(d: str) -> tuple:
-        first = order.index(d) if d in order else len(order)
-        return (-last[d], -total[d], -len(voters[d]), first)
-
-    best = min(last, key=rank)
-    tied = [d for d in last if last[d] == last[best] and d != best]
-    return {"digest": best, "votes": last[best], "votes_all_rounds": total[best],
-            "tied_with": sorted(tied),
-            "tie_break": None if not tied else _tie_break(best, tied, total, voters, order)}
-
-
-TIE_BREAKS = ("more votes over all rounds", "more distinct voters over all rounds",
-              "the answer held by the leg earliest in --models")
-
-
-def _tie_break(best: str, tied: list[str], total: Counter, voters: dict, order: list[str]) -> str:
-    """The last criterion needed to separate ``best`` from every answer tied with it."""
-    def decided_by(d: str) -> int:
-        if total[best] != total[d]:
-            return 0
-        if len(voters[best]) != len(voters[d]):
-            return 1
-        return 2
-
-    return TIE_BREAKS[max(decided_by(d) for d in tied)]
+    unread = sum(1 for leg in replies if leg.get("readable") is False)
+    return (f"no vote of rounds 2-{len(later_rounds) + 1} could be read ({len(replies)} "
+            f"replies, {unread} unreadable): the answers stand as the legs last wrote them, "
+            "unweighed by their peers")

@@ -6,21 +6,22 @@ every request a ledger row under the run id, the round in the wave id (docs/deli
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from orchestrator import jobscope, run_ceiling
+from orchestrator.chair.marks import marks_of
+from orchestrator.chair.synthesis import deliberation_packet
 from orchestrator.config import Config
 from orchestrator.council.anonymity import identifying_terms
 from orchestrator.council.bundle import leaks, new_nonce
-from orchestrator.deliberation import rules
+from orchestrator.deliberation import outcome, rules
 from orchestrator.deliberation.cost import round_bound
+from orchestrator.deliberation.outcome import Seat
 from orchestrator.deliberation.reply import (
     INSTRUCTION,
     Reading,
@@ -33,7 +34,7 @@ from orchestrator.deliberation.reply import (
 )
 from orchestrator.engine.degraded import reporter
 from orchestrator.engine.ledger_sink import LedgerSink
-from orchestrator.engine.record import COMPLETE, ERROR, LegRecord
+from orchestrator.engine.record import COMPLETE, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
 from orchestrator.intake import Anonymity
 from orchestrator.ledger.schema import ROUND_INFIX
@@ -43,32 +44,14 @@ from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Usage
 from orchestrator.security.secrets import scrub
 from orchestrator.store import write_json_atomic
-
-CHAIR_BRIEF = """You are the chair. Several models were given the briefing below and \
-deliberated over {rounds} round(s): each read the others' answers, anonymised, revised or \
-kept its own, and voted for the best other answer. Their final answers and the votes of the \
-last round are below. Write one synthesis: what they agree on, where they differ and which \
-side the evidence favours, and your own conclusion. Votes are a signal, not proof."""
+from orchestrator.votes import tally
+from orchestrator.votes.answer import digest
 
 
 def round_wave_id(run_id: str, round_no: int | str) -> str:
     """Where a round's number lives in the ledger: its wave id (docs/spend.md); the chair's
     wave is round ``chair``, a round's repair prompts ``<N>-repair``."""
     return f"{run_id}{ROUND_INFIX}{round_no}"
-
-
-@dataclass
-class Seat:
-    """One leg across rounds: its current answer and its own conversation."""
-
-    n: int  # 1-based, in the order of --models
-    model: ResolvedModel
-    answer: str = ""
-    digest: str | None = None
-    in_play: bool = False
-    history: list[dict[str, Any]] = field(default_factory=list)
-    records: list[LegRecord] = field(default_factory=list)
-    last_input: int = 0  # the prompt tokens its last request reported (cost bound's anchor)
 
 
 class Deliberation:
@@ -98,7 +81,9 @@ class Deliberation:
         terms = identifying_terms(spec.models + ([spec.chair] if spec.chair else []))
         scaffold = round_prompt(round_no=2, max_rounds=3, own="", peers={"Answer A": ""},
                                 nonce="0") + INSTRUCTION
-        scaffold += past_round(2, 1)
+        scaffold += past_round(2, 1) + "".join(  # the words that point at its own answer
+            round_prompt(round_no=3, max_rounds=3, own=None, own_round=k, same=2,
+                         peers={"Answer A": ""}, nonce="0") for k in (1, 2))
         self.terms = [t for t in terms if not leaks(scaffold, [t])]  # orch's words name no one
         # every request of a later round, at the wire: the same folded terms; the user's
         # briefing (the first turn of each leg's history) exempt
@@ -112,7 +97,8 @@ class Deliberation:
         self.chair: LegRecord | None = None
         self.signum: int | None = None
         self._current: Wave | None = None
-        self._ballots: list[rules.Ballot] = []  # the last round's, for the stop rules
+        self.cast: list[list[tally.Vote]] = []  # per round (round 1: none), as cast
+        self._last: dict[str, Any] = {"changed": [], "replies": 0, "read": 0}
         self.dropped: list[str] = []  # legs that failed in a later round (exit 2)
         self.failure: str | None = None  # what stopped the run early, if anything raised
         self.answers: dict[str, str] = {}  # digest -> answer, every answer any round held
@@ -227,43 +213,64 @@ class Deliberation:
             seat.last_input = rec.usage.input_tokens
             if rec.status == COMPLETE and (rec.answer or "").strip():
                 seat.answer, seat.in_play = rec.answer, True
-                seat.digest = rules.digest(seat.answer)
+                seat.digest = digest(seat.answer)
+                seat.answer_round, seat.marks = 1, marks_of(rec)
                 seat.history = [{"role": "user", "content": self.spec.briefing},
                                 {"role": "assistant", "content": rec.answer}]
-            entry.append(self._leg_entry(seat, rec, None, None, changed=None))
-        self._record_round(1, entry, [])
-        for round_no in range(2, self.max_rounds + 2):
-            if self.signum is not None:
-                return
-            held = rules.stop_rules(self._ballots, round_no=round_no - 1,
-                                    max_rounds=self.max_rounds,
-                                    in_play=sum(s.in_play for s in self.seats))
+            entry.append(outcome.leg_entry(seat, rec, None, changed=None))
+        self.cast.append([])
+        self._record_round(1, entry, 0)
+        round_no = 1
+        while self.signum is None:
+            held = rules.stop_rules(round_no=round_no, max_rounds=self.max_rounds,
+                                    holds=[s.digest for s in self.seats if s.in_play],
+                                    **self._last)
             if held:
-                self.stop = {"rule": held[0], "after_round": round_no - 1, "also": held[1:]}
+                self.stop = {"rule": held[0], "after_round": round_no, "also": held[1:]}
                 return
+            round_no += 1
             if not await self._round(round_no):
                 return
+
+    def _offer(self, seat: Seat, peers: list[Seat], round_no: int) -> dict[str, Any]:
+        """What ``seat`` is shown this round: each distinct answer of the ``peers`` it reads
+        once, under a label dealt for it alone, never an answer identical to its own."""
+        groups, same = rules.votable(seat.digest, [(p.n, p.digest) for p in peers])
+        labels = rules.deal_labels(list(range(len(groups))), self.run_id, round_no, seat.n)
+        by_n = {p.n: p for p in peers}
+        offered = {}
+        for label, k in labels.items():
+            d, legs = groups[k]
+            holder = by_n[legs[0]]
+            offered[label] = {"digest": d, "legs": legs, "text": holder.answer,
+                              "marks": list(holder.marks)}
+        return {"labels": offered, "same": same}
 
     async def _round(self, round_no: int) -> bool:
         """Round ``round_no``; False when the ceiling could not pay for it (not launched)."""
         playing = [s for s in self.seats if s.in_play]
         graph = rules.peer_graph(len(playing), self.peers, self.run_id, round_no)
-        prompts, shown = [], []
+        asked, prompts, shown, idle = [], [], [], []
         for i, seat in enumerate(playing):
-            labels = rules.deal_labels(graph[i], self.run_id, round_no, seat.n)
-            peers = {label: playing[j] for label, j in labels.items()}
-            shown.append(peers)
+            offer = self._offer(seat, [playing[j] for j in graph[i]], round_no)
+            if not offer["labels"]:  # every answer it reads is its own: nothing to weigh
+                idle.append(seat)
+                continue
             # a key a leg echoed never reaches another model (scrub), nor a name (redact)
-            prompt = round_prompt(round_no=round_no, max_rounds=self.max_rounds,
-                                  own=self._redact(scrub(seat.answer)), nonce=self.nonce,
-                                  peers={lb: self._redact(scrub(p.answer))
-                                         for lb, p in peers.items()})
+            prompt = round_prompt(
+                round_no=round_no, max_rounds=self.max_rounds, nonce=self.nonce,
+                own=None if seat.answer_round else self._redact(scrub(seat.answer)),
+                own_round=seat.answer_round, same=offer["same"],
+                peers={lb: self._redact(scrub(o["text"]))
+                       for lb, o in offer["labels"].items()})
             found = leaks(prompt, self.terms)
             if found:  # redaction and the scan share one pattern: a bug, not bad luck
                 raise RuntimeError(f"a round-{round_no} prompt still names {found}")
+            asked.append(seat)
             prompts.append(prompt)
-        if self.ceilings:
-            bound = round_bound(playing, prompts, self.spec.options, self.config)
+            shown.append(offer["labels"])
+        if self.ceilings and asked:
+            bound = round_bound(asked, prompts, self.spec.options, self.config)
             if bound is not None and bound > self.left():
                 self.notice(f"round {round_no} was not launched: its worst case "
                             f"${bound:.4f} is more than the ${self.left():.4f} the cost "
@@ -271,13 +278,14 @@ class Deliberation:
                 self.stop = {"rule": rules.CEILING, "after_round": round_no - 1, "also": [],
                              "bound_usd": round(bound, 8), "left_usd": self.left()}
                 return False
-        self.say(f"round {round_no}/{self.max_rounds}: {len(playing)} legs")
+        self.say(f"round {round_no}/{self.max_rounds}: {len(asked)} legs"
+                 + (f" ({len(idle)} read only their own answer)" if idle else ""))
         recs = await self._wave(round_wave_id(self.run_id, round_no),
-                                [s.model for s in playing], prompts,
-                                [s.history for s in playing], round_no=round_no,
-                                anonymity=self.anonymity)
+                                [s.model for s in asked], prompts,
+                                [s.history for s in asked], round_no=round_no,
+                                anonymity=self.anonymity) if asked else []
         readings: list[Reading | None] = []
-        for seat, rec, peers in zip(playing, recs, shown, strict=True):
+        for seat, rec, offer in zip(asked, recs, shown, strict=True):
             seat.records.append(rec)
             if rec.status != COMPLETE or not (rec.answer or "").strip():
                 seat.in_play = False
@@ -289,32 +297,54 @@ class Deliberation:
                 readings.append(None)
                 continue
             seat.last_input = rec.usage.input_tokens
-            readings.append(read_reply(rec.answer, {lb: p.answer for lb, p in peers.items()},
+            readings.append(read_reply(rec.answer, {lb: o["text"] for lb, o in offer.items()},
                                        seat.answer))
-        await self._repair(round_no, playing, recs, shown, readings)
-        # a vote names an answer as it was shown: the peer's round r-1 answer
-        shown_digest = {s.n: s.digest for s in playing}
-        entry, ballots = [], []
-        for seat, rec, peers, reading in zip(playing, recs, shown, readings, strict=True):
+        await self._repair(round_no, asked, recs, shown, readings)
+        changed, cast, pending = [], [], []
+        for seat, rec, offer, reading in zip(asked, recs, shown, readings, strict=True):
             if reading is None:
-                entry.append(self._leg_entry(seat, rec, None, None, changed=False))
+                pending.append((seat, rec, None, None, False))
                 continue
             before = seat.digest
             if reading.problem is None:
-                seat.answer = reading.answer or seat.answer
-                seat.digest = rules.digest(seat.answer)
+                self._take(seat, rec, reading, offer, round_no)
             seat.history = [*seat.history,
-                            {"role": "user", "content": past_round(round_no, len(peers))},
+                            {"role": "user", "content": past_round(round_no, len(offer))},
                             {"role": "assistant", "content": rec.answer}]
-            voted = peers.get(reading.vote) if reading.vote else None
-            ballot = rules.Ballot(seat.n, seat.digest != before,
-                                  shown_digest[voted.n] if voted is not None else None)
-            ballots.append(ballot)
-            entry.append(self._leg_entry(seat, rec, reading, voted, changed=ballot.changed,
-                                         voted_digest=ballot.voted_for))
-        self._ballots = ballots
-        self._record_round(round_no, entry, ballots)
+            vote = None
+            if reading.vote:
+                o = offer[reading.vote]
+                vote = tally.Vote(seat.n, o["digest"], tuple(o["legs"]))
+                cast.append(vote)
+            changed.append(seat.digest != before)
+            pending.append((seat, rec, reading, vote, seat.digest != before))
+        # votes count what the legs hold now, at the end of this round (votes/tally.py)
+        now = self.holdings()
+        entry = [outcome.leg_entry(seat, rec, reading, changed=ch, vote=vote, now=now)
+                 for seat, rec, reading, vote, ch in pending]
+        for seat in idle:
+            changed.append(False)
+            entry.append({**outcome.leg_entry(seat, None, None, changed=False),
+                          "sat_out": "every answer it reads is its own"})
+        entry.sort(key=lambda e: e["leg"])
+        self.cast.append(cast)
+        replies = [r for r in readings if r is not None]
+        self._last = {"changed": changed, "replies": len(replies),
+                      "read": sum(1 for r in replies if r.problem is None)}
+        self._record_round(round_no, entry, sum(changed))
         return True
+
+    def _take(self, seat: Seat, rec: LegRecord, reading: Reading, offer: dict[str, Any],
+              round_no: int) -> None:
+        """A readable reply's decision: the answer the leg holds now, where its conversation
+        holds that answer (sent once a round) and the answer's marks for the chair."""
+        if reading.decision == "revise":
+            seat.answer, seat.answer_round, seat.marks = reading.answer, round_no, \
+                marks_of(rec)
+        elif reading.decision == "adopt":
+            o = offer[reading.adopt]
+            seat.answer, seat.answer_round, seat.marks = o["text"], None, list(o["marks"])
+        seat.digest = digest(seat.answer)
 
     def _redact(self, text: str) -> str:
         """An answer as another leg is shown it: every spelling of a participant's names
@@ -323,50 +353,32 @@ class Deliberation:
         self.redacted += n
         return out
 
-    async def _repair(self, round_no: int, playing: list[Seat], recs: list[LegRecord],
-                      shown: list[dict[str, Seat]], readings: list[Reading | None]) -> None:
+    async def _repair(self, round_no: int, asked: list[Seat], recs: list[LegRecord],
+                      shown: list[dict[str, Any]], readings: list[Reading | None]) -> None:
         """One repair prompt for each unreadable reply; still unreadable: the previous answer
         is kept, and said."""
         broken = [i for i, r in enumerate(readings) if r is not None and r.problem]
         if not broken:
             return
         again = await self._wave(f"{round_wave_id(self.run_id, round_no)}-repair",
-                                 [playing[i].model for i in broken],
+                                 [asked[i].model for i in broken],
                                  [repair_prompt(recs[i].answer, readings[i].problem,
                                                 list(shown[i])) for i in broken],
                                  round_no=round_no, anonymity=self.anonymity)
         for i, rec in zip(broken, again, strict=True):
-            seat, first = playing[i], readings[i]
+            seat, first = asked[i], readings[i]
             seat.records.append(rec)
             if rec.status == COMPLETE and rec.answer:
                 prose = payload(recs[i].answer)[1]
                 readings[i] = take_repair(first, rec.answer,
-                                          {lb: p.answer for lb, p in shown[i].items()},
+                                          {lb: o["text"] for lb, o in shown[i].items()},
                                           seat.answer, prose)
             if readings[i].problem:
                 self.notice(f"leg {seat.n} ({seat.model.name})'s round-{round_no} reply could "
                             f"not be read ({first.problem}), even after a repair prompt; its "
                             f"round-{round_no - 1} answer is kept and it cast no vote")
 
-    def _leg_entry(self, seat: Seat, rec: LegRecord, reading: Reading | None,
-                   voted: Seat | None, *, changed: bool | None,
-                   voted_digest: str | None = None) -> dict[str, Any]:
-        return {
-            "leg": seat.n, "model": seat.model.name, "leg_id": rec.leg_id,
-            "status": rec.status, "answer_digest": seat.digest if seat.answer else None,
-            "changed": changed,
-            "decision": reading.decision if reading else None,
-            "readable": None if reading is None else reading.problem is None,
-            "problem": reading.problem if reading else None,
-            "source": reading.source if reading else None,
-            "vote": None if voted is None else {"label": reading.vote, "leg": voted.n,
-                                                "answer_digest": voted_digest},
-            "vote_problem": reading.vote_problem if reading else None,
-            "reason": reading.reason if reading else None,
-            "tokens": rec.usage.to_dict(), "cost_usd": rec.cost_usd,
-        }
-
-    def _record_round(self, round_no: int, legs: list[dict], ballots: list) -> None:
+    def _record_round(self, round_no: int, legs: list[dict], changed: int) -> None:
         for seat in self.seats:
             if seat.digest:
                 self.answers.setdefault(seat.digest, seat.answer)
@@ -377,75 +389,35 @@ class Deliberation:
         self.rounds.append({
             "round": round_no, "wave_id": round_wave_id(self.run_id, round_no),
             "peers": self.peers if round_no > 1 else 0, "legs": legs,
-            "changed": sum(1 for b in ballots if b.changed),
+            "changed": changed,
             "requests": sum(r.requests for r in recs),
             "usage": sum((r.usage for r in recs), Usage()).to_dict(),
             "cost_usd": round(sum(known), 8), "cost_exact": len(known) == len(recs)})
 
     async def _chair(self) -> None:
-        finals = [s for s in self.seats if s.answer]
+        finals = self.final_answers()
         if not finals:
             self.notice("no leg answered: the chair was not called")
             return
         win = self.winner()
-        parts = [CHAIR_BRIEF.format(rounds=len(self.rounds)), "", "## The briefing", "",
-                 self.spec.briefing.strip(), "", f"## The final answers ({len(finals)})"]
-        votes = self._votes_by_digest()
-        for s in finals:
-            got = votes.get(s.digest, 0)
-            parts += ["", f"### {s.model.name} — {got} vote(s) in the last round"
-                      + (" (the winner by votes)" if win and win["digest"] == s.digest else ""),
-                      "", s.answer.strip()]
+        last = outcome.last_votes(self.cast, self.holdings())
+        brief = deliberation_packet(self.spec.briefing, len(self.rounds), [
+            {"models": f["models"], "text": f["answer"], "marks": f["marks"],
+             "votes": last.get(f["digest"], 0),
+             "winner": bool(win and win["digest"] == f["digest"])} for f in finals])
         recs = await self._wave(round_wave_id(self.run_id, "chair"), [self.spec.chair],
-                                ["\n".join(parts) + "\n"], kind="chair")
+                                [brief], kind="chair")
         self.chair = recs[0]
 
-    # -- the outcome -------------------------------------------------------------------
-    def _votes(self) -> list[list[dict[str, Any]]]:
-        out = []
-        for r in self.rounds:
-            out.append([{"voter": leg["leg"], "for_digest": leg["vote"]["answer_digest"],
-                         "for_leg": leg["vote"]["leg"]} for leg in r["legs"] if leg["vote"]])
-        return out
+    # -- the outcome (deliberation/outcome.py) ------------------------------------------
+    def holdings(self) -> dict[int, str]:
+        return outcome.holdings(self.seats)
 
-    def _votes_by_digest(self) -> dict[str, int]:
-        last = [r for r in self._votes() if r]
-        counts: dict[str, int] = {}
-        for v in last[-1] if last else []:
-            counts[v["for_digest"]] = counts.get(v["for_digest"], 0) + 1
-        return counts
+    def final_answers(self) -> list[dict[str, Any]]:
+        return outcome.final_answers(self.seats)
 
     def winner(self) -> dict[str, Any] | None:
-        order = [s.digest for s in self.seats if s.digest]
-        win = rules.winner(self._votes(), order)
-        if win is None:
-            return None
-        holders = [s.n for s in self.seats if s.digest == win["digest"]]
-        text = self.answers.get(win["digest"])
-        return {**win, "legs": holders, "models": [self.seats[n - 1].model.name
-                                                   for n in holders], "answer": text}
-
-    def _final_records(self) -> list[LegRecord]:
-        finals = []
-        for seat in self.seats:
-            if not seat.records:  # its first wave never ran (a wave_start refusal)
-                finals.append(LegRecord(
-                    leg_id=f"{round_wave_id(self.run_id, 1)}-{seat.n}", model=seat.model.name,
-                    wave_id=round_wave_id(self.run_id, 1), provider=seat.model.provider,
-                    status=ERROR, reason=self.failure or "not run"))
-                continue
-            rec = copy.deepcopy(seat.records[-1])
-            rec.answer = seat.answer or rec.answer
-            if seat.answer:
-                rec.status, rec.reason = COMPLETE, None
-            rec.usage = sum((r.usage for r in seat.records), Usage())
-            costs = [r.cost_usd for r in seat.records]
-            rec.cost_usd = None if None in costs else round(sum(costs), 10)
-            rec.requests = sum(r.requests for r in seat.records)
-            rec.extra = {**rec.extra, "leg_ids": [r.leg_id for r in seat.records],
-                         "answer_digest": seat.digest}
-            finals.append(rec)
-        return finals
+        return outcome.winner(self.seats, self.cast)
 
     def _anonymity(self) -> dict[str, Any]:
         """What the intake did to the later rounds' requests at the wire: the spellings it
@@ -457,9 +429,9 @@ class Deliberation:
                             if r.extra.get("anonymity_leaks")}}
 
     def document(self) -> dict[str, Any]:
-        from orchestrator.engine.wave import wave_status
+        from orchestrator.engine.wave import outcomes, wave_status
 
-        finals = self._final_records()
+        finals = outcome.final_records(self.seats, round_wave_id(self.run_id, 1), self.failure)
         status = wave_status(finals + ([self.chair] if self.chair else []))
         if self.signum is not None:
             status = "aborted"
@@ -480,16 +452,22 @@ class Deliberation:
                    "server": {"requests": self.server.sent,
                               "peak_in_flight": self.server.peak_in_flight},
                    "rounds": self.rounds, "stop": stop, "winner": self.winner(),
-                   "votes": self._votes(), "anonymity": self._anonymity()},
+                   "answers": [{k: f[k] for k in ("digest", "legs", "models")}
+                               for f in self.final_answers()],
+                   "votes": outcome.votes(self.cast, self.holdings()),
+                   "anonymity": self._anonymity(),
+                   **outcomes(self.spec.options, finals, None)},
             report=reporter(HookRunner(self.pm, config=self.config), self.notice))
-        doc["degraded"] += [f"{d}: its previous answer stands" for d in self.dropped]
-        if self.dropped and doc["exit_code"] == 0:
-            doc["exit_code"] = 2
+        degraded = [f"{d}: its previous answer stands" for d in self.dropped]
         if stop and stop["rule"] == rules.CEILING:
-            doc["degraded"].append(f"the cost ceiling could not pay for round "
-                                   f"{stop['after_round'] + 1}: it was not launched")
-            if doc["exit_code"] == 0:
-                doc["exit_code"] = 2
+            degraded.append(f"the cost ceiling could not pay for round "
+                            f"{stop['after_round'] + 1}: it was not launched")
+        unread = rules.votes_unread([r["legs"] for r in self.rounds[1:]])
+        if unread:
+            degraded.append(unread)
+        doc["degraded"] += degraded
+        if degraded and doc["exit_code"] == 0:
+            doc["exit_code"] = 2
         return doc
 
 

@@ -9,7 +9,15 @@ from typing import Any
 from orchestrator.config import Config
 from orchestrator.engine.record import LegRecord
 from orchestrator.models.addressing import ResolvedModel
+from orchestrator.tool_thread import abandoned_site
 from orchestrator.tools import Tool
+
+
+def capped(text: Any, limit: int) -> str:
+    """A plugin's note on one line, at most ``limit`` characters."""
+    from orchestrator.plugin_host.boundary import capped as cap
+
+    return cap(text, limit)
 
 
 @dataclass
@@ -40,13 +48,26 @@ class LegContext:
     def model_name(self) -> str:
         return self.model.name
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """What an abandoned plugin call sets on the leg (its messages, tools, tier) is
+        discarded and noted: the leg moved on without it (record.LegRecord.late)."""
+        if abandoned_site() is not None and self.record.late(f"leg.{name} = ..."):
+            return
+        object.__setattr__(self, name, value)
+
     def set(self, key: str, value: Any) -> None:
-        """Record ``key`` on the leg's metadata.json (and the wave document)."""
+        """Record ``key`` on the leg's metadata.json (and the wave document); a field orch
+        writes itself (``status``, ``reason``, ...) is not replaced."""
+        if self.record.late(f"leg.set({key!r})"):
+            return
         self.record.extra[key] = value
 
     def notice(self, text: str) -> None:
         """A one-line note on the leg's record (``notes``), said once by the face that
         shows the run (``orch fanout``: an ``orch:`` line on stderr, orchestrator/notices.py)."""
+        if self.record.late("leg.notice(...)"):
+            return
+        text = capped(text, 1000)
         if text not in self.record.notes:
             self.record.notes.append(text)
 
@@ -70,9 +91,28 @@ class WaveContext:
     notices: list[str] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if abandoned_site() is not None and self._late(f"wave.{name} = ..."):
+            return
+        object.__setattr__(self, name, value)
+
     def notice(self, text: str) -> None:
+        if self._late("wave.notice(...)"):
+            return
+        text = capped(text, 1000)
         if text not in self.notices:
             self.notices.append(text)
+
+    def _late(self, what: str) -> bool:
+        """An abandoned plugin call's write: discarded, said once per plugin."""
+        site = abandoned_site()
+        if site is None:
+            return False
+        said = f"plugin {site[0]}'s {site[1]} wrote {what[:80]} after orch stopped waiting " \
+            "for it; discarded"
+        if said not in self.notices:
+            self.notices.append(said)
+        return True
 
     def plugin_config(self, plugin: str) -> dict[str, Any]:
         """``plugin_config.<plugin>`` from this wave's config (``{}`` when absent)."""

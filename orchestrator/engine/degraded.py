@@ -47,12 +47,14 @@ def reporter(hooks: Any, notice: Callable[[str], None], wave: Any = None) -> Rep
         failed: list[tuple[str, dict[str, Any]]] = []
 
         def on_error(plugin: str, hook: str, exc: BaseException) -> None:
-            said = f"{type(exc).__name__}: {exc}"
-            notice(f"plugin {plugin} failed in {hook}: {said}")
+            from orchestrator.plugin_host.boundary import said
+
+            line = said(exc)
+            notice(f"plugin {plugin} failed in {hook}: {line}")
             if any(i.plugin == plugin and i.fail_closed for i in hooks.impls(hook)):
                 failed.append((plugin, {"degraded": [
-                    f"plugin {plugin} failed in {hook} ({' '.join(said.split())[:300]}); it "
-                    "is fail-closed, so the wave is not a clean run"]}))
+                    f"plugin {plugin} failed in {hook} ({line}); it is fail-closed, so the "
+                    "wave is not a clean run"]}))
 
         answers = hooks.collect_sync("wave_report", on_error, wave=wave, doc=doc)
         return answers + failed

@@ -19,6 +19,7 @@ from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_is
 from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
 from orchestrator.intake import Admitted, Leaked, Policy, admit
 from orchestrator.models.server import Server
+from orchestrator.plugin_host.boundary import said
 from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Request, Response, Usage
 from orchestrator.security.credential_content import note
@@ -42,6 +43,8 @@ PROGRESS_WRITE_S = 0.5
 
 # A third party's leg_end after a signal: the process leaves within 2 s whatever it does.
 ABORT_HOOK_S = 0.3
+
+MAX_PLUGIN_ERRORS = 50  # plugin_errors kept on one leg
 
 LegObserver = Callable[[LegContext], None]
 LedgerAppend = Callable[[dict[str, Any]], Awaitable[str | None]]  # None, or the outbox
@@ -128,7 +131,9 @@ class Leg:
 
     def plugin_error(self, plugin: str, hook: str, exc: BaseException) -> None:
         """A plugin raised: the leg goes on without its change; say so once per plugin."""
-        error = scrub(f"{type(exc).__name__}: {exc}".splitlines()[0])
+        error = said(exc)  # one line, capped and scrubbed (boundary.py)
+        if len(self.record.plugin_errors) >= MAX_PLUGIN_ERRORS:
+            return  # a plugin failing on every step of a long leg: the first ones say it
         self.record.plugin_errors.append({"plugin": plugin, "hook": hook, "error": error})
         if plugin not in self._warned:
             self._warned.add(plugin)

@@ -99,7 +99,7 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
         if meta.get("wave_id") == wave_id and meta.get("leg_id"):
             on_disk[meta["leg_id"]] = LegRecord.from_dict(meta)
     doc_legs = list((doc or {}).get("legs") or [])
-    planned = doc_legs + ([doc["chair"]] if (doc or {}).get("chair") else [])
+    planned = doc_legs + [(doc or {})[k] for k in ("chair", "chair_repair") if (doc or {}).get(k)]
     for leg in planned:  # legs that never wrote a file are still the wave's legs
         if leg.get("leg_id") and leg["leg_id"] not in on_disk:
             on_disk[leg["leg_id"]] = LegRecord.from_dict(leg)
@@ -108,13 +108,15 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
         from orchestrator.engine.repair import from_record
 
         changed = from_record(wave_id, on_disk)
-    legs, chair = [], None
+    legs, chair, chair_repair = [], None, None
     for record in on_disk.values():
         if not alive and record.status in (RUNNING, "pending"):
             record.status = ABORTED
             record.reason = IN_FLIGHT
             changed.add(record.leg_id)
-        if record.kind == "chair":
+        if record.kind == "chair" and record.leg_id.endswith("-chair-repair"):
+            chair_repair = record  # a structured synthesis's repair prompt
+        elif record.kind == "chair":
             chair = record
         else:
             legs.append(record)
@@ -123,14 +125,15 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     # a live process is still at work on it (a chair, the wave's end): running until it says
     status = "running" if alive else wave_status(legs + ([chair] if chair else []))
     extra = {k: v for k, v in (doc or {}).items()
-             if k not in ("legs", "chair", "status", "exit_code", "usage", "cost_usd",
-                          "cost_exact", "wave_id", "runs_dir", "signal")}
+             if k not in ("legs", "chair", "chair_repair", "status", "exit_code", "usage",
+                          "cost_usd", "cost_exact", "wave_id", "runs_dir", "signal")}
     extra["rebuilt"] = True
     extra["alive"] = alive
     if not alive:
         extra["repaired_at"] = now_iso()
     doc = build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
-                         runs_dir=runs_dir, extra=extra, report=_report)
+                         runs_dir=runs_dir, extra=extra, report=_report,
+                         chair_repair=chair_repair)
     # Once, and only for a wave whose wave.json names a process that is gone: without the
     # file nobody can tell the wave is over (its first write may have failed), so the repair
     # stays in this document and the legs' files are left to their process.

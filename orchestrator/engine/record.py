@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.request import Usage
+from orchestrator.tool_thread import abandoned_site
 
 RUNNING, COMPLETE, ERROR, REFUSED, ABORTED, PENDING = (
     "running", "complete", "error", "refused", "aborted", "pending")
@@ -52,6 +53,33 @@ class LegRecord:
     plugin_errors: list[dict[str, str]] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # fields plugins record (doom_loop, ...)
     _t0: float = 0.0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A plugin call orch stopped waiting for (a hook past its deadline, still running
+        on its thread) changes nothing here: the leg's status, reason and counts are the
+        engine's, never flipped by a write that comes after the leg moved on."""
+        if abandoned_site() is not None and self.late(f"leg.record.{name} = ..."):
+            return
+        object.__setattr__(self, name, value)
+
+    def late(self, what: str) -> bool:
+        """True when the code running now is an abandoned plugin call: ``what`` it writes is
+        discarded, and noted once per plugin in ``plugin_errors`` (LateWrite)."""
+        site = abandoned_site()
+        if site is None:
+            return False
+        plugin, hook = site
+        if not any(e.get("plugin") == plugin and str(e.get("error", "")).startswith("LateWrite")
+                   for e in self.plugin_errors):
+            self.plugin_errors.append({
+                "plugin": plugin, "hook": hook,
+                "error": f"LateWrite: {what[:80]} after orch stopped waiting for it "
+                         "(PLUGIN_TIMEOUT); discarded"})
+            from orchestrator.runtime import log
+
+            log().warning("plugin_late_write", plugin=plugin, hook=hook, leg_id=self.leg_id,
+                          write=what[:80])
+        return True
 
     def start(self) -> None:
         self.status = RUNNING
@@ -106,7 +134,8 @@ class LegRecord:
         if self.unreported:
             doc.update(usage_estimated=True, usage_reported=self.usage.to_dict(),
                        unreported=self.unreported)
-        doc.update(self.extra)
+        for key, value in self.extra.items():  # a plugin's field never replaces orch's own
+            doc.setdefault(key, value)
         return doc
 
     @classmethod

@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope
+from orchestrator.chair.synthesis import FanoutChair
 from orchestrator.config import Config
-from orchestrator.engine.chair import chair_packet
 from orchestrator.engine.context import LegContext, WaveContext
 from orchestrator.engine.degraded import Reporter, degradations, merge_reports, reporter
 from orchestrator.engine.ledger_sink import LedgerSink
@@ -37,6 +37,8 @@ from orchestrator.intake import Anonymity, Policy
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
 from orchestrator.pids import process_started
+from orchestrator.plugin_host.boundary import said
+from orchestrator.plugin_host.fail_closed import holders
 from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Usage
 from orchestrator.security.secrets import register_identifier, scrub
@@ -79,7 +81,7 @@ class WaveSpec:
     timeout_s: float = 600.0
     max_steps: int = 20
     chair: ResolvedModel | None = None
-    chair_brief: Any = None  # callable(briefing, records) -> str | None; default chair_packet
+    synthesis: str = "plain"  # the chair's mode: plain | structured (chair/modes.py)
     tag: str | None = None
     project_dir: str | None = None
     workspace: Path | None = None
@@ -104,7 +106,7 @@ class Wave:
                  observe=None, server: Server | None = None) -> None:
         self.spec = spec
         self.config = config
-        self.hooks = HookRunner(pm, config=config)
+        self.hooks = HookRunner(pm, config=config, held=holders(pm, config, spec.options))
         self.ledger = ledger
         self.observe = observe
         self.wave_id = spec.wave_id or new_wave_id()
@@ -125,11 +127,17 @@ class Wave:
             for n, model in enumerate(spec.models, start=1)
         ]
         self.chair: Leg | None = None
+        self.chair_repair: Leg | None = None  # a structured synthesis's repair prompt
+        self.synthesis: dict[str, Any] | None = None
+        self._chair_mode = FanoutChair(spec.synthesis, seed=self.wave_id,
+                                       models=[*spec.models, *([spec.chair] if spec.chair
+                                                               else [])])
         self.context = WaveContext(wave_id=self.wave_id, legs=[leg.ctx for leg in self.legs],
                                    config=config, dir=self.dir, options=spec.options,
                                    chair_model=spec.chair, later_models=spec.later)
         self._legs_scope: anyio.CancelScope | None = None
         self._start_scope: anyio.CancelScope | None = None
+        self._end_scope: anyio.CancelScope | None = None
         self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
         self._created = now_iso()
 
@@ -152,15 +160,35 @@ class Wave:
         return [leg.record for leg in self.legs]
 
     def _on_hook_error(self, plugin: str, hook: str, exc: BaseException) -> None:
-        self.context.notice(f"plugin {plugin} failed in {hook}: {type(exc).__name__}: {exc}")
+        self.context.notice(f"plugin {plugin} failed in {hook}: {said(exc)}")
 
     # -- running -------------------------------------------------------------------------
     async def run(self, *, handle_signals: bool = False) -> dict[str, Any]:
-        """Run the legs (and the chair). Signals are watched from the first line, so one that
-        arrives while ``wave_start`` hooks run (the local server starting) still ends the
-        wave with its ``wave.json``; ``wave.json`` is final however the legs ended."""
+        """Run the legs (and the chair). Signals are watched from the first line to the
+        last, so one that arrives while ``wave_start`` hooks run (the local server starting)
+        or while ``wave_end`` hooks run still ends the wave with its ``wave.json``;
+        ``wave.json`` is final however the legs ended, and should the process have to leave
+        before (jobscope's hard timer) it is written from what the legs hold."""
         self._create_dir()
         jobscope.wave_started(self.wave_id)  # a daemon's client names it if the daemon dies
+        with jobscope.finaliser(self._final_write):
+            refused = await self._run(handle_signals)
+            if refused is not None:  # wave.json says so, then the CLI says it in one line
+                # A wave that could not start (the local server) ran: a row per leg at $0,
+                # so runs and spend agree. A pre-flight refusal (exit 2) is a usage error,
+                # like a bad flag: it writes nothing to the ledger (docs/budgets.md).
+                attempted = not isinstance(refused, PreflightError)
+                for leg in self.legs:
+                    leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
+                    if attempted:
+                        await leg.unsent()
+                self._write_file("wave.json", self.write)
+                raise refused
+            return self.finalise()
+
+    async def _run(self, handle_signals: bool) -> Exception | None:
+        """The wave inside its signal watch: wave_start, the legs, wave_end. What a
+        wave_start refused with, or None."""
         refused: Exception | None = None
         async with anyio.create_task_group() as outer:
             if handle_signals:
@@ -183,27 +211,62 @@ class Wave:
                         refused = exc
             if refused is None:
                 await self._run_legs()
+                for text in self.server.holds.notices():  # the rate-limit gate held it back
+                    self.context.notice(text)
+                self.context.status = self.status
+                await self._end()
             outer.cancel_scope.cancel()
-        if refused is not None:  # wave.json says so, then the CLI says it in one line
-            # A wave that could not start (the local server) ran: a row per leg at $0, so
-            # runs and spend agree. A pre-flight refusal (exit 2) is a usage error, like a
-            # bad flag: it writes nothing to the ledger (docs/budgets.md).
-            attempted = not isinstance(refused, PreflightError)
-            for leg in self.legs:
-                leg.record.finish(ERROR, scrub(f"wave_start: {refused}"))
-                if attempted:
-                    await leg.unsent()
-            self._write_file("wave.json", self.write)
-            raise refused
-        for text in self.server.holds.notices():  # the rate-limit gate held the wave back
-            self.context.notice(text)
-        self.context.status = self.status
+        return refused
+
+    async def _end(self) -> None:
+        """The ``wave_end`` hooks; a signal (before or while they run) cuts them short."""
+        with anyio.CancelScope() as self._end_scope:
+            try:
+                await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context,
+                                        deadline_s=ABORT_HOOK_S if self.signum else None)
+            except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
+                self._on_hook_error("?", "wave_end", exc)
+        if self._end_scope.cancelled_caught:
+            self.context.notice("wave_end was cut short: the wave was interrupted")
+
+    def _final_write(self, signum: int) -> None:
+        """The record written final from what the legs hold now, from another thread, when
+        the command must leave before the wave ends (jobscope's hard timer, a second
+        interrupt): each leg still open is ``aborted``, its metadata.json written and its
+        ledger row journaled in the outbox (the next command replays it)."""
+        from orchestrator.engine.record import PENDING
+        from orchestrator.store import write_json_atomic as write
+
+        if self.signum is None:
+            self.signum = signum
+        reason = (f"aborted: orch ended the process after signal {signum} while this leg was "
+                  "still open (something held it past the hard exit's "
+                  f"{jobscope.HARD_EXIT_S:g} s)")
+        for leg in [*self.legs, *([self.chair] if self.chair else [])]:
+            if leg.record.status not in (RUNNING, PENDING):
+                continue
+            leg.record.finish(ABORTED, reason)
+            try:
+                write(leg.ctx.dir / "metadata.json", leg.record.to_dict())
+            except Exception:  # noqa: BLE001 - the wave's own file still gets written
+                pass
+            self._journal(leg)
+        self.context.notice(f"written by orch's hard exit after signal {signum}: the plugins' "
+                            "wave_report was not asked")
+        write(self.dir / "wave.json", self.document(report=False))
+
+    def _journal(self, leg: Leg) -> None:
+        """A leg's ledger row straight to the outbox (fsync'd), for the next command."""
+        if self.ledger is None:
+            return
         try:
-            await self.hooks.notify("wave_end", self._on_hook_error, wave=self.context,
-                                    deadline_s=ABORT_HOOK_S if self.signum else None)
-        except Exception as exc:  # the wave is over: a plugin must not keep wave.json open
-            self._on_hook_error("?", "wave_end", exc)
-        return self.finalise()
+            from orchestrator.ledger import outbox
+            from orchestrator.ledger.spend import default_url
+
+            outbox.append(self.ledger.url or default_url(), leg.record.ledger_row(
+                tag=leg.tag, project_dir=leg.project_dir, run_id=leg.run_id))
+        except Exception:  # noqa: BLE001 - no outbox takes it: wave.json still says it
+            pass
 
     async def _run_legs(self) -> None:
         with anyio.CancelScope() as self._legs_scope:
@@ -266,8 +329,8 @@ class Wave:
             self.context.notice("no retried leg completed: the chair was not called again "
                                 "(it would read the same answers)")
             return
-        brief = (self.spec.chair_brief or chair_packet)(self.spec.briefing,
-                                                        [*self.spec.prior, *self.records])
+        mode = self._chair_mode
+        brief = mode.packet(self.spec.briefing, [*self.spec.prior, *self.records])
         if brief is None:
             self.context.notice("no leg completed: the chair was not called")
             return
@@ -275,6 +338,21 @@ class Wave:
                                intake=self.chair_intake)
         self.context.chair = self.chair.ctx
         await self._launch(self.chair)
+        if not mode.structured:
+            return
+        record = self.chair.record
+        if record.status != COMPLETE or not (record.answer or "").strip():
+            self.synthesis = mode.document(None)
+            return
+        reading = mode.read(record.answer)
+        if reading["problem"] and self.signum is None:  # one repair prompt, as council findings
+            self.chair_repair = self._leg(f"{self.wave_id}-chair-repair", self.spec.chair,
+                                          "chair", mode.repair(record.answer, reading["problem"]))
+            await self._launch(self.chair_repair)
+            again = self.chair_repair.record
+            if again.status == COMPLETE and again.answer:
+                reading = mode.take_repair(reading, again.answer)
+        self.synthesis = mode.document(reading)
 
     async def _launch(self, leg: Leg) -> None:
         """Start ``leg`` unless a ``before_launch`` hook (the cost ceiling) refuses it; the
@@ -300,7 +378,7 @@ class Wave:
     def interrupt(self, signum: int) -> None:
         """Stop the legs as a signal would (a council watching signals itself calls this)."""
         self.signum = signum
-        for scope in (self._start_scope, self._legs_scope):
+        for scope in (self._start_scope, self._legs_scope, self._end_scope):
             if scope is not None:
                 scope.cancel()
 
@@ -310,12 +388,15 @@ class Wave:
         records = self.records + ([self.chair.record] if self.chair else [])
         return wave_status(records)
 
-    def document(self) -> dict[str, Any]:
+    def document(self, *, report: bool = True) -> dict[str, Any]:
+        """The wave document; ``report=False``: without asking the plugins' ``wave_report``
+        (the hard exit's write: no plugin code then)."""
         status = self.status
         return build_document(
             wave_id=self.wave_id, status=status, legs=self.records,
             chair=self.chair.record if self.chair else None, runs_dir=self.spec.runs_dir,
             signum=self.signum,
+            chair_repair=self.chair_repair.record if self.chair_repair else None,
             extra={
                 "created_at": self._created,
                 "ended_at": None if status == "running" else now_iso(),
@@ -332,7 +413,9 @@ class Wave:
                 "server": {"requests": self.server.sent,
                            "peak_in_flight": self.server.peak_in_flight,
                            "rate_gate": self.server.holds.to_dict()},
-            }, report=reporter(self.hooks, self.context.notice, self.context))
+                **outcomes(self.spec.options, [*self.spec.prior, *self.records],
+                           self.synthesis),
+            }, report=reporter(self.hooks, self.context.notice, self.context) if report else None)
 
     def write(self) -> dict[str, Any]:
         doc = self.document()
@@ -340,14 +423,30 @@ class Wave:
         return doc
 
 
+def outcomes(options: dict[str, Any], records: list[LegRecord],
+             synthesis: dict[str, Any] | None) -> dict[str, Any]:
+    """What the wave document says beside the legs: the vote over their answers
+    (``--aggregate vote``) and the chair's structured synthesis, when asked for."""
+    out: dict[str, Any] = {}
+    if options.get("aggregate") == "vote":
+        from orchestrator.votes.aggregate import vote
+
+        out["aggregate"] = vote(records)
+    if synthesis is not None:
+        out["synthesis"] = synthesis
+    return out
+
+
 def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
                    chair: LegRecord | None, runs_dir: Path, signum: int | None = None,
                    extra: dict[str, Any] | None = None,
-                   report: Reporter | None = None) -> dict[str, Any]:
+                   report: Reporter | None = None,
+                   chair_repair: LegRecord | None = None) -> dict[str, Any]:
     """The wave document: ``wave.json`` and ``orch fanout --json`` (one shape, two places).
     ``report`` asks the plugins what the document means for the exit code (``wave_report``;
-    engine/degraded.py)."""
-    everything = legs + ([chair] if chair else [])
+    engine/degraded.py). ``chair_repair``: a structured synthesis's repair prompt, billed
+    with the wave, not counted in its status."""
+    everything = legs + ([chair] if chair else []) + ([chair_repair] if chair_repair else [])
     usage = sum((r.shown_usage() for r in everything), Usage())
     known = [r.cost_usd for r in everything if r.cost_usd is not None]
     doc = {
@@ -356,6 +455,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "exit_code": exit_code(status, signum),
         "legs": [r.to_dict() for r in legs],
         "chair": chair.to_dict() if chair else None,
+        **({"chair_repair": chair_repair.to_dict()} if chair_repair else {}),
         "usage": usage.to_dict(),
         **({"usage_estimated": True} if any(r.unreported for r in everything) else {}),
         "cost_usd": round(sum(known), 8),
@@ -373,6 +473,11 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
             n for n in doc["notices"] if str(n).startswith("artifacts incomplete")))
     # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/degraded.py).
     doc["degraded"] = degradations(everything, doc) + reported
+    synthesis = doc.get("synthesis")
+    if isinstance(synthesis, dict) and synthesis.get("problem") and chair is not None \
+            and chair.status == COMPLETE:  # asked for a structure, got prose: not clean
+        doc["degraded"].append(f"the chair's structured synthesis could not be read "
+                               f"({synthesis['problem']}): its prose stands")
     if (doc["degraded"] or doc["artifact_errors"]) and doc["exit_code"] == EXIT_COMPLETE:
         doc["exit_code"] = EXIT_PARTIAL
     return doc

@@ -48,15 +48,29 @@ class CouncilLedger:
         self.spend = Ledger(url)  # its migrations own the council table too
         self.engine = self.spend.engine
 
-    def append(self, rows: list[dict[str, Any]], *, deadline: float | None = None) -> None:
-        """One run's rows in one transaction; ``deadline`` (``time.monotonic()``) bounds
-        the lock wait, as for spend rows."""
-        prepared = prepare(rows)
-        if not prepared:
+    def append(self, rows: list[dict[str, Any]], *, deadline: float | None = None,
+               votes: list[dict[str, Any]] = ()) -> None:
+        """One run's rows, and its judges' ``votes``, in one transaction; ``deadline``
+        (``time.monotonic()``) bounds the lock wait, as for spend rows."""
+        from orchestrator.ledger import vote_table
+
+        prepared, ballots = prepare(rows), vote_table.prepare(list(votes))
+        if not prepared and not ballots:
             return
         with self.engine.begin() as conn:
             self.spend.bound(conn, deadline)
-            conn.execute(sa.insert(TABLE), prepared)
+            if prepared:
+                conn.execute(sa.insert(TABLE), prepared)
+            if ballots:
+                conn.execute(sa.insert(vote_table.TABLE), ballots)
+
+    def votes(self) -> list[dict[str, Any]]:
+        """Every judge's vote the ledger holds, run by run (``orch council stats --judges``)."""
+        from orchestrator.ledger.vote_table import TABLE as VOTES
+
+        query = sa.select(VOTES).order_by(VOTES.c.run_id, VOTES.c.judge, VOTES.c.position)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query)]
 
     def rows(self, run_id: str | None = None) -> list[dict[str, Any]]:
         query = sa.select(TABLE).order_by(TABLE.c.ts, TABLE.c.id)

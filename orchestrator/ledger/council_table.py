@@ -62,6 +62,13 @@ def take_journaled(ledger: Any, batches: list[list[dict[str, Any]]]) -> tuple[se
     inserted in one transaction unless the table already holds that run (a replay killed
     after its insert). The indexes of the batches now in the table, and the rows added; a
     batch the ledger refuses stays out (and in the journal)."""
+    return take_runs(ledger, batches, TABLE, prepare)
+
+
+def take_runs(ledger: Any, batches: list[list[dict[str, Any]]], table: sa.Table,
+              prepared: Any) -> tuple[set[int], int]:
+    """:func:`take_journaled` for any table of rows keyed by ``run_id`` (the council's and
+    its judges' votes, ``vote_table.py``): a run goes in once, whole."""
     import time
 
     deadline = time.monotonic() + 2.0  # a replay never holds a command up for long
@@ -71,10 +78,10 @@ def take_journaled(ledger: Any, batches: list[list[dict[str, Any]]]) -> tuple[se
         try:
             with ledger.engine.begin() as conn:
                 ledger.bound(conn, deadline)
-                present = conn.execute(sa.select(TABLE.c.run_id).where(
-                    TABLE.c.run_id.in_(runs)).limit(1)).first()
+                present = conn.execute(sa.select(table.c.run_id).where(
+                    table.c.run_id.in_(runs)).limit(1)).first()
                 if present is None:
-                    conn.execute(sa.insert(TABLE), prepare(batch))
+                    conn.execute(sa.insert(table), prepared(batch))
         except (sa.exc.SQLAlchemyError, ValueError, TypeError):
             continue
         done.add(n)

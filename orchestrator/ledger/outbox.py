@@ -126,8 +126,9 @@ def append(url: str, row: dict[str, Any]) -> Path:
 
 
 def append_batch(url: str, table: str, rows: list[dict[str, Any]]) -> Path:
-    """Journal rows of another table of the ledger (``council``) as one line: replayed in
-    one transaction, all or none. Raises OSError as :func:`append` does."""
+    """Journal rows of another table of the ledger (``council``, ``council_vote``) as one
+    line: replayed in one transaction, all or none. Raises OSError as :func:`append`
+    does."""
     if table not in _BATCH_TABLES:
         raise ValueError(f"the outbox journals no table named {table!r}")
     batch = [{**r, "ts": _iso(r.get("ts"))} for r in rows]
@@ -162,8 +163,14 @@ def _take_council(ledger, batches: list[list[dict[str, Any]]]) -> tuple[set[int]
     return take_journaled(ledger, batches)
 
 
+def _take_votes(ledger, batches: list[list[dict[str, Any]]]) -> tuple[set[int], int]:
+    from orchestrator.ledger.vote_table import take_journaled  # its table, its rule of "once"
+
+    return take_journaled(ledger, batches)
+
+
 # table -> taker(ledger, batches): (indexes of the batches the ledger now holds, rows added)
-_BATCH_TABLES = {"council": _take_council}
+_BATCH_TABLES = {"council": _take_council, "council_vote": _take_votes}
 
 
 def pending(url: str) -> int:

@@ -34,7 +34,7 @@ ROUND_INFIX = "-round-"
 
 # The newest migration (orchestrator/ledger/migrations/versions). A ledger at this revision opens
 # without importing Alembic; tests/test_ledger_migrations.py checks it is Alembic's head.
-HEAD = "0003"
+HEAD = "0004"
 
 
 def utcnow() -> datetime:

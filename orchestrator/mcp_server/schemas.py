@@ -96,6 +96,17 @@ FANOUT = {
             "peers": {"type": "integer", "minimum": 1,
                       "description": "With rounds: how many other answers each model reads a "
                                      "round (default all for up to 5 models, else 4)."},
+            "aggregate": {"type": "string", "enum": ["vote"],
+                          "description": "vote: also count the final answers, the majority "
+                                         "over normalised answers (no extra call); the "
+                                         "document gains aggregate (outcome majority | "
+                                         "plurality | tie | none, winner, groups)."},
+            "synthesis": {"type": "string", "enum": ["plain", "structured"],
+                          "description": "With chair: structured asks the chair for the "
+                                         "points of consensus, the disagreements with which "
+                                         "answers hold each side, points one answer raised "
+                                         "and a resolution; the document gains synthesis "
+                                         "(answers by anonymous label, mapped to legs)."},
         },
     },
 }
@@ -265,7 +276,8 @@ def option_arguments(declared: dict[str, list]) -> dict[str, dict[str, str]]:
 def plugin_declarations() -> dict[str, list]:
     """{tool: [(plugin, Option)]}: the enabled plugins' ``register_options``, per paid tool."""
     from orchestrator import runtime
-    from orchestrator.plugin_host.plugins import declared_options, load
+    from orchestrator.plugin_host.declared import declared_options
+    from orchestrator.plugin_host.plugins import load
 
     pm = load(runtime.config().section("plugins"), options_only=True)
     return {name: declared_options(pm, name) for name in CORE_ARGUMENTS}

@@ -54,7 +54,7 @@ def _budgets(args: dict[str, Any], tool: str) -> dict[str, Any]:
     gives it (a JSON ``1`` is ``1.0`` in wave.json)."""
     from orchestrator import runtime
     from orchestrator.mcp_server.schemas import CORE_ARGUMENTS
-    from orchestrator.plugin_host.plugins import declared_options
+    from orchestrator.plugin_host.declared import declared_options
 
     out = {k: v for k, v in args.items() if k not in CORE_ARGUMENTS[tool] and v is not None}
     floats = {o.key for _, o in declared_options(runtime.plugin_manager(), tool)
@@ -91,7 +91,9 @@ async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
         timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
         tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
         max_legs=DEFAULT_MAX_LEGS, tag=args.get("tag"), no_plugins=False,
-        budgets=_budgets(args, "fanout"), validate_models=args.get("validate_models", True)))
+        budgets=_budgets(args, "fanout"), validate_models=args.get("validate_models", True),
+        aggregate=args.get("aggregate"), synthesis=args.get("synthesis"),
+        rounds=int(args.get("rounds") or 1)))
     rounds = int(args.get("rounds") or 1)
     if rounds > 1:  # a deliberation (docs/deliberation.md): how many rounds run is not known
         from orchestrator.deliberation.run import Deliberation

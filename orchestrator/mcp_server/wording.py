@@ -20,7 +20,8 @@ _WAVE = {"--models": "models", "--council": "council", "--prompt": "prompt",
          "--tools": "tools", "--tag": "tag",
          "--no-validate-models": "validate_models: false"}
 ARGUMENTS: dict[str, dict[str, str]] = {
-    "fanout": _WAVE,
+    "fanout": {**_WAVE, "--rounds": "rounds", "--peers": "peers", "--aggregate": "aggregate",
+               "--synthesis": "synthesis"},
     "council_run": {**_WAVE, "--diff": "diff"},
     "spend": {"--since": "since", "--group-by": "group_by"},
     "runs": {"--since": "since", "--status": "status"},

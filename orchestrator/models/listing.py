@@ -180,7 +180,7 @@ def describe(name: str, source: str, target: str | None, cfg, pm,
         from orchestrator.local.settings import LocalSettings
 
         window = LocalSettings.from_config(cfg).n_ctx  # what the managed server loads
-    decide = getattr(pm.get_plugin("tiers"), "decide", None) if pm else None
+    decide = pm.builtin_function("tiers", "decide") if pm else None
     try:
         tier = decide(model, cfg)[0] if decide else None
     except Exception:

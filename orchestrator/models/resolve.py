@@ -14,7 +14,7 @@ def resolver(pm, warn=None):
     Isolated like every other hook: a plugin that raises is skipped with one warning per
     plugin and resolution goes on, so one broken resolver cannot stop every run. A deliberate
     ``OrchError`` (a name the plugin owns but cannot serve) is still the command's error."""
-    runner = HookRunner(pm)
+    runner = HookRunner(pm, config=_config())
     warned: set[str] = set()
     if warn is None:
         from orchestrator.plugin_host.plugins import stderr_warn as warn
@@ -22,12 +22,22 @@ def resolver(pm, warn=None):
     def on_error(plugin: str, hook: str, exc: BaseException) -> None:
         if plugin not in warned:
             warned.add(plugin)
-            from orchestrator.plugin_host.plugins import one_line
+            from orchestrator.plugin_host.boundary import said
 
-            warn(f"plugin {plugin}: resolve_model failed and was skipped: {one_line(exc)}")
+            warn(f"plugin {plugin}: resolve_model failed and was skipped: {said(exc)}")
 
     return lambda spec, config: runner.first_sync("resolve_model", on_error, spec=spec,
                                                   config=config)
+
+
+def _config():
+    from orchestrator import runtime
+    from orchestrator.errors import OrchError
+
+    try:
+        return runtime.config()
+    except OrchError:
+        return None
 
 
 def resolve_all(specs: list[str], config: Config, pm, warn=None) -> list[models.ResolvedModel]:

@@ -356,7 +356,7 @@ def output_budget_rows(cfg: config_mod.Config, pm) -> list[Check]:
 
     budget = cfg.plugin_config("output_budget").get("tokens")
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1 \
-            or pm.get_plugin("output_budget") is None:
+            or not pm.loaded("output_budget"):
         return []
     specs = {spec for _, spec in addressed(cfg)}
     specs |= {m for m in cfg.defaults.get("models") or [] if isinstance(m, str)}

@@ -10,28 +10,20 @@ in ``orch doctor``. A plugin that declares no schema is not checked (its own cod
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
 from orchestrator.config_schema import first_problem
 from orchestrator.errors import OrchError
 
 
-def declared_schema(plugin: Any) -> dict[str, Any] | None:
-    """The schema a plugin (a module or an object) declares, if any."""
-    schema = getattr(plugin, "CONFIG_SCHEMA", None)
-    if schema is None and not isinstance(plugin, type(sys)):
-        schema = getattr(sys.modules.get(type(plugin).__module__), "CONFIG_SCHEMA", None)
-    return schema if isinstance(schema, dict) else None
-
-
 def problems(cfg, pm) -> list[tuple[str, str]]:
-    """(plugin name, one line) for each loaded plugin whose section breaks its schema."""
+    """(plugin name, one line) for each loaded plugin whose section breaks its schema (the
+    ``CONFIG_SCHEMA`` read when it was loaded, through the runner: snapshot.py)."""
     found = []
     sections = cfg.section("plugin_config")
-    for name, plugin in sorted(pm.list_name_plugin(), key=lambda pair: pair[0] or ""):
-        schema = declared_schema(plugin) if name else None
-        if schema is None or name not in sections:
+    for name in sorted(sections):
+        if not pm.loaded(name):
+            continue
+        schema = pm.declared(name).config_schema
+        if schema is None:
             continue
         problem = first_problem(sections[name], schema, f"plugin_config.{name}")
         if problem is not None:

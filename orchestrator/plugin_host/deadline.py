@@ -1,15 +1,11 @@
-"""How long a third party's hook may take, and what its failure to return looks like.
-
-Shared by the hook runner (hooks.py) and the start-up hooks called before any runner exists
-(plugins.py: ``register_commands``); it imports nothing of orch's but errors and
-tool_thread, so either may use it.
-"""
+"""How long a third party's code may take: each hook, a plugin's own ``HOOK_DEADLINE_S``, its
+import. The user's settings are checked here; a value that is not a number of seconds above
+0 stops the command in one line naming where it was set."""
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import OrchError
@@ -17,15 +13,20 @@ from orchestrator.errors import OrchError
 DEADLINE_S = 5.0  # a third party's hook, unless plugins.hook_deadline_s or the plugin says
 WAVE_DEADLINE_S = 30.0  # wave_start / wave_end start servers, open connections
 DEADLINE_ENV = "ORCH_HOOK_DEADLINE_S"
+IMPORT_DEADLINE_S = 10.0  # a third party's import (and its registration)
+IMPORT_ENV = "ORCH_IMPORT_DEADLINE_S"
+SLOW_IMPORT_S = 2.0  # an import slower than this is named on stderr: every command pays it
 
 
-class HookTimeout(Exception):  # noqa: N818 - read as "plugin_errors: HookTimeout: ..."
-    """An implementation did not return within its deadline; its thread was abandoned."""
-
-
-class PluginExit(Exception):  # noqa: N818 - said as what the plugin did
-    """An implementation raised SystemExit (or KeyboardInterrupt from its own thread): the
-    plugin's failure, never the command's end."""
+def _seconds(raw: Any) -> float | None:
+    """``raw`` as seconds above 0, or None."""
+    if isinstance(raw, bool):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) and value > 0 else None
 
 
 def hook_deadline_s(config=None) -> float | None:
@@ -39,33 +40,33 @@ def hook_deadline_s(config=None) -> float | None:
         where = "plugins.hook_deadline_s in config.json"
     if raw is None or raw == "":
         return None
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
+    value = _seconds(raw)
+    if value is None:
         raise OrchError(f"{where} must be a number of seconds above 0 (got {raw!r}); "
                         f"fix it or unset it for the default {DEADLINE_S:g} s")
     return value
 
 
-def plugin_call(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` as run on a worker: SystemExit and KeyboardInterrupt raised there are the
-    plugin's doing (signals never reach a worker thread), handed back as its failure."""
-    def run() -> Any:
-        try:
-            return fn()
-        except (SystemExit, KeyboardInterrupt) as exc:
-            raise PluginExit(f"{type(exc).__name__}: {exc}") from None
-    return run
+def import_deadline_s() -> float:
+    """Seconds a third party's import may take (``ORCH_IMPORT_DEADLINE_S``, else 10)."""
+    raw = os.environ.get(IMPORT_ENV)
+    if raw is None or raw == "":
+        return IMPORT_DEADLINE_S
+    value = _seconds(raw)
+    if value is None:
+        raise OrchError(f"{IMPORT_ENV} must be a number of seconds above 0 (got {raw!r}); "
+                        f"fix it or unset it for the default {IMPORT_DEADLINE_S:g} s")
+    return value
 
 
-def call_blocking(fn: Callable[[], Any], seconds: float) -> Any:
-    """``fn`` (a third party's hook) on a worker thread from synchronous code, waited for at
-    most ``seconds``: HookTimeout past it, PluginExit if it tried to end the process."""
-    from orchestrator import tool_thread
-
-    try:
-        return tool_thread.run_blocking(plugin_call(fn), seconds=seconds)
-    except tool_thread.ToolTimeout:
-        raise HookTimeout(f"did not return within {seconds:g} s") from None
+def declared_deadline(raw: Any, plugin: str) -> tuple[float | None, str | None]:
+    """A plugin's ``HOOK_DEADLINE_S``: (seconds or None when it declares none, what is wrong
+    with it). A wrong one stops a run in one line naming the plugin (declared.check)."""
+    if raw is None:
+        return None, None
+    value = _seconds(raw)
+    if value is None:
+        return None, (f"plugin {plugin} declares HOOK_DEADLINE_S = {raw!r:.40}, which is not a "
+                      "number of seconds above 0; fix it in the plugin, or disable it "
+                      f"(ORCH_DISABLE_PLUGINS={plugin})")
+    return value, None

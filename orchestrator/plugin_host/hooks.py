@@ -1,4 +1,4 @@
-"""Calling hooks: one boundary between orch and every plugin — order, deadline, type check.
+"""Calling hooks: order, deadline, type check — every hook call crosses the runner here.
 
 pluggy calls every implementation with the same arguments; a request pipeline needs each
 implementation to see the previous one's result, and a failing plugin to drop out without
@@ -9,44 +9,50 @@ first; third parties register after built-ins), then ``trylast`` ones. Built-ins
 what is not set) or as guards (they check the request that will really be sent). New-style
 wrappers (``wrapper=True``) surround the whole chain, the ``tryfirst`` one outermost.
 
-Every call goes through this runner, so what holds here holds for every hook:
+A third party's code is reached only through the runner (boundary.py), so what holds there
+holds for every hook:
 
-- **A deadline.** A third party's synchronous code never runs on the event loop's thread: a
-  run of consecutive synchronous implementations goes to a daemon worker (one hand-over per
-  hook call, ``tool_thread``) and what any implementation hands back to await is awaited
-  within its deadline. Past it the implementation is abandoned and named: in a leg's hook the
-  leg ends ``PLUGIN_TIMEOUT``, elsewhere it is isolated like a raise. Built-ins (orch's own
-  code) run inline: they are the hot path and are not the threat.
+- **A deadline, and abandonment.** A run of consecutive synchronous implementations goes to
+  a daemon worker in one hand-over; a run of ``async`` ones to the plugin loop in one
+  hand-over (plugin_loop.py), each within its own deadline. Past it the implementation is
+  abandoned and named — whether or not it accepts cancellation: in a leg's hook the leg ends
+  ``PLUGIN_TIMEOUT``, elsewhere it is isolated like a raise. Built-ins (orch's own code) run
+  inline: they are the hot path and are not the threat.
 - **A type check.** Each implementation's answer is checked against its hook
-  (``hook_answers``) as it returns, before the next plugin or the engine sees it: a wrong
-  answer is that plugin's failure, never the next one's.
-- **Isolation, or failing closed.** A failure (a raise, a wrong answer, a timeout) is
-  recorded with its plugin and hook and the call goes on without that change — unless the
-  plugin declared ``FAIL_CLOSED``: then a failure before the request is sent refuses it.
+  (``answers.py``) where it returns, before the next plugin or the engine sees it: a wrong
+  answer is that plugin's failure, never the next one's. An awaitable where the hook takes
+  none (``before_launch``, the first-answer and collect hooks) is one too.
+- **Isolation, or failing closed.** A failure (a raise, an exit, a wrong answer, a timeout)
+  is recorded with its plugin and hook, as one bounded line, and the call goes on without
+  that change — unless the plugin declared ``FAIL_CLOSED`` or holds what the user set (a
+  budget, a ``plugin_config`` section: ``held``): then a failure before the request is sent
+  refuses it.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 import operator
 import time
 from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import LegError, OrchError, Refusal
-from orchestrator.plugin_host.answers import WrongAnswer, checker
-from orchestrator.plugin_host.deadline import (
-    DEADLINE_S,
-    WAVE_DEADLINE_S,
+from orchestrator.plugin_host.answers import NO_AWAIT, WrongAnswer, checker, no_await
+from orchestrator.plugin_host.boundary import (
     HookTimeout,
     PluginExit,
+    awaited,
+    call,
     call_blocking,
-    hook_deadline_s,
-    plugin_call,
+    said,
 )
+from orchestrator.plugin_host.deadline import DEADLINE_S, WAVE_DEADLINE_S, hook_deadline_s
+from orchestrator.plugin_host.handover import Run, hand_over
 
-# (plugin name, hook name, exception) -> None; the leg records it.
+__all__ = ["HookRunner", "HookTimeout", "PluginExit", "ErrorSink"]
+
+# (plugin name, hook name, exception) -> None; the leg records it (boundary.said says it).
 ErrorSink = Callable[[str, str, BaseException], None]
 
 # What an implementation may raise on purpose, by hook; anything else it raises is isolated.
@@ -57,6 +63,7 @@ DELIBERATE: dict[str, tuple[type[BaseException], ...]] = {
     "leg_end": (),
     "wave_end": (),
     "register_commands": (),
+    "register_options": (),
     "default_models": (),
     "wave_report": (),
 }
@@ -69,10 +76,6 @@ BEFORE_SEND = frozenset({"leg_start", "register_tools", "tool_roster", "system_p
 AFTER_SEND = frozenset({"after_response", "step_end"})
 _WAVE_HOOKS = frozenset({"wave_start", "wave_end"})
 
-# A hand-over to a worker is first waited for this long on the loop's own thread: quick
-# hooks (nearly all) come back without the loop's wake-up; the loop stalls 1 ms at most.
-QUICK_S = 0.001
-
 
 def _picker(argnames) -> Callable[[dict], tuple]:
     """The implementation's arguments, in its order, from the call's keyword dict."""
@@ -84,45 +87,35 @@ def _picker(argnames) -> Callable[[dict], tuple]:
     return operator.itemgetter(*argnames)
 
 
-def fail_closed(plugin: object, hook: str) -> bool:
-    """Whether ``plugin`` declared that its failure in ``hook`` must stop the request:
-    ``FAIL_CLOSED = True`` (every hook) or a collection of hook names."""
-    declared = getattr(plugin, "FAIL_CLOSED", False)
-    if isinstance(declared, bool):
-        return declared
-    try:
-        return hook in declared
-    except TypeError:
-        return False
-
-
 class _Impl:
     """One implementation as the runner calls it (the hot loop reads slots, not pluggy's
     attributes)."""
 
     __slots__ = ("function", "pick", "plugin", "wrapper", "guarded", "fail_closed",
-                 "deadline", "is_async")
+                 "held_only", "deadline", "is_async", "refused_await")
 
-    def __init__(self, impl, hook: str, guarded: bool, default_deadline: float) -> None:
+    def __init__(self, impl, hook: str, guarded: bool, default_deadline: float,
+                 declared, held: bool) -> None:
         self.function = impl.function
         self.pick = _picker(impl.argnames)
         self.plugin: str = impl.plugin_name
         self.wrapper = bool(impl.wrapper)
         self.guarded = guarded
-        self.fail_closed = fail_closed(impl.plugin, hook)
-        declared = getattr(impl.plugin, "HOOK_DEADLINE_S", None)
-        ok = isinstance(declared, int | float) and not isinstance(declared, bool) \
-            and math.isfinite(declared) and declared > 0
-        self.deadline = float(declared) if ok else default_deadline
+        self.fail_closed = declared.fails_closed(hook) or held
+        self.held_only = held and not declared.fails_closed(hook)
+        self.deadline = declared.deadline_s or default_deadline
         self.is_async = inspect.iscoroutinefunction(impl.function)
+        # an `async def` where the hook takes no awaitable: its failure, without a call
+        self.refused_await = self.is_async and hook in NO_AWAIT
 
 
-def _start(gen) -> None:
-    """A wrapper's "before" half."""
+def _start(gen):
+    """A wrapper's "before" half; the generator, to finish later."""
     try:
         next(gen)
     except StopIteration:
         raise RuntimeError("a wrapper must yield exactly once") from None
+    return gen
 
 
 def _finish(gen, value: Any) -> tuple[bool, Any]:
@@ -137,13 +130,17 @@ def _finish(gen, value: Any) -> tuple[bool, Any]:
 
 
 class HookRunner:
-    def __init__(self, pm, *, deadline_s: float | None = None, config=None) -> None:
+    def __init__(self, pm, *, deadline_s: float | None = None, config=None,
+                 held: frozenset[str] | set[str] = frozenset()) -> None:
         """``deadline_s`` for every third party's hook; by default the user's setting
-        (``hook_deadline_s``), else DEADLINE_S and WAVE_DEADLINE_S for wave hooks."""
+        (``hook_deadline_s``), else DEADLINE_S and WAVE_DEADLINE_S for wave hooks.
+        ``held``: the plugins that hold what the user set for this run (a budget, a
+        ``plugin_config`` section): they fail closed (declared.holders)."""
         self.pm = pm
         chosen = deadline_s if deadline_s is not None else hook_deadline_s(config)
         self.deadline_s = chosen or DEADLINE_S
         self.wave_deadline_s = chosen or WAVE_DEADLINE_S
+        self.held = frozenset(held)
         self._impls: dict[str, list[_Impl]] = {}
         self._steps: dict[str, list] = {}
 
@@ -151,24 +148,28 @@ class HookRunner:
         """Implementations in pluggy's call order: wrappers (outermost first), then the rest,
         ``tryfirst`` first and ``trylast`` last. Old-style hookwrappers are never called."""
         if name not in self._impls:
-            caller = getattr(self.pm.hook, name)
+            caller = getattr(self.pm.hook, name)  # runner: implementations, not called
             is_builtin = getattr(self.pm, "is_builtin", lambda _name: False)
+            declared = getattr(self.pm, "declared", None)
             default = self.wave_deadline_s if name in _WAVE_HOOKS else self.deadline_s
-            self._impls[name] = [_Impl(i, name, not is_builtin(i.plugin_name), default)
-                                 for i in reversed(caller.get_hookimpls())
-                                 if not i.hookwrapper]
+            self._impls[name] = [
+                _Impl(i, name, not is_builtin(i.plugin_name), default,
+                      declared(i.plugin_name) if declared else _NOTHING,
+                      i.plugin_name in self.held)
+                for i in reversed(caller.get_hookimpls())  # runner: wrapped in _Impl
+                if not i.hookwrapper]
         return self._impls[name]
 
     def steps(self, name: str) -> list:
-        """``impls`` grouped for calling: an ``_Impl``, or a list of consecutive guarded
-        synchronous plain ones, which share one hand-over to a worker thread."""
+        """``impls`` grouped for calling: an ``_Impl``, or a ``Run`` of consecutive guarded
+        plain ones of one kind, which share one hand-over."""
         if name not in self._steps:
             steps: list = []
-            run: list[_Impl] | None = None
+            run: Run | None = None
             for impl in self.impls(name):
-                if impl.guarded and not impl.wrapper and not impl.is_async:
-                    if run is None:
-                        run = []
+                if impl.guarded and not impl.wrapper and not impl.refused_await:
+                    if run is None or run.is_async != impl.is_async:
+                        run = Run(impl.is_async)
                         steps.append(run)
                     run.append(impl)
                 else:
@@ -191,28 +192,35 @@ class HookRunner:
             return value
         deliberate = DELIBERATE.get(name, _DEFAULT_DELIBERATE)
         check = checker(name)
+        refuse_awaitable = name in NO_AWAIT
         wrappers: list[tuple[_Impl, Any]] = []
         args = {**kwargs, value_arg: value}
         try:
             for step in steps:
-                if step.__class__ is list:
-                    await self._off_loop(name, step, args, value_arg, check, on_error,
-                                         deliberate, deadline_s)
+                if step.__class__ is Run:
+                    await hand_over(self, name, step, args, value_arg, check, on_error,
+                                    deliberate, deadline_s)
                     continue
                 impl = step
                 try:
+                    if impl.refused_await:
+                        raise no_await(name)
                     if impl.wrapper:
-                        gen = impl.function(*impl.pick(args))
                         if impl.guarded:
-                            await self._on_worker(impl, name, lambda g=gen: _start(g),
-                                                  deadline_s)
+                            def before(i: _Impl = impl) -> Any:
+                                return _start(i.function(*i.pick(args)))  # runner: a worker
+
+                            gen = await self._on_worker(impl, name, before, deadline_s)
                         else:
-                            _start(gen)
+                            gen = _start(impl.function(*impl.pick(args)))  # runner: inline
                         wrappers.append((impl, gen))
                         continue
-                    result = impl.function(*impl.pick(args))
+                    result = impl.function(*impl.pick(args))  # runner: a built-in, inline
                     if result is not None and inspect.isawaitable(result):
-                        result = await self._awaited(impl, name, result, deadline_s)
+                        if refuse_awaitable:
+                            getattr(result, "close", lambda: None)()
+                            raise no_await(name)
+                        result = await result
                     if result is None or check is None:
                         continue
                     problem = check(result)
@@ -257,78 +265,6 @@ class HookRunner:
                     gen.close()
         return args[value_arg]
 
-    async def _off_loop(self, name: str, run: list[_Impl], args: dict[str, Any],
-                        value_arg: str, check, on_error: ErrorSink, deliberate,
-                        cap: float | None) -> None:
-        """Consecutive synchronous third-party implementations on one worker thread, each
-        within its own deadline (the wait's deadline moves as the worker goes on). The
-        worker stops at the first failure, awaitable or deliberate exception and hands it
-        back; the loop deals with it and hands the rest over again."""
-        from orchestrator import tool_thread
-
-        start = 0
-        while start < len(run):
-            # (the implementation running, its deadline): the wait reads it when it expires
-            progress: list[Any] = [start, time.monotonic() + self._deadline(run[start], cap)]
-            value = args[value_arg]
-
-            def work(first: int = start, value: Any = value,
-                     progress: list[Any] = progress) -> tuple:
-                local = dict(args)
-                local[value_arg] = value
-                for at in range(first, len(run)):
-                    if tool_thread.expired():  # abandoned: nobody uses what comes next
-                        return at, None, None, value
-                    impl = run[at]
-                    progress[0] = at
-                    progress[1] = time.monotonic() + self._deadline(impl, cap)
-                    try:
-                        result = impl.function(*impl.pick(local))
-                    except BaseException as exc:
-                        if isinstance(exc, SystemExit | KeyboardInterrupt):
-                            exc = PluginExit(f"{type(exc).__name__}: {exc}")
-                        return at, exc, None, value
-                    if result is None:
-                        continue
-                    if inspect.isawaitable(result):
-                        return at, None, result, value
-                    if check is None:
-                        continue
-                    problem = check(result)
-                    if problem is not None:
-                        return at, WrongAnswer(f"{name} {problem}"), None, value
-                    value = local[value_arg] = result
-                return len(run), None, None, value
-
-            try:
-                at, exc, pending, value = await tool_thread.run_until(
-                    work, lambda progress=progress: progress[1], quick_s=QUICK_S)
-            except tool_thread.ToolTimeout:
-                impl = run[progress[0]]
-                start = progress[0] + 1
-                self._failed(impl, name, self._timeout(impl, cap), on_error)
-                continue
-            args[value_arg] = value
-            start = at + 1
-            if at >= len(run):
-                return
-            impl = run[at]
-            try:
-                if exc is not None:
-                    raise exc
-                result = await self._awaited(impl, name, pending, cap)
-                if result is None or check is None:
-                    continue
-                problem = check(result)
-                if problem is not None:
-                    raise WrongAnswer(f"{name} {problem}")
-            except deliberate:
-                raise
-            except Exception as failure:
-                self._failed(impl, name, failure, on_error)
-                continue
-            args[value_arg] = result
-
     async def notify(self, name: str, on_error: ErrorSink, *, deadline_s: float | None = None,
                      **kwargs: Any) -> None:
         """Call every implementation; await what returns an awaitable; isolate failures."""
@@ -353,12 +289,15 @@ class HookRunner:
             if impl.wrapper:
                 continue
             try:
-                if impl.guarded and not impl.is_async:
-                    result = await self._on_worker(
-                        impl, name, lambda i=impl: i.function(*i.pick(kwargs)), None)
+                if impl.refused_await:
+                    raise no_await(name)
+                if impl.guarded:
+                    def answer(i: _Impl = impl) -> Any:
+                        return _checked(name, i.function(*i.pick(kwargs)))  # runner: a worker
+
+                    result = await self._on_worker(impl, name, answer, None)
                 else:
-                    result = impl.function(*impl.pick(kwargs))
-                result = self._answer(name, result)
+                    result = _checked(name, impl.function(*impl.pick(kwargs)))  # runner: inline
             except deliberate:
                 raise
             except Exception as exc:
@@ -378,24 +317,38 @@ class HookRunner:
 
     def collect_sync(self, name: str, on_error: ErrorSink,
                      **kwargs: Any) -> list[tuple[str, Any]]:
-        """``collect`` for synchronous code (building a wave's document): every good answer
-        with its plugin name, a third party's waited for at most its deadline."""
+        """``collect`` for synchronous code (building a wave's document, reading the
+        declared options): every good answer with its plugin name, a third party's waited
+        for at most its deadline."""
         return self._answers_sync(name, on_error, kwargs, first=False)
 
+    def call_sync(self, plugin: str, name: str, on_error: ErrorSink, **kwargs: Any) -> Any:
+        """One plugin's implementation of ``name`` (``register_commands``: the CLI adds a
+        plugin's commands a plugin at a time); its answer, or None (``on_error`` hears a
+        failure)."""
+        for impl in self.impls(name):
+            if impl.plugin == plugin and not impl.wrapper:
+                answers = self._answers_sync(name, on_error, kwargs, first=True, only=impl)
+                return answers[0][1] if answers else None
+        return None
+
     def _answers_sync(self, name: str, on_error: ErrorSink, kwargs: dict[str, Any], *,
-                      first: bool) -> list[tuple[str, Any]]:
+                      first: bool, only: _Impl | None = None) -> list[tuple[str, Any]]:
         deliberate = DELIBERATE.get(name, _DEFAULT_DELIBERATE)
         answers = []
-        for impl in self.impls(name):
+        for impl in [only] if only is not None else self.impls(name):
             if impl.wrapper:
                 continue
             try:
+                if impl.refused_await:
+                    raise no_await(name)
                 if impl.guarded:
-                    result = call_blocking(lambda i=impl: i.function(*i.pick(kwargs)),
-                                           impl.deadline)
+                    def answer(i: _Impl = impl) -> Any:
+                        return _checked(name, i.function(*i.pick(kwargs)))  # runner: a worker
+
+                    result = call_blocking(answer, impl.deadline, (impl.plugin, name))
                 else:
-                    result = impl.function(*impl.pick(kwargs))
-                result = self._answer(name, result)
+                    result = _checked(name, impl.function(*impl.pick(kwargs)))  # runner: inline
             except deliberate:
                 raise
             except Exception as exc:
@@ -407,20 +360,6 @@ class HookRunner:
                     break
         return answers
 
-    @staticmethod
-    def _answer(name: str, result: Any) -> Any:
-        """A first-answer or collect hook's answer, checked; raises what is wrong with it."""
-        if result is None:
-            return None
-        if inspect.isawaitable(result):
-            getattr(result, "close", lambda: None)()  # no "never awaited" warning
-            raise TypeError(f"{name} must answer synchronously, not with an awaitable")
-        check = checker(name)
-        problem = check(result) if check is not None else None
-        if problem is not None:
-            raise WrongAnswer(f"{name} {problem}")
-        return result
-
     # -- the boundary ----------------------------------------------------------------------
     def _deadline(self, impl: _Impl, cap: float | None) -> float:
         return impl.deadline if cap is None else min(impl.deadline, cap)
@@ -430,32 +369,26 @@ class HookRunner:
 
     async def _on_worker(self, impl: _Impl, name: str, fn: Callable[[], Any],
                          cap: float | None) -> Any:
-        """``fn`` (a third party's synchronous code) on a worker thread within its deadline.
-        What it returns is not awaited here: the caller decides (an awaitable is an error
-        for a first-answer hook, and a wrapper's halves are never awaitables)."""
-        from orchestrator import tool_thread
-
-        ends = time.monotonic() + self._deadline(impl, cap)
+        """``fn`` (a third party's synchronous code) on a worker within its deadline. What
+        it returns is not awaited here: the caller decides (an awaitable is an error for a
+        first-answer hook, and a wrapper's halves are never awaitables)."""
+        seconds = self._deadline(impl, cap)
+        ends = time.monotonic() + seconds
         try:
-            result = await tool_thread.run_until(plugin_call(fn), lambda: ends,
-                                                 quick_s=QUICK_S)
-        except tool_thread.ToolTimeout:
+            return await call(fn, lambda: ends, seconds, (impl.plugin, name))
+        except HookTimeout:
             raise self._timeout(impl, cap) from None
-        return result
 
-    async def _awaited(self, impl: _Impl, name: str, awaitable: Any, cap: float | None) -> Any:
-        """Await what an implementation handed back: a third party's within its deadline."""
+    async def _awaited(self, impl: _Impl, name: str, awaitable: Any,
+                       cap: float | None) -> Any:
+        """Await what an implementation handed back: a third party's on the plugin loop,
+        within its deadline, abandoned past it."""
         if not impl.guarded:
             return await awaitable
-        import anyio
-
-        with anyio.move_on_after(self._deadline(impl, cap)):
-            try:
-                return await awaitable
-            except SystemExit as exc:
-                raise PluginExit(f"SystemExit: {exc}") from None
-        getattr(awaitable, "close", lambda: None)()
-        raise self._timeout(impl, cap)
+        try:
+            return await awaited(awaitable, self._deadline(impl, cap), (impl.plugin, name))
+        except HookTimeout:
+            raise self._timeout(impl, cap) from None
 
     def _failed(self, impl: _Impl, hook: str, exc: BaseException, on_error: ErrorSink) -> None:
         """Record the failure with its plugin; raise when it must not be let through: a
@@ -467,21 +400,49 @@ class HookRunner:
         if not (timeout or impl.fail_closed):
             return
         if impl.fail_closed:
-            what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]  # scrubbed by the leg
-            said = f"plugin {impl.plugin} failed in {hook} ({what}); it is " \
-                "fail-closed, so "
+            what = "it holds what you set for this run" if impl.held_only else \
+                "it is fail-closed"
+            text = f"plugin {impl.plugin} failed in {hook} ({said(exc)}); {what}, so "
             if hook in BEFORE_SEND or hook == "before_launch":
-                raise Refusal("PLUGIN_FAILED", said + "nothing was sent")
+                raise Refusal("PLUGIN_FAILED", text + "nothing was sent")
             if hook in AFTER_SEND:
-                raise LegError("PLUGIN_FAILED", said + "the leg stops here")
+                raise LegError("PLUGIN_FAILED", text + "the leg stops here")
             if hook == "wave_start":
-                raise OrchError(said + "the wave does not start")
+                raise OrchError(text + "the wave does not start")
         if not timeout:
             return
-        said = (f"plugin {impl.plugin}'s {hook} {exc}; the leg stopped waiting for it (fix "
+        text = (f"plugin {impl.plugin}'s {hook} {exc}; the leg stopped waiting for it (fix "
                 f"it, give it longer with plugins.hook_deadline_s, or disable it: "
                 f"ORCH_DISABLE_PLUGINS={impl.plugin})")
         if hook == "before_launch":
-            raise Refusal("PLUGIN_TIMEOUT", said)
+            raise Refusal("PLUGIN_TIMEOUT", text)
         if hook in BEFORE_SEND or hook in AFTER_SEND:
-            raise LegError("PLUGIN_TIMEOUT", said)
+            raise LegError("PLUGIN_TIMEOUT", text)
+
+
+def _checked(name: str, result: Any) -> Any:
+    """A first-answer or collect hook's answer, checked where it returned; raises what is
+    wrong with it."""
+    if result is None:
+        return None
+    if inspect.isawaitable(result):
+        getattr(result, "close", lambda: None)()  # no "never awaited" warning
+        raise no_await(name)
+    check = checker(name)
+    problem = check(result) if check is not None else None
+    if problem is not None:
+        raise WrongAnswer(f"{name} {problem}")
+    return result
+
+
+class _Nothing:
+    """What a plugin manager without declarations (a bare pluggy one) says of a plugin."""
+
+    deadline_s = None
+
+    @staticmethod
+    def fails_closed(hook: str) -> bool:
+        return False
+
+
+_NOTHING = _Nothing()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,17 +53,13 @@ def read(path: Path, wanted: dict[str, Any]) -> tuple[list, list[str]] | None:
 
 
 def sources(pm) -> list[str]:
-    """Every file the plugins that implement ``register_options`` were loaded from."""
+    """Every file the plugins that implement ``register_options`` were loaded from (as read
+    when each was loaded: snapshot.py)."""
     out: set[str] = set()
-    for impl in pm.hook.register_options.get_hookimpls():
-        code = getattr(impl.function, "__code__", None)
-        if code is not None:
-            out.add(code.co_filename)
-        module = sys.modules.get(getattr(impl.plugin, "__name__", "") or "")
-        if module is None:
-            module = sys.modules.get(getattr(type(impl.plugin), "__module__", "") or "")
-        if getattr(module, "__file__", None):
-            out.add(module.__file__)
+    for name in pm.implementers("register_options"):
+        info = pm.infos.get(name)
+        if info is not None:
+            out.update(info.files)
     return sorted(out)
 
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, field
 
@@ -11,7 +10,7 @@ import pluggy
 
 from orchestrator import hookspecs
 from orchestrator.plugin_host.listing import OWN_DISTRIBUTION
-from orchestrator.security.secrets import scrub
+from orchestrator.plugin_host.snapshot import Declared, Snapshot
 
 GROUP = "orch"
 HOOK_NAMES = frozenset(n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n),
@@ -38,6 +37,8 @@ class PluginInfo:
     reason: str | None = None  # why it is disabled
     hooks: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    declared: Declared = field(default_factory=Declared)  # its constants, read once
+    files: list[str] = field(default_factory=list)  # where its code came from
 
     @property
     def source(self) -> str:
@@ -53,16 +54,53 @@ class PluginInfo:
 
 
 class PluginManager(pluggy.PluginManager):
-    """pluggy's manager plus what orch knows about where each plugin came from."""
+    """pluggy's manager plus what orch knows about where each plugin came from. A third
+    party is registered as the plain namespace of its hook functions (snapshot.py), so
+    nothing in orch reaches the plugin's object but through the runner."""
 
     def __init__(self) -> None:
         super().__init__("orch")
         self.add_hookspecs(hookspecs)
         self.infos: dict[str, PluginInfo] = {}
+        self._origins: dict[int, str] = {}  # id(the plugin's own object) -> its name
+        self._origin_of: dict[str, object] = {}
 
     def is_builtin(self, plugin_name: str | None) -> bool:
         info = self.infos.get(plugin_name or "")
         return bool(info and info.builtin)
+
+    def loaded(self, plugin_name: str) -> bool:
+        """Whether the plugin named so is registered (loaded and not broken)."""
+        return self.get_plugin(plugin_name) is not None  # runner: only whether it is there
+
+    def declared(self, plugin_name: str | None) -> Declared:
+        """The constants the plugin declares (FAIL_CLOSED, HOOK_DEADLINE_S, ...), as read
+        when it was loaded."""
+        info = self.infos.get(plugin_name or "")
+        return info.declared if info is not None else Declared()
+
+    def origin(self, plugin_name: str) -> object | None:
+        """The plugin's own object (its module): the same code loaded into two managers is
+        one plugin (declared.py asks it once)."""
+        return self._origin_of.get(plugin_name)
+
+    def implementers(self, hook: str) -> list[str]:
+        """The plugins that implement ``hook`` (plain implementations), in registration
+        order."""
+        caller = getattr(self.hook, hook, None)  # runner: only names are read
+        if caller is None:
+            return []
+        impls = caller.get_hookimpls()  # runner: only names are read
+        return [i.plugin_name for i in impls if not (i.wrapper or i.hookwrapper)]
+
+    def builtin_function(self, plugin_name: str, attr: str):
+        """A loaded built-in plugin's module-level function (orch's own code, called inline:
+        the model listing asks ``tiers.decide``); None for a third party or a missing one."""
+        if not self.is_builtin(plugin_name):
+            return None
+        module = self.get_plugin(plugin_name)  # runner: a built-in, orch's own code
+        function = getattr(module, attr, None)
+        return function if callable(function) else None
 
 
 def _names(value: str | None) -> set[str]:
@@ -115,9 +153,13 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     ``third_party=False`` loads only orch's own built-ins from the entry points (the testing
     kit's isolation: a test's result must not depend on what else is installed).
     ``commands_only=True`` skips the built-ins that declare no command (``BUILTIN_COMMANDS``):
-    the manager :func:`add_commands` needs, for a light ``orch --help``. ``options_only=True``
-    likewise keeps only the built-ins of ``BUILTIN_OPTIONS``: the manager
-    :func:`declared_options` needs.
+    the manager ``declared.add_commands`` needs, for a light ``orch --help``.
+    ``options_only=True`` likewise keeps only the built-ins of ``BUILTIN_OPTIONS``: the
+    manager ``declared.declared_options`` needs.
+
+    A third party is imported and read through the runner (:func:`import_plugin`): within
+    its import deadline, its exits caught, its failure one bounded line; it is then listed
+    as ``broken``. This is the one place plugins are loaded from (entry points today).
     """
     pm = PluginManager()
     allow, deny = selection(config_plugins)
@@ -145,29 +187,148 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
             if info.reason:
                 info.status = "disabled"
                 continue
-            try:
-                plugin = ep.load()
-            except Exception as exc:  # a broken plugin never stops orch
-                _broken(info, one_line(exc), warn)
+            if info.builtin:  # orch's own code: imported and read inline
+                try:
+                    plugin = ep.load()  # runner: a built-in, orch's own code
+                except Exception as exc:  # a broken plugin never stops orch
+                    _broken(info, one_line(exc), warn)
+                    continue
+                _register(pm, ep.name, plugin, info, warn)
                 continue
-            _register(pm, ep.name, plugin, info, warn)
+            read = import_plugin(pm, ep.name, ep.load, info, warn)
+            if read is not None:
+                plugin, snap = read
+                _register(pm, ep.name, plugin, info, warn, snap)
     for name, plugin in extra:
-        if pm.is_registered(plugin):  # installed under another name: this copy replaces it
-            replaced = pm.infos[pm.get_name(plugin)]
+        if id(plugin) in pm._origins:  # installed under another name: this copy replaces it
+            replaced = pm.infos[pm._origins.pop(id(plugin))]
+            pm._origin_of.pop(replaced.name, None)
             replaced.status, replaced.reason = "disabled", f"replaced by in-process {name!r}"
-            pm.unregister(plugin)
-        info = PluginInfo(name=name, module=getattr(plugin, "__name__", type(plugin).__name__),
-                          distribution=None, version=None, builtin=False)
+            pm.unregister(name=replaced.name)
+        info = PluginInfo(name=name, module=module_name(plugin), distribution=None,
+                          version=None, builtin=False)
         pm.infos[name] = info
-        _register(pm, name, plugin, info, warn)
+        read = import_plugin(pm, name, lambda plugin=plugin: plugin, info, warn)
+        if read is not None:
+            _register(pm, name, plugin, info, warn, read[1])
     return pm
 
 
+def listed(config_plugins: dict | None, reason: str) -> PluginManager:
+    """Every installed plugin listed as off (``reason``), none imported: what a bare run
+    (``--no-plugins``) leaves off, for :func:`declared.off_declarations` to ask the ones
+    the user set something for."""
+    pm = PluginManager()
+    for ep in _entry_points():
+        if ep.taken_by is None:
+            pm.infos[ep.name] = PluginInfo(
+                name=ep.name, module=ep.value, distribution=ep.dist, version=ep.version,
+                builtin=ep.dist == OWN_DISTRIBUTION, status="disabled", reason=reason)
+    return pm
+
+
+def load_off(infos: list[PluginInfo]) -> PluginManager:
+    """Plugins that are off for the run, loaded into a manager of their own so that what
+    they declare can be read (declared.off_declarations); the run never sees it."""
+    from orchestrator.plugin_host.listing import Found
+
+    pm = PluginManager()
+    for off in infos:
+        info = PluginInfo(name=off.name, module=off.module, distribution=off.distribution,
+                          version=off.version, builtin=off.builtin)
+        pm.infos[off.name] = info
+        found = Found(off.name, off.module, off.distribution, off.version)
+        if info.builtin:
+            try:
+                plugin = found.load()  # runner: a built-in, orch's own code
+            except Exception:  # noqa: BLE001 - it cannot say: nothing declared
+                continue
+            _register(pm, off.name, plugin, info, None)
+            continue
+        read = import_plugin(pm, off.name, found.load, info, None)
+        if read is not None:
+            _register(pm, off.name, read[0], info, None, read[1])
+    return pm
+
+
+def module_name(plugin: object) -> str:
+    """The module an in-process plugin is (or its class's), read without its own code."""
+    import inspect
+    import types
+
+    if isinstance(plugin, types.ModuleType):
+        return plugin.__name__
+    return str(inspect.getattr_static(type(plugin), "__module__", "?"))
+
+
+_SLOW_IMPORTS: dict[str, float] = {}  # entry point value -> seconds its import took here
+
+
+def import_plugin(pm: PluginManager, name: str, load_it, info: PluginInfo,
+                  warn) -> tuple[object, Snapshot] | None:
+    """A third party imported (``load_it``) and read (snapshot.take) through the runner, on
+    a worker within the import deadline: (its object, what it is made of), or None with the
+    plugin listed broken. A guard that could not be imported keeps the ``FAIL_CLOSED`` its
+    source declares (read, never run), so a run that relies on it refuses. An import slower
+    than SLOW_IMPORT_S is named: every command that loads the plugin waits for it."""
+    import time
+
+    from orchestrator.plugin_host.boundary import HookTimeout, call_blocking, guard_exits, said
+    from orchestrator.plugin_host.deadline import SLOW_IMPORT_S, import_deadline_s
+    from orchestrator.plugin_host.snapshot import fail_closed_in_source, take
+
+    guard_exits()
+    seconds = import_deadline_s()
+
+    def read() -> tuple[object, Snapshot]:
+        plugin = load_it()  # runner: inside call_blocking
+        return plugin, take(pm, plugin, name, HOOK_NAMES)
+
+    started = time.monotonic()
+    try:
+        found = call_blocking(read, seconds)
+    except Exception as exc:  # a broken plugin never stops orch
+        error = said(exc)
+        if isinstance(exc, HookTimeout):
+            error = (f"HookTimeout: its import did not finish within {seconds:g} s (wait "
+                     f"longer with ORCH_IMPORT_DEADLINE_S, or disable it: "
+                     f"ORCH_DISABLE_PLUGINS={name})")
+        _broken(info, error, warn)
+        try:
+            closed = call_blocking(lambda: fail_closed_in_source(info.module), 2.0)
+        except Exception:  # noqa: BLE001 - its source cannot say: nothing declared
+            closed = False
+        info.declared = Declared(fail_closed=closed)
+        return None
+    took = time.monotonic() - started
+    if took > SLOW_IMPORT_S:
+        _SLOW_IMPORTS[info.module] = took
+    took = max(took, _SLOW_IMPORTS.get(info.module, 0.0))  # imported before in this process
+    if took > SLOW_IMPORT_S:  # said with its other warnings (and under it in `orch plugins`)
+        found[1].warnings.insert(0, f"took {took:.1f} s to import: every command that loads "
+                                    "it waits that long (import heavy modules inside its "
+                                    f"hooks, or disable it: ORCH_DISABLE_PLUGINS={name})")
+    return found
+
+
+def declared_name(plugin: object) -> str | None:
+    """The ``NAME`` an in-process plugin declares (read through the runner: the testing kit
+    names a plugin it is given)."""
+    from orchestrator.plugin_host.boundary import call_blocking
+    from orchestrator.plugin_host.snapshot import read_declared
+
+    try:
+        return call_blocking(lambda: read_declared(plugin, "?")[0].name, 5.0)
+    except Exception:  # noqa: BLE001 - it cannot say: named otherwise
+        return None
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
-    """The error on one line (pluggy's validation errors span several, all needed), with
-    any key value scrubbed: it is printed and listed."""
-    text = scrub(" ".join(f"{type(exc).__name__}: {exc}".split()))
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    """The error on one line (pluggy's validation errors span several, all needed), capped,
+    with any key value scrubbed: it is printed and listed."""
+    from orchestrator.plugin_host.boundary import said
+
+    return said(exc) if limit >= 300 else said(exc)[:limit]
 
 
 def _broken(info: PluginInfo, error: str, warn) -> None:
@@ -176,100 +337,33 @@ def _broken(info: PluginInfo, error: str, warn) -> None:
         warn(f"plugin {info.name} skipped: {error}")
 
 
-def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, warn) -> None:
+def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, warn,
+              snap: Snapshot | None = None) -> None:
+    """Register ``plugin``: a built-in as itself (read inline), a third party as the
+    namespace of its hook functions (``snap``, read through the runner)."""
+    from orchestrator.plugin_host.snapshot import take
+
+    if snap is None:
+        snap = take(pm, plugin, name, HOOK_NAMES)  # runner: a built-in, read inline
+        registered = plugin
+    else:
+        registered = snap.namespace()
+    info.declared, info.files = snap.declared, snap.files
     try:
-        pm.register(plugin, name=name)
+        pm.register(registered, name=name)
     except Exception as exc:  # e.g. an argument name the hookspec does not have
         _broken(info, one_line(exc), warn)
         return
-    # attribute -> the hook pluggy files it under (``specname`` when given): a warning names
-    # the attribute, which is what the author wrote in the module.
-    marked = {}
-    for attr in dir(plugin):
-        opts = pm.parse_hookimpl_opts(plugin, attr)
-        if opts is not None:
-            marked[attr] = (opts.get("specname") or attr, opts)
-    info.hooks = sorted({hook for hook, _ in marked.values() if hook in HOOK_NAMES})
-    for attr, (hook, opts) in marked.items():
-        if hook not in HOOK_NAMES:
-            spec = "" if hook == attr else f" (specname {hook!r})"
-            info.warnings.append(f"hook implementation {attr!r}{spec} matches no hook (typo?)")
-        elif opts.get("hookwrapper"):
-            info.warnings.append(f"{attr} uses hookwrapper=True, which orch does not call; "
-                                 "use @hookimpl(wrapper=True)")
-    for attr in sorted(HOOK_NAMES - set(marked) - set(info.hooks)):
-        if callable(getattr(plugin, attr, None)):
-            info.warnings.append(f"{attr} is not marked @hookimpl, so it never runs")
+    pm._origins[id(plugin)] = name
+    pm._origin_of[name] = plugin
+    marked = {opts.get("specname") or attr
+              for attr in snap.hooks
+              if (opts := pm.parse_hookimpl_opts(registered, attr)) is not None}
+    info.hooks = sorted(marked & HOOK_NAMES)
+    info.warnings = list(snap.warnings)
     for message in info.warnings:
         if warn:
             warn(f"plugin {name}: {message}")
-
-
-def add_commands(pm: PluginManager, group, *, reserved=(), warn=None) -> None:
-    """The ``register_commands`` hook: a plugin that raises (or exits, or takes longer than
-    its hook deadline), or names a built-in command, has its commands skipped with one
-    warning; the CLI always starts. A third party's runs on a worker thread (hook_deadline)."""
-    from orchestrator.plugin_host.deadline import DEADLINE_S, call_blocking, hook_deadline_s
-
-    deadline = None
-    for impl in reversed(pm.hook.register_commands.get_hookimpls()):
-        if impl.wrapper or impl.hookwrapper:
-            continue
-        before = dict(group.commands)
-        call = functools.partial(impl.function, *[{"cli": group}[a] for a in impl.argnames])
-        try:
-            if pm.is_builtin(impl.plugin_name):
-                call()
-            else:
-                deadline = deadline or hook_deadline_s() or DEADLINE_S
-                call_blocking(call, deadline)
-        except Exception as exc:
-            group.commands = before
-            if warn:
-                warn(f"plugin {impl.plugin_name}: register_commands failed, its commands are "
-                     f"skipped: {one_line(exc)}")
-            continue
-        for clash in sorted((set(group.commands) - set(before)) & set(reserved)):
-            group.commands.pop(clash)
-            if warn:
-                warn(f"plugin {impl.plugin_name}: command {clash!r} is built in; skipped")
-
-
-def declared_options(pm: PluginManager, command: str, *, reserved=(), warn=None) -> list:
-    """The ``register_options`` hook for ``command``: [(plugin name, Option)], in
-    registration order. A plugin that raises, returns something that is not an Option, or
-    names an option that is taken (a built-in one or another plugin's) has that option (or
-    all of its options) skipped with one warning."""
-    from orchestrator.options import Option
-
-    taken = {name: "built in" for name in reserved}
-    out = []
-    for impl in pm.hook.register_options.get_hookimpls():  # in registration order
-        if impl.wrapper or impl.hookwrapper:
-            continue
-        try:
-            declared = list(impl.function(*[{"command": command}[a] for a in impl.argnames])
-                            or [])
-        except Exception as exc:
-            if warn:
-                warn(f"plugin {impl.plugin_name}: register_options failed, its options are "
-                     f"skipped: {one_line(exc)}")
-            continue
-        for option in declared:
-            if not isinstance(option, Option):
-                if warn:
-                    warn(f"plugin {impl.plugin_name}: register_options returned "
-                         f"{type(option).__name__}, not an orchestrator.options.Option; "
-                         "skipped")
-                continue
-            if option.name in taken:
-                if warn:
-                    warn(f"plugin {impl.plugin_name}: option --{option.name} is "
-                         f"{taken[option.name]}; skipped")
-                continue
-            taken[option.name] = f"declared by {impl.plugin_name}"
-            out.append((impl.plugin_name, option))
-    return out
 
 
 def stderr_warn(line: str) -> None:

@@ -1,14 +1,20 @@
 """A child process under limits: wall time, memory, file size, and how much of its output is
-kept.
+kept; and every process it starts ends with it.
 
-The child runs in its own session (a terminal's Ctrl-C never reaches it) and, on its time
-limit or an interrupt, its whole process group is killed. Its stdout and stderr are read as
-they come: the first ``keep_bytes`` of each are kept and the rest is read, counted and
+The child runs in its own session (a terminal's Ctrl-C never reaches it), and every process
+it starts ends with it, by one of two boundaries. Unconfined (a ``python`` check, a parser,
+``--unsafe-checks``) it runs behind the reaper (:mod:`orchestrator.sandbox.reaper`), a
+subreaper that, when the program ends or is stopped (its time limit, an interrupt, orch's
+death), kills every process the program started, those that left its process group or
+session (``setsid``) included. Under bubblewrap (``reap=False``) the sandbox's own PID
+namespace is the boundary: nothing leaves it, and it ends when bwrap does, which dies with
+orch (``--die-with-parent``) and is killed with its process group; no launcher is paid for. Its stdout and stderr are read
+as they come: the first ``keep_bytes`` of each are kept and the rest is read, counted and
 dropped, so a program that prints gigabytes costs orch a fixed amount of memory, and a
 program that prints forever still ends at its time limit (``timed_out``), never earlier.
 
-Memory and file size are rlimits set by ``/bin/sh``'s ``ulimit`` just before the program is
-exec'd (no ``preexec_fn``: orch has threads). The memory limit is RLIMIT_DATA (heap and private
+Memory and file size are rlimits set between a fork and the program's exec, by the reaper or
+by ``/bin/sh``'s ``ulimit`` (no ``preexec_fn`` here: orch has threads). The memory limit is RLIMIT_DATA (heap and private
 writable mappings), which leaves the large address-space reservations of JavaScript and Go
 runtimes alone.
 """
@@ -19,6 +25,7 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -28,6 +35,8 @@ from pathlib import Path
 KEEP_BYTES = 8 << 20  # of each stream, by default
 _CHUNK = 1 << 16
 STATUS_FD = "{status-fd}"  # in argv: replaced by the number of a pipe the launcher reports on
+REAPER = Path(__file__).with_name("reaper.py")
+REAP_GRACE_S = 10.0  # how long the reaper may take to end everything before its group is killed
 
 
 @dataclass(frozen=True)
@@ -92,26 +101,38 @@ class Running:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._procs: set[subprocess.Popen] = set()
+        self._procs: dict[subprocess.Popen, bool] = {}  # -> behind the reaper?
         self.stopped = False
 
-    def add(self, proc: subprocess.Popen) -> None:
+    def add(self, proc: subprocess.Popen, reaped: bool = True) -> None:
         with self._lock:
-            self._procs.add(proc)
+            self._procs[proc] = reaped
             if not self.stopped:
                 return
-        kill_group(proc)  # started as the interrupt arrived
+        end(proc, reaped)  # started as the interrupt arrived
 
     def discard(self, proc: subprocess.Popen) -> None:
         with self._lock:
-            self._procs.discard(proc)
+            self._procs.pop(proc, None)
 
     def stop(self) -> None:
         with self._lock:
             self.stopped = True
-            procs = list(self._procs)
-        for proc in procs:
-            kill_group(proc)
+            procs = list(self._procs.items())
+        for proc, reaped in procs:
+            end(proc, reaped)
+
+
+def end(proc: subprocess.Popen, reaped: bool = True) -> None:
+    """End the program and everything it started; never blocks. Behind the reaper: ask it
+    (it ends them all, then exits; :func:`run` kills its group if it is late). Else: kill
+    its process group (bwrap, whose PID namespace then ends)."""
+    if not reaped:
+        return kill_group(proc)
+    try:
+        proc.send_signal(signal.SIGTERM)  # not once it is reaped: its pid may be reused
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -119,6 +140,17 @@ def kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _stop(proc: subprocess.Popen, reaped: bool) -> None:
+    """End it all and wait: the reaper sweeps and exits; one that does not in time has its
+    group killed (while it is unreaped, so its group id cannot be anyone else's)."""
+    end(proc, reaped)
+    try:
+        proc.wait(REAP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.wait()
 
 
 def with_rlimits(argv: list[str], limits: Limits) -> list[str]:
@@ -134,45 +166,67 @@ def with_rlimits(argv: list[str], limits: Limits) -> list[str]:
     return ["/bin/sh", "-c", "; ".join([*sets, 'exec "$@"']), "sh", *argv]
 
 
+def reaped(argv: list[str], limits: Limits, report: int | None = None) -> list[str]:
+    """``argv`` behind the reaper, which sets the rlimits and ends every process it starts."""
+    opts = [f"--parent={os.getpid()}"]
+    if report is not None:
+        opts.append(f"--report={report}")
+    if limits.memory_mb:
+        opts.append(f"--data_kb={int(limits.memory_mb) * 1024}")
+    if limits.file_mb:
+        opts.append(f"--fsize_blocks={int(limits.file_mb) * 2048}")  # 512-byte blocks
+    return [sys.executable, "-I", "-S", str(REAPER), *opts, "--", *argv]
+
+
 def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Limits,
-        stdin: bytes | None = None, running: Running | None = None) -> Finished:
+        stdin: bytes | None = None, running: Running | None = None,
+        reap: bool = True) -> Finished:
     """Run ``argv`` to its end, its time limit, or ``running.stop()`` (blocking: call it in
-    a worker thread)."""
-    status_r = status_w = None
+    a worker thread). ``reap=False``: ``argv`` is its own boundary (bwrap with a PID
+    namespace that dies with its parent), started without the reaper."""
+    status_r = status_w = report_r = report_w = None
     if STATUS_FD in argv:
         status_r, status_w = os.pipe()
         argv = [str(status_w) if a == STATUS_FD else a for a in argv]
-    full = with_rlimits(argv, limits)
+    if reap:
+        report_r, report_w = os.pipe()  # the reaper says there when the program cannot start
+    full = reaped(argv, limits, report_w) if reap else with_rlimits(argv, limits)
+    passed = tuple(fd for fd in (report_w, status_w) if fd is not None)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(full, cwd=cwd, env=dict(env), start_new_session=True,
                                 stdin=subprocess.PIPE if stdin is not None else
                                 subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE,
-                                pass_fds=(status_w,) if status_w is not None else ())
+                                stderr=subprocess.PIPE, pass_fds=passed)
     except OSError as exc:
-        for fd in (status_r, status_w):
+        for fd in (status_r, report_r):
             if fd is not None:
                 os.close(fd)
         return Finished(list(argv), None, error=f"cannot start {argv[0]}: "
                         f"{exc.strerror or exc}")
     finally:
-        if status_w is not None:
-            try:
-                os.close(status_w)  # the launcher holds it now
-            except OSError:
-                pass
+        for fd in (status_w, report_w):
+            if fd is not None:
+                try:
+                    os.close(fd)  # the launcher holds it now
+                except OSError:
+                    pass
     if running is not None:
-        running.add(proc)
+        running.add(proc, reap)
     out, err = Capture(), Capture()
-    timed_out = False
+    timed_out, unstarted = False, b""
     try:
+        if report_r is not None:
+            # the time limit is the program's: it starts when the reaper has exec'd it (the
+            # report pipe closes), not while the launcher itself starts up
+            unstarted = _launched(report_r, start + limits.timeout_s)
+            start = time.monotonic()
         timed_out = _pump(proc, stdin, out, err, limits, start)
         if timed_out:
-            kill_group(proc)
+            _stop(proc, reap)
         proc.wait()
     except BaseException:  # Ctrl-C in this thread, or any failure: the group goes too
-        kill_group(proc)
+        _stop(proc, reap)
         raise
     finally:
         if running is not None:
@@ -183,9 +237,31 @@ def run(argv: list[str], *, cwd: Path | str, env: Mapping[str, str], limits: Lim
                     pipe.close()
                 except OSError:
                     pass
+    if unstarted:
+        if status_r is not None:
+            os.close(status_r)
+        return Finished(list(argv), None, error=unstarted.decode("utf-8", "replace"))
     stopped = running is not None and running.stopped and not timed_out and proc.returncode < 0
     return Finished(list(argv), proc.returncode, out, err, time.monotonic() - start,
                     timed_out, interrupted=stopped, status=_drain(status_r))
+
+
+def _launched(fd: int, deadline: float) -> bytes:
+    """Wait until the reaper has exec'd the program (its end of ``fd`` closes: nothing was
+    said) or could not (why, in a few words); closes ``fd``. At ``deadline`` it is taken
+    as started, and the time limit does the rest."""
+    said = b""
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while (left := deadline - time.monotonic()) > 0 and sel.select(left):
+                chunk = os.read(fd, _CHUNK)
+                if not chunk:
+                    break
+                said += chunk[:1000]
+    finally:
+        os.close(fd)
+    return said
 
 
 def _drain(fd: int | None) -> bytes | None:

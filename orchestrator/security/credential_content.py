@@ -1,72 +1,101 @@
 """Credential *content*: what is withheld from text before a model is sent it.
 
-The deny-list stops credential files by name; this stops credentials by what they look like,
+The deny-list stops credential files by name; this stops credentials by what they are,
 wherever they sit (a key pasted into ``notes.txt``, a token in ``.git/config``'s remote URL,
 a tool result of a third-party plugin, a ``--context`` file). Each match is replaced by
-``[withheld: RULE]`` so the model can read why, and say so, instead of guessing.
+``[withheld: RULE]`` so the model can read why, and say so, instead of guessing. One scanner
+for every caller: ``withhold`` over a text, ``block_lines`` for the tools that show a file
+line by line (``grep``, ``read`` from an offset).
 
-The detection is Yelp's ``detect-secrets`` where it fits, plus a few targeted rules where it
-does not (each says why):
+The detection is Yelp's ``detect-secrets`` where it fits, plus targeted rules where it does
+not (each says why):
 
 - ``detect-secrets``' provider detectors (AWS, GitHub, GitLab, Slack, Stripe, Twilio, JWT,
   npm, PyPI, ...), run as their own compiled regular expressions over the whole text at
   once: its per-line ``scan_line`` costs ~0.5 ms a line (measured in docs/performance.md),
   too much for every tool result of a 64-leg wave, and masking needs spans it does not give.
   Its entropy plugins are left out: they flag every commit id, hash and lock-file digest.
-- ``private-key``: the whole block, BEGIN to END (or to the end of the text), of a PEM,
-  OpenSSH, PGP or PuTTY private key. detect-secrets flags only the BEGIN line (and not
-  ``ENCRYPTED PRIVATE KEY``); the body is the secret.
+  A match inside a longer run of letters, or an example (``AKIA...EXAMPLE``, ``xxxx``), is not.
+- ``private-key``: the whole block, BEGIN to END, of a PEM, OpenSSH, PGP or PuTTY private
+  key, whatever code wraps its lines (:mod:`orchestrator.security.private_keys`).
+  detect-secrets flags only the BEGIN line (and not ``ENCRYPTED PRIVATE KEY``).
 - ``url-credentials``: the userinfo of a URL (``https://user:pass@``, ``https://TOKEN@``), as
   in ``.git/config`` remotes; detect-secrets' basic-auth rule misses a token with no colon.
-- ``auth-header``: ``Authorization: Basic|Bearer|token VALUE`` (git's ``extraheader``).
-- ``secret-assignment``: ``password=``/``token=``/``api_key:``/``secret =`` ... followed by a
-  value of high entropy (detect-secrets' keyword list, plus ``token``); placeholders,
-  variables and code references (``os.environ[...]``, ``$X``, ``changeme``) are left alone.
+- ``auth-header``: ``Authorization: [Basic|Bearer|token] VALUE`` (git's ``extraheader``).
+- ``curl-user``: ``curl -u user:password`` / ``--user``, across the command's continued lines.
+- ``secret-assignment``: ``password=``, ``token:``, ``"X-Api-Key": ``, ``define('DB_PASSWORD',
+  ...)``, ``<password>...</password>`` ... with a value of high entropy (detect-secrets'
+  keyword list, plus ``token``); ``b"..."`` literals included.
 - ``key-shape``: the provider key shapes orch already masks in its own output
-  (:mod:`orchestrator.security.secrets`: ``sk-…``, ``AIza…``, ``xai-…``, ...).
+  (:mod:`orchestrator.security.secrets`: ``sk-…``, ``AIza…``, ``xai-…``, ...), when what
+  follows the prefix is random (``sk-mixtral-8x7b-instruct`` is a model).
 
-A stream read line by line (``grep``, a ``read`` from an offset) can be inside a key block
-whose BEGIN line it never shows: :class:`KeyBlocks` follows the file from its first line.
+Whether a value found at such a place is a secret, or code, a count, a variable or a
+placeholder, is :mod:`orchestrator.security.secret_values`' to say.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.security import private_keys
+from orchestrator.security.secret_values import (
+    MIN_ENTROPY,
+    entropy,
+    header_secret,
+    placeholder,
+    secret_value,
+    url_password,
+    url_token,
+)
 from orchestrator.security.secrets import key_shape_pattern
 
 MARK = "[withheld: {rule}]"
 
-_PRIVATE_BEGIN = (r"-----BEGIN (?P<kind>(?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
-                  r"|PuTTY-User-Key-File-\d+:")
-_PUTTY_END = re.compile(r"^Private-MAC:.*$", re.M)
-# A line of a key's body as a file or a numbered ``read`` shows it: base64, an armour header
-# ("Proc-Type: 4,ENCRYPTED", "Comment: ..."), or blank.
-# (On RE2: on ``re`` a long line of blanks after a BEGIN would take quadratic time.)
-_KEY_LINE = (r"(?:\s*\d+\t)?[ \t]*(?:[A-Za-z0-9+/=]{4,}|[A-Za-z][A-Za-z0-9-]*: ?.*|)"
-             r"[ \t]*\r?")
 _URL_USERINFO = (r"\b[A-Za-z][A-Za-z0-9+.\-]{1,15}://"
                  r"([^\s/@:?#'\"<>]+(?::[^\s/@?#'\"<>]*)?)@[A-Za-z0-9\[]")
-_AUTH_HEADER = (r"(?i)\bauthorization\s*[:=]\s*(?:basic|bearer|token|digest)\s+"
-                r"([^\s'\"]{6,})")
+_AUTH_HEADER = (r"(?i)\bauthorization['\"]?\s*[:=]\s*['\"]?"
+                r"(?:(?:basic|bearer|token|digest|api-token)\s+)?([^\s'\"]{6,})")
 # detect-secrets' keyword list (KeywordDetector.DENYLIST), plus token and credential; the
-# keyword first (a leading name run would make the search quadratic), then the value.
-_ASSIGNMENT = (r"(?i)(?:{keywords})[A-Za-z0-9_\-]*[\]'\"]{{0,2}}\s*(?::=|=>|==|=|:)\s*"
-               r"['\"`]?([^\s'\"`;,)(\]\[{{}}<>]{{8,}})")
+# keyword first (a leading name run would make the search quadratic), then how the value is
+# given: ``=``, ``:``, ``=>``, ``==``, or ``,`` after a quoted name (``define('X', 'v')``).
+_ASSIGNMENT = (r"(?i)(?:{keywords})(?P<tail>[A-Za-z0-9_\-]*)(?P<close>[\]'\"]{{0,2}})"
+               r"(?:[ \t]+(?:string|str|const|final|char ?\*?))?[ \t]*"
+               r"(?P<op>:{{1,3}}=|[.+?]=|=>|===?|!==?|=|:|,)[ \t]*"
+               r"(?:[bBrRuU]{{0,2}}['\"`])?(?P<value>[^\s'\"`;,)(\]\[{{}}<>]{{8,}})")
+# A command-line flag: ``-ClientSecret 'v'``, ``--password v``, ``--api-key=v``.
+_FLAG = (r"(?i)(?:^|\s)--?[A-Za-z0-9_\-]*(?:{keywords})[A-Za-z0-9_\-]*(?:=|[ \t]+)"
+         r"['\"]?(?P<value>[^\s'\"`;,)(\]\[{{}}<>]{{8,}})")
+# curl's ``-u user:password`` / ``--user``, its line continuations followed.
+_CURL_USER = (r"\bcurl\b(?:[^\n]|\\\n)*?\s(?:-u|--user)(?:=|[ \t]{{0,5}})['\"]?"
+              r"[^\s:'\"]*:(?P<value>[^\s'\"]{{3,}})")
+_XML_ELEMENT = (r"(?i)<[\w:.\-]*(?:{keywords})[\w:.\-]*(?:\s[^>]*)?>\s*"
+                r"(?P<value>[^<\s]{{8,}})\s*</")
+# Names that say "token" but hold a count, a cursor or an idempotency id, or a pointer
+# (matched on the name in snake_case: ``nextToken`` is ``next_token``).
+_NOT_SECRET_NAME = re.compile(
+    r"(?:^|[_\-.])(?:next|page|continuation|change|request|idempotency|lifecycle_action|"
+    r"public_key|sync|cursor|c?sx?rf|max|input|output|total|prompt|completion|cached?|"
+    r"reasoning|num|count)[_\-]?tokens?$|tokens$|"
+    r"[_\-](?:file|path|dir|env|name|id|url|uri|host|type|length|size|count|limit|version|"
+    r"usage|hint|endpoint|header|field|prefix|format|expires?(?:_in|_at)?)$")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # Every keyword above contains one of these (lower case); every key shape of
 # orchestrator.security.secrets starts with one of these (test_credential_content checks both).
 _ASSIGNMENT_STEMS = ("key", "pass", "pwd", "secret", "token", "credential", "contras")
 _SHAPE_PREFIXES = ("sk-", "pk-", "rk-", "ak-", "sk_", "AIza", "ghp_", "gho_", "ghu_", "ghs_",
                    "ghr_", "github_pat_", "xai-", "gsk_", "nvapi-", "pplx-")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_.]*")  # os.environ, settings.DB_PASSWORD
-_PLACEHOLDER = re.compile(r"(?i)changeme|placeholder|example|redacted|your[_\-]|xxxx|\*\*\*|\.\.\.")
+_NAME_CHAR = re.compile(r"[A-Za-z0-9_\-.]")
+_QUERY_NEXT = re.compile(r"&[A-Za-z_][A-Za-z0-9_]*=|\\[nrt]")
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.]*")
-MIN_ENTROPY = 3.0  # bits per character; "hunter2hunter2" 2.8, a random 12-char value ~3.5
+_DIGEST_BEFORE = re.compile(r"sha\d+[=\-]$")
+_KEY_BODY_RUN = re.compile(r"[A-Za-z0-9]{16,}")
+_DATA_CHAR = re.compile(r"[A-Za-z0-9+/=]")
+DATA_RUN = 256  # no credential is this long a run of base64; embedded data is
 
 
 @dataclass(frozen=True)
@@ -149,11 +178,16 @@ def _shapes() -> tuple[Any, int]:
 
 
 @functools.lru_cache(maxsize=1)
-def _assignment() -> Any:
+def _assignment() -> tuple[Any, Any]:
+    """(``name = value``, ``<name>value</name>``, ``--name value``, ``curl -u user:pass``),
+    keywords spelt with ``_`` or ``-``."""
     from detect_secrets.plugins.keyword import DENYLIST
 
-    keywords = "|".join([*DENYLIST, "token", "credential", "access_?key"])
-    return _compiled(_ASSIGNMENT.format(keywords=keywords))
+    words = [w.replace("_?", r"[_\-]?") for w in DENYLIST]
+    keywords = "|".join([*words, "token", "credential", r"access[_\-]?key"])
+    return (_compiled(_ASSIGNMENT.format(keywords=keywords)),
+            _compiled(_XML_ELEMENT.format(keywords=keywords)),
+            _compiled(_FLAG.format(keywords=keywords)), _compiled(_CURL_USER.format()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -161,62 +195,82 @@ def _rules() -> tuple[Any, Any]:
     return _compiled(_URL_USERINFO), _compiled(_AUTH_HEADER)
 
 
-@functools.lru_cache(maxsize=1)
-def _keys() -> tuple[Any, Any]:
-    """(a private key's BEGIN, a line of a key's body), on RE2."""
-    return _compiled(_PRIVATE_BEGIN), _compiled(_KEY_LINE)
+def _name_start(text: str, at: int) -> int:
+    """Where the name whose keyword starts at ``at`` begins (``DB_PASSWORD`` for ``PASSWORD``)."""
+    while at > 0 and _NAME_CHAR.match(text, at - 1):
+        at -= 1
+    return at
 
 
-def entropy(value: str) -> float:
-    """Shannon entropy in bits per character."""
-    if not value:
-        return 0.0
-    counts: dict[str, int] = {}
-    for c in value:
-        counts[c] = counts.get(c, 0) + 1
-    n = len(value)
-    return -sum(k / n * math.log2(k / n) for k in counts.values())
+def _assignments(text: str, lowered: str) -> Iterable[Match]:
+    assign, element, flag, curl = _assignment()
+    if "curl" in text:
+        value_at = curl.groupindex["value"]  # google-re2 spans groups by number only
+        for m in curl.finditer(text):
+            if url_password(m.group("value")):
+                yield Match("curl-user", m.start(value_at), m.end(value_at))
+    if not any(stem in lowered for stem in _ASSIGNMENT_STEMS):
+        return
+    group = assign.groupindex
+    tail, value_at = group["tail"], group["value"]
+    for m in assign.finditer(text):
+        start = _name_start(text, m.start())
+        if start and text[start - 1] in ":/":  # arn:aws:secretsmanager:..., a/path/secret=
+            continue
+        if _NOT_SECRET_NAME.search(_CAMEL.sub("_", text[start:m.end(tail)]).lower()):
+            continue
+        if m.group("op") == "," and not m.group("close"):
+            continue  # f(password, token): arguments, not a value given to a name
+        value, begin = m.group("value"), m.start(value_at)
+        # ?token=abc&next=1, "TOKEN=abc\\nNEXT=1": the value ends at the & or the \\n
+        cut = _QUERY_NEXT.search(value)
+        value = value[:cut.start()] if cut else value
+        if text[m.end(value_at):m.end(value_at) + 1] == "(" and not cut:
+            continue  # a call: token = make_token2(...)
+        if secret_value(value):
+            yield Match("secret-assignment", begin, begin + len(value.rstrip(".")))
+    for pattern, needle in ((element, "</"), (flag, "-")):
+        if needle not in text:
+            continue
+        value_at = pattern.groupindex["value"]
+        for m in pattern.finditer(text):
+            if secret_value(m.group("value")):
+                yield Match("secret-assignment", m.start(value_at), m.end(value_at))
 
 
-def _secret_value(value: str) -> bool:
-    """A value of high entropy with a digit, not a variable, a code reference, a URL or path
-    (a URL's credentials are ``url-credentials``' to find) or a placeholder."""
-    return (entropy(value) >= MIN_ENTROPY and any(c.isdigit() for c in value)
-            and not _IDENTIFIER.fullmatch(value) and value[0] not in "$%@&*{</.~"
-            and "://" not in value and not _PLACEHOLDER.search(value))
+def _detected(text: str) -> Iterable[Match]:
+    detectors, rules = _detectors()
+    for m in detectors.finditer(text):
+        if m.end() <= m.start():
+            continue
+        end = _TOKEN_TAIL.match(text, m.end()).end()  # to the end of the token
+        if _inside_data(text, m.start(), end):
+            continue  # AKIA... in the middle of a font's base64, not a key
+        token = text[m.start():end]
+        if placeholder(token) or entropy(token) < MIN_ENTROPY:
+            continue  # AWS's AKIAIOSFODNN7EXAMPLE, SKxxxxxxxx, ACCA in a DNA sequence
+        rule = next(rules[k] for k, v in m.groupdict().items() if v is not None)
+        yield Match(rule, m.start(), end)
 
 
-def _end_marker(begin: re.Match) -> re.Pattern:
-    kind = begin.group("kind")
-    return re.compile(rf"-----END {re.escape(kind)}-----") if kind else _PUTTY_END
+def _inside_data(text: str, start: int, end: int) -> bool:
+    """The match sits inside a run of base64 longer than any token (embedded data)."""
+    if not (start and text[start - 1].isalnum()):
+        return False
+    left = start
+    while left > 0 and start - left <= DATA_RUN and _DATA_CHAR.match(text, left - 1):
+        left -= 1
+    return end - left > DATA_RUN
 
 
-def _end_of_block(text: str, begin: re.Match) -> int:
-    """Where a key block that starts at ``begin`` ends: at its END marker, found on the BEGIN
-    line or on the key-looking lines that follow it; without one (a read cut short, a key in
-    a string), at the end of those lines."""
-    end_marker = _end_marker(begin)
-    line_end = text.find("\n", begin.end())
-    line_end = len(text) if line_end == -1 else line_end
-    found = end_marker.search(text, begin.end(), line_end)
-    if found:
-        return found.end()
-    at = line_end
-    while at < len(text):
-        nxt = text.find("\n", at + 1)
-        nxt = len(text) if nxt == -1 else nxt
-        found = end_marker.search(text, at + 1, nxt)
-        if found:
-            return found.end()
-        if not _keys()[1].fullmatch(text[at + 1:nxt]):
-            return at
-        at = nxt
-    return len(text)
-
-
-def _blocks(text: str) -> Iterable[Match]:
-    for begin in _keys()[0].finditer(text):
-        yield Match("private-key", begin.start(), _end_of_block(text, begin))
+def _random_key(key: str) -> bool:
+    """What follows a key prefix is random: mixed case and digits, or a long alphanumeric
+    run with a digit. ``sk-mixtral-8x7b-instruct`` is a model id."""
+    body = re.sub(r"^[A-Za-z]+[-_](?:[a-z]+[-_])?", "", key)
+    if (any(c.isupper() for c in body) and any(c.islower() for c in body)
+            and any(c.isdigit() for c in body)):
+        return True
+    return any(any(c.isdigit() for c in run) for run in _KEY_BODY_RUN.findall(body))
 
 
 def find(text: str) -> list[Match]:
@@ -224,35 +278,29 @@ def find(text: str) -> list[Match]:
     longest, wins an overlap)."""
     if not text:
         return []
-    found: list[Match] = []
-    if "PRIVATE KEY" in text or "PuTTY-User-Key" in text:
-        found += _blocks(text)
+    found: list[Match] = [Match("private-key", s, e) for s, e in private_keys.blocks(text)]
     # Each pass below costs ~0.2 ms on 12 kB (RE2 re-reads the text): a substring test
     # (microseconds) skips the ones that cannot match.
     lowered = text.lower()
     url, auth = _rules()
     if "@" in text and "://" in text:
         for m in url.finditer(text):
-            info = m.group(1)
-            user, _, password = info.partition(":")
-            if password or (len(user) >= 12 and _secret_value(user)):
+            user, colon, password = m.group(1).partition(":")
+            if url_password(password) if colon else (url_token(user) and not text.startswith(
+                    ("ssh:", "git+ssh:", "sftp:"), m.start())):
                 found.append(Match("url-credentials", m.start(1), m.end(1)))
     if "authorization" in lowered:
         for m in auth.finditer(text):
-            found.append(Match("auth-header", m.start(1), m.end(1)))
-    if any(stem in lowered for stem in _ASSIGNMENT_STEMS):
-        for m in _assignment().finditer(text):
-            if _secret_value(m.group(1)):
-                found.append(Match("secret-assignment", m.start(1), m.end(1)))
-    detectors, rules = _detectors()
-    for m in detectors.finditer(text):
-        if m.end() > m.start():  # to the end of the token (a JWT's signature too)
-            rule = next(rules[k] for k, v in m.groupdict().items() if v is not None)
-            found.append(Match(rule, m.start(), _TOKEN_TAIL.match(text, m.end()).end()))
+            if header_secret(m.group(1)):
+                found.append(Match("auth-header", m.start(1), m.end(1)))
+    found += _assignments(text, lowered)
+    found += _detected(text)
     shapes, key = _shapes()
     if any(prefix in text for prefix in _SHAPE_PREFIXES):
         for m in shapes.finditer(text):
-            if any(c.isdigit() for c in m.group(key)):
+            shape = m.group(key)
+            if (any(c.isdigit() for c in shape) and _random_key(shape)
+                    and not _DIGEST_BEFORE.search(text[max(0, m.start(key) - 10):m.start(key)])):
                 found.append(Match("key-shape", m.start(key), m.end(key)))
     found.sort(key=lambda m: (m.start, -m.end))
     kept: list[Match] = []
@@ -278,36 +326,15 @@ def withhold(text: str) -> Withheld:
     return Withheld("".join(out), tuple(sorted({m.rule for m in matches})))
 
 
+def block_lines(lines: list[str]) -> set[int]:
+    """The indexes of a file's ``lines`` that a private key block touches (found over the
+    whole file, as :func:`find` finds it): ``grep`` and ``read`` show each as
+    ``[withheld: private-key]``, even when its BEGIN line is not shown."""
+    return private_keys.block_lines(lines)
+
+
 def note(rules: Iterable[str]) -> str:
     """The line a tool result ends with when something was withheld."""
     named = ", ".join(sorted(set(rules)))
     return (f"[credential content withheld (rules: {named}): orch never sends credentials to "
             "a model; ask the user if you need what was there]")
-
-
-class KeyBlocks:
-    """Follows a file line by line: is this line inside a private key block?
-
-    ``grep`` and ``read`` from an offset see lines of a key body without its BEGIN line; fed
-    every line from the file's first, this says which lines to withhold (the same extent
-    :func:`find` gives a block)."""
-
-    def __init__(self) -> None:
-        self._end: re.Pattern | None = None  # the END marker awaited, inside a block
-
-    def inside(self, line: str) -> bool:
-        if self._end is not None:
-            if self._end.search(line):
-                self._end = None
-                return True
-            if _keys()[1].fullmatch(line.rstrip("\n")):
-                return True
-            self._end = None  # the block ended without its END line
-        begin = _keys()[0].search(line) if ("PRIVATE KEY" in line
-                                             or "PuTTY-User-Key" in line) else None
-        if begin is None:
-            return False
-        end = _end_marker(begin)
-        if not end.search(line, begin.end()):
-            self._end = end
-        return True

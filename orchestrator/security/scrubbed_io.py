@@ -1,9 +1,11 @@
-"""stdout and stderr as orch writes them: registered key values masked on the way out.
+"""stdout and stderr as orch writes them: registered key values masked, control sequences
+made inert, on the way out.
 
 The last net under everything a command prints (answers, the human summary, ``--json``,
 progress, log lines): whatever produced the text, a registered value (or one of its
-encodings) never reaches the terminal or a CI log. Key *shapes* are masked earlier, by the
-code that knows which text is free text (secrets.py)."""
+encodings) never reaches the terminal or a CI log, and no escape sequence in it acts on the
+terminal (:mod:`orchestrator.security.outlet`). Key *shapes* are masked earlier, by the code
+that knows which text is free text (secrets.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from orchestrator.security.outlet import inert
 from orchestrator.security.secrets import scrub_values
 
 
 class ScrubbedStream(io.TextIOBase):
-    """A text stream that masks registered values in each write, then passes it on.
+    """A text stream that masks registered values in each write and makes it inert, then
+    passes it on: the outlet.
 
     It has no ``buffer``: click (and anyone else) must write text through it, never bytes
     around it."""
@@ -28,6 +32,12 @@ class ScrubbedStream(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self.inner.write(inert(scrub_values(text)))
+        return len(text)
+
+    def raw_write(self, text: str) -> int:
+        """orch's own drawing (rich's escapes, :func:`outlet.write_raw`): masked, not made
+        inert."""
         self.inner.write(scrub_values(text))
         return len(text)
 

@@ -62,10 +62,12 @@ def named_plugin(plugin: object) -> tuple[str, object]:
     entry point that points at it, else its module name without an ``orch_`` prefix."""
     if isinstance(plugin, tuple):
         return plugin
-    name = getattr(plugin, "NAME", None)
-    if isinstance(name, str) and name:
+    from orchestrator.plugin_host.plugins import declared_name, module_name
+
+    name = declared_name(plugin)
+    if name:
         return name, plugin
-    module = getattr(plugin, "__name__", type(plugin).__module__)
+    module = module_name(plugin)
     from importlib import metadata
 
     for ep in metadata.entry_points(group="orch"):

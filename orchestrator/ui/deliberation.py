@@ -23,7 +23,7 @@ def _round_wave(rounds_dir: Path, wave_id: str) -> dict[str, Any] | None:
 def _texts(doc: dict[str, Any], waves: list[dict[str, Any]]) -> dict[str, str]:
     """digest -> answer text, from every text the records hold."""
     from orchestrator.deliberation.reply import payload
-    from orchestrator.deliberation.rules import digest
+    from orchestrator.votes.answer import digest
 
     found: dict[str, str] = {}
 
@@ -69,8 +69,9 @@ def rounds_view(rounds_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
             if d and d not in names:
                 names[d] = len(names) + 1
             vote = leg.get("vote") or None
-            if vote and vote.get("answer_digest") and vote["answer_digest"] not in names:
-                names[vote["answer_digest"]] = len(names) + 1
+            for key in ("shown_digest", "answer_digest"):  # as cast, as counted
+                if vote and vote.get(key) and vote[key] not in names:
+                    names[vote[key]] = len(names) + 1
             legs.append({**leg, "answer_text": texts.get(d) if d else None,
                          "reply": replies.get(leg.get("leg_id") or "")})
         shown.append({**r, "legs": legs})

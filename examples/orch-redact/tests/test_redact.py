@@ -43,12 +43,16 @@ def test_keys_emails_and_env_secrets_never_reach_the_server(orch, scripted_serve
     assert KEY not in logged and "ana.lopez" not in logged
 
 
+# random-looking: a run of one letter reads as a placeholder, which orch lets pass
+TOKEN = "q8Vd2LmX7rTz4NcW9bKp3HsY6fJg1AeU5oRi"
+
+
 def test_tool_results_are_redacted_before_the_next_request(orch, scripted_server):
     class Directory:
         @hookimpl
         def register_tools(self, leg):
             return [Tool("whois", "Who owns a service.", {"type": "object", "properties": {}},
-                         lambda: "owner: bob@corp.example, token ghp_" + "Z" * 36)]
+                         lambda: "owner: bob@corp.example, token ghp_" + TOKEN)]
 
     scripted_server.script("m", Reply(tool_calls=[{"name": "whois", "arguments": {}}]),
                            Reply(text="Bob owns it."))
@@ -63,7 +67,7 @@ def test_tool_results_are_redacted_before_the_next_request(orch, scripted_server
     assert first == "owner: [redacted email], token [withheld: github-token]"
     assert note.startswith("[credential content withheld (rules: github-token)")
     assert tool_message["tool_call_id"] == run.bodies[1]["messages"][-2]["tool_calls"][0]["id"]
-    assert "bob@corp.example" not in wire(run) and "Z" * 36 not in wire(run)
+    assert "bob@corp.example" not in wire(run) and TOKEN not in wire(run)
     assert run.leg["redactions"] == {"email": 1}
     assert run.leg["credentials_withheld"] == {"github-token": 1}
 

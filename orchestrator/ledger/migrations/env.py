@@ -6,6 +6,7 @@ from alembic import context
 
 from orchestrator.ledger.council_rows import CouncilRow  # noqa: F401 - registers the council table
 from orchestrator.ledger.schema import SpendRow
+from orchestrator.ledger.vote_table import VoteRow  # noqa: F401 - registers the judges' votes
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=SpendRow.metadata,
