@@ -11,9 +11,7 @@ key values are masked. ``tests/test_messages.py`` walks the code for any other `
 
 from __future__ import annotations
 
-import logging
-
-LOGGER = "orch.notice"  # the renderer (runtime.human_line) prints these without a level word
+from orchestrator.runtime import NOTICE_LOGGER as LOGGER  # noqa: F401  (the notices' logger)
 
 
 def one_line(text: object) -> str:
@@ -26,11 +24,12 @@ def say(text: object, level: str = "notice", *, always: bool = False) -> None:
     """``orch: TEXT`` on stderr; ``level`` ``warning`` or ``error`` says
     ``orch: warning: TEXT``. ``-q`` leaves out all but errors and the notices said
     ``always`` (how a run ended, where its partial results are)."""
-    from orchestrator.runtime import configure_logging
+    from orchestrator.runtime import notice
 
-    configure_logging()
-    if level == "notice":
-        logging.getLogger(LOGGER).log(logging.ERROR if always else logging.WARNING, "%s",
-                                      one_line(text))
-    else:
-        logging.getLogger("orch").log(logging.getLevelName(level.upper()), "%s", one_line(text))
+    notice(one_line(text), level, always=always)
+
+
+def warn(line: str) -> None:
+    """``orch: warning: LINE`` (not under -q or LOG_LEVEL=error): a plugin skipped, a
+    provider's model list shrank."""
+    say(line, "warning")

@@ -22,9 +22,10 @@ def config() -> Config:
 
 @functools.cache
 def plugin_manager(enabled: bool = True) -> PluginManager:
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
-    return load(config().section("plugins"), enabled=enabled, warn=stderr_warn)
+    return load(config().section("plugins"), enabled=enabled,
+                warn=lambda line: notice(line, "warning"))
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -101,17 +102,31 @@ def formatter(as_json: bool) -> logging.Formatter:
                     renderer])
 
 
+NOTICE_LOGGER = "orch.notice"  # human_line prints its records without a level word
+
+
+def notice(text: str, level: str = "notice", *, always: bool = False) -> None:
+    """One line on stderr through the log handler: ``orch: TEXT`` for a notice (kept under
+    ``-q`` only when ``always``), ``orch: LEVEL: TEXT`` otherwise. Faces and core say it
+    through ``orchestrator.notices.say``; the logging it rides on is this module's."""
+    configure_logging()
+    text = " ".join(str(text).split())
+    if level == "notice":
+        logging.getLogger(NOTICE_LOGGER).log(logging.ERROR if always else logging.WARNING,
+                                             "%s", text)
+    else:
+        logging.getLogger("orch").log(logging.getLevelName(level.upper()), "%s", text)
+
+
 def human_line(logger, method, event: dict) -> str:
     """``orch: warning: rate_limit_hold model=x wait_s=3`` (a traceback, when there is one,
     on the lines after it). One line each: on a terminal rich's live table prints it above
     itself (stderr is its proxy while it draws), so the table is never cut by it."""
-    from orchestrator.notices import LOGGER as NOTICE
-
     event = dict(event)
     level = event.pop("level", "info")
     text = str(event.pop("event", ""))
     trace = event.pop("exception", None)
-    if event.get("logger") == NOTICE or event.get("logger_name") == NOTICE:
+    if NOTICE_LOGGER in (event.get("logger"), event.get("logger_name")):
         level = ""  # a notice (orchestrator/notices.py): `orch: TEXT`
     for key in ("timestamp", "logger", "logger_name", "_record", "_from_structlog"):
         event.pop(key, None)

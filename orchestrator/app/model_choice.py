@@ -50,9 +50,9 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
 def default_models(pm, cfg) -> dict | None:
     """The first plugin's default models, through the hook boundary: a plugin that raises,
     answers the wrong shape or takes too long is skipped with one warning naming it."""
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.boundary import said
     from orchestrator.plugin_host.hooks import HookRunner
-    from orchestrator.plugin_host.plugins import stderr_warn
 
     def skipped(plugin: str, hook: str, exc: BaseException) -> None:
         stderr_warn(f"plugin {plugin}: {hook} failed and was skipped: {said(exc)}")

@@ -180,8 +180,9 @@ def _register_plugin_commands() -> None:
     if word in COMMANDS:
         return  # a built-in command runs: plugin commands can't be what was asked for
     from orchestrator import runtime
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.declared import add_commands
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
     if word in (None, "--help", "-h", "--version"):  # the command list (or a TAB on the
         # command word): only the plugins that can add a command; the built-ins declare

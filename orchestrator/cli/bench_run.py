@@ -26,8 +26,9 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     from orchestrator.bakeoff.run import TierPin
     from orchestrator.budget_guards import require_guards
     from orchestrator.models.resolve import resolve_all
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.fail_closed import require_loaded
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
     cfg = runtime.config()
     resolved, pms = {}, {}

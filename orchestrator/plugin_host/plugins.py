@@ -365,9 +365,3 @@ def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, wa
         if warn:
             warn(f"plugin {name}: {message}")
 
-
-def stderr_warn(line: str) -> None:
-    """``orch: warning: LINE`` on stderr (not under -q or LOG_LEVEL=error)."""
-    from orchestrator.notices import say
-
-    say(line, "warning")
