@@ -44,6 +44,13 @@ class Refusal(_Coded, Exception):  # noqa: N818 - it is a refusal, not an error
     """
 
 
+class Deferred(Refusal):
+    """A ``before_launch`` refusal that only what other legs have *claimed* causes: once their
+    requests are answered (each claim settles with its answer) the launch may fit. A run
+    whose account waits for claims (a bench) tries the launch again when one settles; any
+    other run refuses it as a :class:`Refusal`."""
+
+
 class LegError(_Coded, OrchError):
     """Raised by a plugin after a response to end the leg ``error`` (e.g. ``OUTPUT_LENGTH``):
     the request was sent and billed, so it is not a refusal. The leg's reason becomes

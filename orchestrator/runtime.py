@@ -194,10 +194,11 @@ def _import_litellm():
     _litellm.set_verbose = False
     _litellm.drop_params = True
     _litellm.telemetry = False
-    from orchestrator.models.litellm_patch import honest_usage, no_blind_resend
+    from orchestrator.models.litellm_patch import honest_usage, no_blind_resend, strict_counts
 
     no_blind_resend(_litellm)  # a 422 that names no parameter is not sent twice
     honest_usage(_litellm)  # usage litellm cannot read keeps its billed answer
+    strict_counts()  # "prompt_tokens": true is no count, not 1 token
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "openai"):
         lg = logging.getLogger(name)
         lg.handlers.clear()

@@ -1,51 +1,51 @@
-"""The wave cost ceiling: ``--max-cost USD`` (or ``plugin_config.cost_ceiling.max_usd``).
+"""The cost ceiling: ``--max-cost USD`` (or ``plugin_config.cost_ceiling.max_usd``).
 
-The ceiling is a running account (docs/budgets.md):
+The money is the run's account (``orchestrator/account``: the core's, opened from the
+ledger, shared by every wave of the run, holding each leg's spend and each running leg's
+open claim); this plugin is the ceiling's policy over it (docs/budgets.md):
 
-- **claim** - before each request is sent, its worst case (its claimed input at the input
-  price plus the output reservation at the output price) is claimed against the ceiling,
-  together with the known spend of every leg and the open claims of the others. The claimed
-  input is anchored on the prompt size the provider reported for the leg's last answer plus
-  the estimate of what was added since (the whole estimate before any answer), the estimated
-  part times a safety factor: the most the provider counted over orch's estimate in any
-  answer of the wave for that model (at least 1, at most MAX_FACTOR);
-- **settle** - when the response arrives its real cost is on the leg's record (the engine
-  bills it before any hook runs) and the claim is dropped; a leg holds one claim at a time,
-  so a request that got no answer (a step resent in text mode, ``request.attempt`` 2) has its
-  claim replaced by the next one, never added to it;
+- **claim** - before each request is sent, its worst case (``orchestrator.account.claims``:
+  the claimed input, anchored on the provider's last reported prompt and raised by a safety
+  factor learned from its counts, at the input price, plus the output reservation at the
+  output price) is checked against the ceiling together with everything the run holds: its
+  record before this process, the spend of every leg, the open claims of the others;
+- **settle** - the engine bills the answer on the leg's record before any hook runs and the
+  account drops the claim; an answer whose cost could not be read from its usage keeps its
+  claim as spent (unknown is not zero), so the ceiling stops a leg whose provider reports
+  nothing;
 - a request that could pass the ceiling is not sent: the leg gets one tool-less final request
   with its output reservation lowered to what is left (at least 256 tokens), otherwise it
   ends ``refused`` with ``BUDGET_CEILING``;
-- before each launch (every leg, a retry's legs, the chair) the launch's first request is
-  claimed the same way; one that does not fit is refused (``COST_CEILING``).
+- before each launch (every leg, a retry's legs, the chair) its first request, as prepared
+  (system prompt and tool schemas included), is claimed the same way; one that does not fit
+  is refused (``COST_CEILING``) — or, when only the others' open claims are in the way, it
+  is :class:`~orchestrator.errors.Deferred`: a run whose account waits (a bench) launches it
+  once enough of them settle.
 
-Every check and its claim happen in one synchronous step under a lock, so two legs never both
-take the last dollar. The bound that holds: when the last claim was granted, known spend plus
-every open claim was within the ceiling, and no request was sent after it; so the final spend
-passes the ceiling by at most what the requests then in flight - at most one per leg, C for C
-legs at once - cost beyond their claims. A request costs beyond its claim only by input the
-provider counted over the claimed input (or output past the ``max_tokens`` it was sent with),
-so: by at most C requests' input cost (docs/budgets.md; the property test on the wire in
-tests/test_budget_ceiling.py). A model with no known price claims nothing; the wave then exits
-2 with ``cost_exact: false``. Known spend past the ceiling (an estimate ran low) is a Notice,
-and the wave document's ``over_ceiling_usd`` makes the wave exit 2.
+Every check and its claim happen in one synchronous step under the account's lock, so two
+legs never both take the last dollar. The bound that holds: when the last claim was granted,
+everything held plus every open claim was within the ceiling, and no request was sent after
+it; so the final spend passes the ceiling by at most what the requests then in flight - at
+most one per leg, C for C legs at once - cost beyond their claims, i.e. by at most C
+requests' input cost (the property test on the wire in tests/test_budget_ceiling.py). A
+model with no known price claims nothing; the wave then exits 2 with ``cost_exact: false``.
+Known spend past the ceiling (an estimate ran low) is a Notice, and the wave document's
+``over_ceiling_usd`` makes the wave exit 2.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import threading
 
-from orchestrator.errors import PreflightError, Refusal
+from orchestrator.account import claims
+from orchestrator.errors import Deferred, PreflightError, Refusal
 from orchestrator.hookspecs import hookimpl
 from orchestrator.options import Option
 
 NAME = "cost_ceiling"
-DEFAULT_RESERVATION = 4096  # output tokens assumed (and sent) when no ceiling is known
+KEY = "max_cost"
+DEFAULT_RESERVATION = claims.DEFAULT_RESERVATION
 MIN_FINAL = 256  # the smallest reservation a final request under the ceiling is sent with
-MAX_FACTOR = 10.0  # the most a provider's prompt count may raise the claims' safety factor
-_LOCK = threading.Lock()  # hooks are synchronous; this also covers waves in threads
 FINAL_REQUEST = (
     "The cost ceiling for this task is nearly spent and no tools are available any more. "
     "Reply now, without tools, with: what you found, the state of the work, and what "
@@ -72,132 +72,38 @@ def register_options(command):
                              "unknown price the result says the cost is inexact."))]
 
 
-def ceiling_of(options: dict, config) -> float | None:
-    value = options.get("max_cost")
+def ceiling_of(options: dict, config, account=None) -> float | None:
+    """The ceiling in force: the run's (its account's, whole) when the run has one, else the
+    wave's option, else ``plugin_config.cost_ceiling.max_usd``."""
+    if account is not None and KEY in account.ceilings:
+        return account.ceilings[KEY]
+    value = options.get(KEY)
     if value is None:
         value = config.plugin_config(NAME).get("max_usd")
     return None if value is None else float(value)
 
 
-def prices(leg) -> tuple[float, float] | None:
-    """(input, output) dollars per token, or None when the price is unknown."""
-    from orchestrator.models.catalog import prices as catalog_prices
-
-    return catalog_prices(leg.model)
-
-
-def _ceiling_tokens(leg) -> int | None:
-    from orchestrator.models.catalog import model_info
-
-    declared = leg.config.providers.get(leg.model.provider) if leg.model.declared else None
-    return model_info(leg.model, declared).max_output_tokens
-
-
-def reservation(leg, params: dict | None = None) -> int:
-    """Output tokens a request may produce: what it asks for (``max_tokens``), else the
-    output budget or the model's ceiling, else DEFAULT_RESERVATION."""
-    asked = (params or {}).get("max_tokens") or (params or {}).get("max_completion_tokens")
-    if asked:
-        return int(asked)
-    ceiling = _ceiling_tokens(leg)
+def _budget(leg) -> int | None:
+    """The output budget a leg keeps (the output_budget plugin's), for a launch's claim."""
     budget = leg.options.get("output_budget") or leg.plugin_config("output_budget").get("tokens")
-    if budget and ceiling:
-        return min(int(budget), ceiling)
-    return int(budget or ceiling or DEFAULT_RESERVATION)
+    return int(budget) if budget else None
 
 
 def allowance(leg) -> float | None:
-    """The most the leg's first request can cost, or None when its price is unknown."""
+    """The most the leg's first request can cost: its prepared conversation (system prompt,
+    briefing) and tool schemas, or the briefing alone when nothing was prepared; None when
+    its price is unknown."""
     from orchestrator.models.estimate import estimate_text
 
-    price = prices(leg)
+    if leg.messages:
+        tools = [t.schema() for t in leg.tools.values()] or None
+        return leg.account.worst_case(leg, leg.messages, tools, dict(leg.model.sampling),
+                                      budget=_budget(leg))
+    price = claims.prices(leg)
     if price is None:
         return None
     tokens_in = estimate_text(leg.briefing, leg.model.litellm_model) + 64  # + framing
-    return tokens_in * price[0] + reservation(leg) * price[1]
-
-
-def input_tokens(leg, messages: list, tools: list | None) -> int:
-    """The estimate of a request's input. A leg's conversation only grows, so the messages
-    already counted (the same objects as last time) are not counted again: the claim costs
-    the new turns, not the whole history, at every step."""
-    from orchestrator.models.estimate import REPLY_PRIMING, estimate_message, estimate_text
-
-    model = leg.model.litellm_model
-    memo = leg.state.setdefault(f"{NAME}.estimate", {"n": 0, "last": None, "tokens": 0})
-    n = memo["n"]
-    if not (0 < n <= len(messages) and messages[n - 1] is memo["last"]):
-        n, memo["tokens"] = 0, 0
-    memo["tokens"] += sum(estimate_message(m, model) for m in messages[n:])
-    memo["n"], memo["last"] = len(messages), messages[-1] if messages else None
-    tools_tokens = estimate_text(json.dumps(tools), model) if tools else 0
-    return memo["tokens"] + (REPLY_PRIMING if messages else 0) + tools_tokens
-
-
-def claimed_input(leg, messages: list, tools: list | None) -> int:
-    """The input tokens a request is claimed for: anchored on the prompt size the provider
-    reported for this leg's last answer plus the estimate of what was added since, or the
-    whole estimate before any answer; the estimated part times the model's safety factor
-    (what the provider counted over orch's estimate, learned from every answer in the wave).
-    The request as sent is remembered, for :func:`after_response` to learn from."""
-    estimate = input_tokens(leg, messages, tools)
-    factor = leg.state.get(NAME, {}).get("factors", {}).get(leg.model.name, 1.0)
-    claim = math.ceil(estimate * factor)
-    anchor = leg.state.get(f"{NAME}.anchor")
-    if anchor is not None:
-        reported, estimated, n, last = anchor
-        if 0 < n <= len(messages) and messages[n - 1] is last and estimate >= estimated:
-            claim = reported + math.ceil((estimate - estimated) * factor)
-    leg.state[f"{NAME}.sent"] = (estimate, len(messages), messages[-1] if messages else None)
-    return claim
-
-
-def worst_case(leg, request) -> float | None:
-    """The most ``request`` can cost: its claimed input plus its output reservation."""
-    price = prices(leg)
-    if price is None:
-        return None
-    tokens_in = claimed_input(leg, request.messages, request.tools)
-    return tokens_in * price[0] + reservation(leg, request.params) * price[1]
-
-
-def learn(leg, response) -> None:
-    """After an answer: the provider's own prompt size anchors the leg's next claim, and
-    its ratio to orch's estimate raises the model's safety factor (never below 1, at most
-    MAX_FACTOR). Usage that was clamped (``suspect``) teaches nothing."""
-    sent = leg.state.pop(f"{NAME}.sent", None)
-    reported = response.usage.input_tokens
-    if sent is None or response.usage_note is not None or reported <= 0:
-        return
-    estimate, n, last = sent
-    leg.state[f"{NAME}.anchor"] = (reported, estimate, n, last)
-    account = leg.state.get(NAME)
-    if account is not None and estimate > 0:
-        factors = account.setdefault("factors", {})
-        ratio = min(MAX_FACTOR, reported / estimate)
-        factors[leg.model.name] = max(factors.get(leg.model.name, 1.0), ratio)
-
-
-def committed(account: dict, exclude: str | None = None) -> float:
-    """Known spend of every launch plus the open claims of running ones (but ``exclude``'s)."""
-    total = 0.0
-    for leg_id, ctx in account["legs"].items():
-        total += ctx.record.cost_usd or 0.0
-        if ctx.record.ended_at is None and leg_id != exclude:
-            total += account["claims"].get(leg_id, 0.0)
-    return total
-
-
-def _account(holder: dict) -> dict:
-    return holder.setdefault(NAME, {"legs": {}, "claims": {}})
-
-
-def _claim(account: dict, leg, amount: float | None) -> None:
-    account["legs"][leg.leg_id] = leg
-    if amount is None:
-        account["claims"].pop(leg.leg_id, None)
-    else:
-        account["claims"][leg.leg_id] = amount
+    return tokens_in * price[0] + claims.reservation(leg, None, _budget(leg)) * price[1]
 
 
 @hookimpl(trylast=True)
@@ -224,40 +130,42 @@ def wave_start(wave):
 
 @hookimpl(trylast=True)
 def before_launch(wave, leg):
-    ceiling = ceiling_of(wave.options, wave.config)
-    if ceiling is None:
+    account = leg.account
+    ceiling = ceiling_of(wave.options, wave.config, account)
+    if ceiling is None or account is None:
         return
-    account = _account(wave.state)
-    leg.state[NAME] = account  # the leg's requests claim against the same account
-    with _LOCK:
+    with account.lock:
         need = allowance(leg)
-        held = committed(account)
+        held = account.committed(exclude=leg.leg_id)
         if need is not None and held + need > ceiling:  # the wave records and prints it
-            raise Refusal("COST_CEILING",
-                          f"{leg.model.name} could cost up to ${need:.4f} and ${held:.4f} of "
-                          f"the ${ceiling:g} ceiling is spent or claimed; raise --max-cost "
-                          "or run fewer legs")
-        _claim(account, leg, need)
+            why = (f"{leg.model.name} could cost up to ${need:.4f} and ${held:.4f} of the "
+                   f"${ceiling:g} ceiling is spent or claimed; raise --max-cost or run fewer "
+                   "legs")
+            if account.committed(exclude=leg.leg_id, claims_too=False) + need <= ceiling:
+                raise Deferred("COST_CEILING", why)  # it fits once the others' claims settle
+            raise Refusal("COST_CEILING", why)
+        account.claim(leg, need)
         leg.set("cost_allowance", None if need is None else round(need, 6))
 
 
 @hookimpl(wrapper=True, tryfirst=True)
 def before_request(leg, request):
-    """Outermost wrapper: claims the request that is really sent, after every change."""
+    """Outermost wrapper: checks the request that is really sent, after every change."""
     request = yield
-    ceiling = ceiling_of(leg.options, leg.config)
-    if ceiling is None:
+    account = leg.account
+    ceiling = ceiling_of(leg.options, leg.config, account)
+    if ceiling is None or account is None:
         return request
-    account = _account(leg.state)
     params = request.params
     if not (params.get("max_tokens") or params.get("max_completion_tokens")) \
-            and _ceiling_tokens(leg) is None:  # the claim must bound what can come back
-        request = request.evolve(params={**params, "max_tokens": reservation(leg)})
-    with _LOCK:
-        held = committed(account, exclude=leg.leg_id)
-        need = worst_case(leg, request)
+            and claims.ceiling_tokens(leg) is None:  # the claim must bound what comes back
+        request = request.evolve(params={**params, "max_tokens": claims.reservation(
+            leg, None, _budget(leg))})
+    with account.lock:
+        held = account.committed(exclude=leg.leg_id)
+        need = account.worst_case(leg, request.messages, request.tools, request.params)
         if need is None or held + need <= ceiling:
-            _claim(account, leg, need)
+            account.claim(leg, need)
             return request
         final = request
         if request.tools:
@@ -265,13 +173,13 @@ def before_request(leg, request):
                 *request.messages, {"role": "user", "content": FINAL_REQUEST}])
         final = _fitted(leg, final, ceiling - held)
         if final is None:
-            _claim(account, leg, None)
+            account.claim(leg, None)
             raise Refusal("BUDGET_CEILING",
                           f"{leg.model.name}'s next request could cost up to ${need:.4f} and "
                           f"${held:.4f} of the ${ceiling:g} ceiling is spent or claimed (this "
-                          f"leg spent ${leg.record.cost_usd or 0.0:.4f}); nothing was sent; "
+                          f"leg spent ${account.spent(leg):.4f}); nothing was sent; "
                           "raise --max-cost")
-        _claim(account, leg, worst_case(leg, final))
+        account.claim(leg, account.worst_case(leg, final.messages, None, final.params))
         leg.set("stopped", "cost_ceiling")
         leg.set("finished", False)
         leg.notice(f"cost ceiling: the next request could cost up to ${need:.4f} with "
@@ -284,11 +192,8 @@ def before_request(leg, request):
 def _fitted(leg, request, left: float):
     """``request`` (tool-less) with its output reservation lowered to what ``left`` dollars
     cover, or None when that is below MIN_FINAL tokens."""
-    p_in, p_out = prices(leg)
-    tokens_in = claimed_input(leg, request.messages, None)
-    affordable = int((left - tokens_in * p_in) / p_out) if p_out > 0 else reservation(
-        leg, request.params)
-    out = min(reservation(leg, request.params), affordable)
+    out = claims.affordable(leg, request.messages, left, request.params,
+                            leg.account.factor(leg))
     if out < MIN_FINAL:
         return None
     params = {k: v for k, v in request.params.items() if k != "max_completion_tokens"}
@@ -298,43 +203,34 @@ def _fitted(leg, request, left: float):
     return request.evolve(params={**params, "max_tokens": out})
 
 
-@hookimpl(wrapper=True, tryfirst=True)
-def after_response(leg, request, response):
-    """Settle: the engine put the response's real cost on the record before any
-    after_response hook ran, so the claim is dropped first, whatever a later hook does."""
-    account = leg.state.get(NAME)
-    if account is not None:
-        with _LOCK:
-            account["claims"].pop(leg.leg_id, None)
-            learn(leg, response)
-    return (yield)
-
-
 @hookimpl(trylast=True)
 def wave_end(wave):
-    ceiling = ceiling_of(wave.options, wave.config)
+    ceiling = ceiling_of(wave.options, wave.config, wave.account)
     if ceiling is None:
         return
     ran = [*wave.legs, *([wave.chair] if wave.chair else [])]
-    unknown = [leg.leg_id for leg in ran if leg.record.cost_usd is None]
+    unknown = [leg.leg_id for leg in ran if leg.record.cost_usd is None
+               and leg.record.cost_bound_usd is None]
     if unknown:
         wave.notice(f"cost ceiling ${ceiling:g}: the cost of {len(unknown)} leg(s) is unknown "
                     f"({', '.join(unknown)}), so the wave's total is only a floor; declare "
                     "prices with `orch provider add ... --input-cost-per-mtok ...`")
     spent = sum(leg.record.cost_usd or 0.0 for leg in ran)
-    if spent > ceiling + 1e-9:
-        wave.notice(f"cost ceiling ${ceiling:g} passed: the wave's known spend is "
-                    f"${spent:.4f}, ${spent - ceiling:.4f} over (an estimate ran low); "
-                    "the wave exits 2")
+    wave_ceiling = wave.options.get(KEY)  # what the run had left when this wave started
+    if wave_ceiling is not None and spent > float(wave_ceiling) + 1e-9:
+        wave.notice(f"cost ceiling ${float(wave_ceiling):g} passed: the wave's known spend is "
+                    f"${spent:.4f}, ${spent - float(wave_ceiling):.4f} over (an estimate ran "
+                    "low); the wave exits 2")
 
 
 @hookimpl(trylast=True)
 def wave_report(doc):
     """What the ceiling makes of the wave's exit code (the engine knows no ceiling): a total
-    that is only a floor (some leg's cost unknown) or known spend past it makes the wave exit
-    2; ``over_ceiling_usd`` says by how much (None within it, or with no ceiling). Read from
-    the document alone, so ``orch status`` rebuilding a killed wave says the same."""
-    ceiling = (doc.get("options") or {}).get("max_cost")
+    that is not exact (some leg's cost unknown, or some answer's cost not read from its
+    usage) or known spend past it makes the wave exit 2; ``over_ceiling_usd`` says by how
+    much (None within it, or with no ceiling). Read from the document alone, so ``orch
+    status`` rebuilding a killed wave says the same."""
+    ceiling = (doc.get("options") or {}).get(KEY)
     spent = doc.get("cost_usd") or 0.0
     over = None
     if ceiling is not None and spent > float(ceiling) + 1e-9:
@@ -342,9 +238,16 @@ def wave_report(doc):
     reasons = []
     if ceiling is not None and not doc.get("cost_exact", True):
         legs = [*(doc.get("legs") or []), *([doc["chair"]] if doc.get("chair") else [])]
-        unknown = sum(1 for leg in legs if leg.get("cost_usd") is None)
-        reasons.append(f"cost ceiling ${ceiling:g} set but {unknown} leg(s)' cost is unknown: "
-                       f"the total ${doc.get('cost_usd', 0):.4f} is a floor")
+        unread = sum(int(leg.get("unread") or 0) for leg in legs)
+        bound = doc.get("cost_bound_usd")
+        if unread and bound is not None:
+            reasons.append(f"cost ceiling ${ceiling:g} set but {unread} answer(s)' cost could "
+                           f"not be read from their usage: the total is at most ${bound:.4f}, "
+                           f"${doc.get('cost_usd', 0):.4f} of it read")
+        else:
+            unknown = sum(1 for leg in legs if leg.get("cost_usd") is None)
+            reasons.append(f"cost ceiling ${ceiling:g} set but {unknown or unread} leg(s)' "
+                           f"cost is unknown: the total ${doc.get('cost_usd', 0):.4f} is a floor")
     if over:
         reasons.append(f"known spend ${doc.get('cost_usd', 0):.4f} passed the cost ceiling "
                        f"${ceiling:g} by ${over:.4f}")

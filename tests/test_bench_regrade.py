@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -239,14 +240,23 @@ def test_a_fanout_trial_billed_before_the_kill_is_graded_from_its_saved_answers(
 
 def test_a_resume_killed_while_grading_is_settled_by_the_next_from_its_own_waves(
         orch, scripted_server, orch_home, tmp_path, monkeypatch):
-    """The first run is killed while t1 waits on the wire (nothing billed for it); the
-    resume sends t1 (its wave ``r1-1``, where t1 is leg 1, not 2) and is killed while t1 is
-    graded; the next resume grades t1 from that saved answer and sends nothing."""
+    """The first run is killed while t1 waits on the wire (it may be billed: the resume says
+    so and does not send it); ``--retry-excluded`` sends t1 (its wave ``r2-1``, where t1 is
+    leg 1, not 2) and is killed while t1 is graded; the next resume grades t1 from that
+    saved answer and sends nothing."""
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     out, bench_id, env, go = killed_while_grading(orch, scripted_server, orch_home, tmp_path,
                                                   hang=frozenset({"t1"}))
     scripted_server.script("solo", answering("solo"))
-    again = subprocess.Popen([*ORCH, "bench", "resume", str(out), "--yes", "-q"],
+    # t1's request was in flight at the kill: it may be billed, so a resume does not send it
+    # again by itself; it says so, and --retry-excluded sends it
+    sent = scripted_server.count("solo")
+    settled = resume(out, env)
+    assert settled.returncode == 2 and scripted_server.count("solo") == sent
+    assert "in flight at the kill: may be billed" in \
+        json.loads(out.read_text())["trials"][1]["excluded"]
+    again = subprocess.Popen([*ORCH, "bench", "resume", str(out), "--yes", "-q",
+                              "--retry-excluded"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              cwd=tmp_path, env=env)
     try:
@@ -258,9 +268,9 @@ def test_a_resume_killed_while_grading_is_settled_by_the_next_from_its_own_waves
             again.kill()
             again.communicate()
     marker = json.loads(out.read_text())["running"]
-    assert (marker["wave_prefix"], marker["trials"]) == ("r1-", [2])
+    assert (marker["wave_prefix"], marker["trials"]) == ("r2-", [2])
     assert [(r["leg_id"], r["status"]) for r in ledger_rows(orch_home, bench_id)
-            if r["wave_id"] == f"{bench_id}-r1-1"] == [(f"{bench_id}-r1-1-1", "complete")]
+            if r["wave_id"] == f"{bench_id}-r2-1"] == [(f"{bench_id}-r2-1-1", "complete")]
     go.touch()
     sent = scripted_server.count("solo")
     done = resume(out, env)
@@ -268,7 +278,7 @@ def test_a_resume_killed_while_grading_is_settled_by_the_next_from_its_own_waves
     assert scripted_server.count("solo") == sent
     paid = the_ledger_holds_what_was_answered(scripted_server, orch_home, bench_id, ["solo"])
     t0, t1 = json.loads(out.read_text())["trials"]
-    assert (t1["task"], t1["passed"], t1["leg_id"]) == ("t1", True, f"{bench_id}-r1-1-1")
+    assert (t1["task"], t1["passed"], t1["leg_id"]) == ("t1", True, f"{bench_id}-r2-1-1")
     assert t1["cost_usd"] == pytest.approx(PAID) and paid == pytest.approx(2 * PAID)
 
 
@@ -306,8 +316,11 @@ def test_a_trial_killed_in_flight_after_a_billed_step_is_an_error_not_resent(
     t1 = json.loads(out.read_text())["trials"][1]
     assert (t1["status"], t1["cost_usd"]) == ("error", pytest.approx(PAID))
     assert paid == pytest.approx(2 * PAID)
-    assert t1["excluded"] == (f"billed ${PAID:.4f} before the kill; answer not saved (the "
-                              "leg was still running): not sent again")
+    # its next request was in flight at the kill: it may be billed too (the request journal)
+    assert re.fullmatch(rf"billed \${PAID:.4f} before the kill; 1 request\(s\) in flight at "
+                        r"the kill: may be billed, at most \$\d+\.\d{4}: not sent again",
+                        t1["excluded"]), t1["excluded"]
+    assert t1["in_flight_at_kill"]["requests"] == 1
 
 
 def test_a_first_trial_billed_before_the_kill_is_resumable_and_graded_not_sent_again(

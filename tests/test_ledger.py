@@ -111,7 +111,7 @@ def test_rollup_totals_floor_and_failed_cost(filled):
     data = filled.rollup()
     assert data == {"legs": 5, "total_cost_usd": 0.03, "unknown_cost_legs": 2,
                     "failed_cost_usd": 0.02, "suspect_legs": 0, "suspect_cost_usd": 0.0,
-                    "groups": []}
+                    "bounded_legs": 0, "bound_cost_usd": 0.03, "groups": []}
 
 
 def test_since_is_inclusive_and_naive_means_utc(filled):
@@ -125,6 +125,7 @@ def test_empty_ledger_rollup(ledger):
     assert ledger.rollup(group_by="model") == {"legs": 0, "total_cost_usd": 0.0,
                                                "unknown_cost_legs": 0, "failed_cost_usd": 0.0,
                                                "suspect_legs": 0, "suspect_cost_usd": 0.0,
+                                               "bounded_legs": 0, "bound_cost_usd": 0.0,
                                                "groups": []}
 
 
@@ -314,3 +315,17 @@ def test_a_bound_lasts_one_operation_not_the_pooled_connections_later_users(home
         ledger.close()
     assert used and all(conn is used[0] for conn in used)  # one pooled connection throughout
     assert [r["leg_id"] for r in Ledger().rows()] == ["w1-a", "w1-long"]
+
+
+def test_a_bound_kept_for_unread_answers_is_rolled_up(ledger):
+    """A leg whose answer's cost could not be read holds its claim (``cost_bound_usd``): the
+    rollup says how many such legs and the most everything can have cost."""
+    ledger.append({"wave_id": "w", "leg_id": "w-1", "kind": "leg", "model": "p/m",
+                   "provider": "p", "status": "complete", "cost_usd": 0.5,
+                   "cost_source": "declared"})
+    ledger.append({"wave_id": "w", "leg_id": "w-2", "kind": "leg", "model": "p/m",
+                   "provider": "p", "status": "complete", "cost_usd": None,
+                   "cost_source": "unknown", "cost_bound_usd": 4.17})
+    data = ledger.rollup()
+    assert (data["bounded_legs"], data["bound_cost_usd"], data["total_cost_usd"]) == (
+        1, 4.67, 0.5)

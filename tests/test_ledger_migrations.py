@@ -85,7 +85,7 @@ def test_head_is_the_newest_migration():
 
     script = ScriptDirectory.from_config(ledger_migrate._config())
     assert script.get_current_head() == HEAD
-    assert ledger_migrate.known() == ["0001", "0002", "0003", "0004"]
+    assert ledger_migrate.known() == ["0001", "0002", "0003", "0004", "0005"]
 
 
 def test_an_empty_database_is_made_at_head_and_matches_the_models(ledger_url):
@@ -273,3 +273,34 @@ def test_0004_adds_the_judges_votes_keeping_every_council_row(ledger_url):
     ledger.append([], votes=[vote])
     assert [(v["judge"], v["vote"], v["position"]) for v in ledger.votes()] == \
         [("p/m", "agree", 0)]
+
+
+def test_0005_adds_the_cost_bound_and_keeps_every_row(ledger_url):
+    """A ledger at 0004 upgrades in place: its rows keep ``cost_bound_usd`` null (every cost
+    they hold was read), and a bound written afterwards is kept (docs/spend.md)."""
+    from alembic import command
+
+    from orchestrator.ledger import connection as ledger_engine
+    from orchestrator.ledger import migrate as ledger_migrate
+
+    engine = engine_for(ledger_url)
+    with engine.begin() as conn:
+        cfg = ledger_migrate._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0004")
+        conn.execute(sa.text(
+            "INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
+            "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
+            "cost_source, duration_s, seq) VALUES ('2025-03-01 12:00:00', 'w', 'w-1', 'leg', "
+            "'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5, 1)"))
+    engine.dispose()
+    up = orch_cli("ledger", "upgrade")
+    assert up.exit_code == 0 and "from revision 0004 to revision 0005 (1 rows kept)" in \
+        up.output, up.output
+    ledger_engine.dispose_all()
+    ledger = Ledger()
+    ledger.append({"wave_id": "w", "leg_id": "w-2", "kind": "leg", "model": "p/m",
+                   "provider": "p", "status": "complete", "cost_usd": None,
+                   "cost_source": "unknown", "seq": 1, "cost_bound_usd": 4.17})
+    assert sorted((r["leg_id"], r["cost_bound_usd"]) for r in ledger.rows()) == [
+        ("w-1", None), ("w-2", 4.17)]

@@ -98,6 +98,11 @@ def run_session(env, tmp_path, body) -> tuple[Session, object]:
 
 
 def ledger(home: Path, wave_id: str) -> list[dict]:
+    """The wave's rows, the outbox replayed first: after an interrupt the ledger gets a
+    moment (1 s) and then the outbox takes the rows (docs/spend.md), which loses nothing."""
+    from orchestrator.ledger.spend import Ledger
+
+    Ledger(f"sqlite:///{home / 'ledger.db'}").close()
     con = sqlite3.connect(home / "ledger.db")
     con.row_factory = sqlite3.Row
     return [dict(r) for r in con.execute("select * from spend where wave_id = ? order by leg_id",

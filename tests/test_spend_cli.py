@@ -12,7 +12,7 @@ from orchestrator.cli import cli
 from orchestrator.ledger.spend import Ledger
 
 CONTRACT = {"legs", "total_cost_usd", "unknown_cost_legs", "failed_cost_usd", "suspect_legs",
-            "suspect_cost_usd", "groups"}
+            "suspect_cost_usd", "bounded_legs", "bound_cost_usd", "in_flight_at_kill", "groups"}
 GROUP_KEYS = {"key", "legs", "input_tokens", "output_tokens", "reasoning_tokens",
               "cached_tokens", "cost_usd", "unknown_cost_legs", "failed_legs", "suspect_legs"}
 

@@ -8,7 +8,6 @@ answered."""
 
 from __future__ import annotations
 
-from orch_plugins import cost_ceiling
 from orch_plugins.text_tools import TEXT_PROTOCOL_HEAD
 from orch_plugins.turn_budget import NOTES
 from test_text_tools import Files
@@ -39,8 +38,9 @@ class Counter:
 
 
 class Account:
-    """The cost ceiling's running account right after it claimed for each request: this
-    wrapper is registered after the ceiling's, at the same priority, so it runs outside it."""
+    """The run's account (orchestrator/account) right after the cost ceiling claimed for each
+    request: this wrapper is registered after the ceiling's, at the same priority, so it
+    runs outside it."""
 
     def __init__(self) -> None:
         self.seen: list[dict] = []
@@ -48,9 +48,9 @@ class Account:
     @hookimpl(wrapper=True, tryfirst=True)
     def before_request(self, leg, request):
         final = yield
-        account = leg.state[cost_ceiling.NAME]
-        self.seen.append({"claims": dict(account["claims"]),
-                          "committed": cost_ceiling.committed(account),
+        account = leg.account
+        self.seen.append({"claims": dict(account.claims),
+                          "committed": account.committed(),
                           "spent": leg.record.cost_usd or 0.0})
         return final
 

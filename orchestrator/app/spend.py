@@ -18,13 +18,24 @@ def spend_json(since_text: str, group_by: str | None) -> dict[str, Any]:
     since = _since(since_text)
     if _missing_sqlite_file() is not None:
         return {"legs": 0, "total_cost_usd": 0.0, "unknown_cost_legs": 0, "failed_cost_usd": 0.0,
-                "suspect_legs": 0, "suspect_cost_usd": 0.0, "groups": []}
+                "suspect_legs": 0, "suspect_cost_usd": 0.0, "bounded_legs": 0,
+                "bound_cost_usd": 0.0, "groups": [], "in_flight_at_kill": in_flight(since)}
     ledger = Ledger()
     if ledger.replayed:  # rows an earlier command could not write in time (the outbox)
         from orchestrator.notices import say
 
         say(f"replayed {_count(ledger.replayed, 'row')} from the ledger outbox")
-    return ledger.rollup(since=since, group_by=group_by)
+    return {**ledger.rollup(since=since, group_by=group_by),
+            "in_flight_at_kill": in_flight(since)}
+
+
+def in_flight(since) -> dict[str, Any]:
+    """Requests a killed orch sent and no row records: "may be billed, at most $X" (the
+    request journal, orchestrator/account/journal.py)."""
+    from orchestrator.account.journal import at_kill
+
+    found = at_kill(since=since)
+    return {k: found[k] for k in ("requests", "at_most_usd", "unpriced")}
 
 
 def _missing_sqlite_file() -> str | None:

@@ -48,7 +48,7 @@ class DeliberationAttempt:
         self.run = run = Deliberation(
             spec, pm=runner.pms[c.name], config=runner.config, rounds=c.rounds,
             peers=c.peers, ledger=runner.ledger, server=runner.server,
-            ceiling_state=runner.ceiling_state, spent=lambda: runner.spent() + run.spent())
+            account=runner.account)
         runner.waves.append(run)  # an interrupt stops it as it stops a wave
         started = time.monotonic()
         try:

@@ -3,8 +3,9 @@ wave, the trial folder as every leg's workspace) and, with a ``chair``, has the 
 the one answer the hidden check grades; with ``aggregate = "vote"``, the majority of the
 members' normalised answers is that answer (votes/aggregate.py). Without either there is no
 one answer to grade, so the trial passes when any member's answer passes: an oracle, the
-ceiling a perfect chair could reach (the report's line says which). Every trial is its own wave on the bench's
-shared server, under its one cost ceiling; its cost is the wave's (members and chair).
+ceiling a perfect chair could reach (the report's line says which). Every trial is its own
+wave on the bench's shared server, through the bench's one account (its cost ceiling); its
+cost is the wave's (members and chair).
 ``kind = "council"`` runs one council per trial. Both are attempts the one trial skeleton
 runs (bakeoff/trial.py)."""
 
@@ -15,7 +16,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator import run_ceiling
 from orchestrator.bakeoff.trial import Ended, keep_answer
 from orchestrator.engine.record import ABORTED, COMPLETE, ERROR
 
@@ -60,8 +60,9 @@ def trial_spec(runner: Runner, slot: Slot, ensemble: Ensemble, folder):
     options: dict[str, Any] = {"plugins": True, "tools": c.tools,
                                "bench_tier": c.tier, "workspace": str(folder),
                                **({"aggregate": c.aggregate} if c.aggregate else {})}
-    # the bench's ceilings, over every trial
-    options.update({k: v for k, v in runner.plan.ceilings.items() if v is not None})
+    # the bench's ceilings, over every trial: its account holds them; what is left now
+    options.update({k: runner.account.left(k) for k, v in runner.plan.ceilings.items()
+                    if v is not None})
     return WaveSpec(models=list(ensemble.members), chair=ensemble.chair,
                     briefing=runner.plan.render(slot.task),
                     runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
@@ -90,8 +91,7 @@ class FanoutAttempt:
         runner, c = self.runner, self.slot.contestant
         spec = trial_spec(runner, self.slot, runner.resolved[c.name], folder)
         self.wave = Wave(spec, pm=runner.pms[c.name], config=runner.config,
-                         ledger=runner.ledger, server=runner.server)
-        self.wave.context.state = runner.ceiling_state
+                         ledger=runner.ledger, server=runner.server, account=runner.account)
         runner.waves.append(self.wave)
         await self.wave.run()
 
@@ -178,8 +178,7 @@ class CouncilAttempt:
         c = slot.contestant
         ensemble: Ensemble = runner.resolved[c.name]
         options: dict[str, Any] = {"plugins": True, "tools": c.tools, "workspace": str(folder)}
-        spent = sum(r["cost_usd"] or 0.0 for r in runner.rows.values())
-        options.update({k: run_ceiling.left(v, spent)  # what the bench has left, at its start
+        options.update({k: runner.account.left(k)  # what the bench has left now
                         for k, v in runner.plan.ceilings.items() if v is not None})
         plan = CouncilPlan(seats=list(ensemble.members), chair=ensemble.chair,
                            briefing=runner.plan.render(slot.task))
@@ -187,6 +186,7 @@ class CouncilAttempt:
                                   runs_dir=runner.runs_dir, timeout_s=runner.plan.timeout_s,
                                   max_steps=c.max_steps, project_dir=os.getcwd(),
                                   workspace=folder, options=options,
+                                  account=runner.account,
                                   run_id=f"{runner.bench_id}-{runner.wave_prefix}"
                                          f"t{slot.n:04d}")
         self.council.server = runner.server

@@ -9,7 +9,9 @@ its results file (``running``: its wave prefix and the slots it ran). A billed m
 whose answer was saved (``metadata.json``), or fanout trial whose final ``wave.json`` was,
 is graded from it (no request); any other billed trial (a leg was still running, its folder
 is gone, its check needs the trial folder, a council or a deliberation) becomes an excluded
-``error`` row saying what was billed. A later ``--retry-excluded`` sends those again.
+``error`` row saying what was billed. So does a trial whose request was in flight at the
+kill (the request journal, account/journal.py): it may have been billed, at most its claim,
+so it is not sent again either. A later ``--retry-excluded`` sends those again.
 Command trials are left alone: a command reports its own spend when it ends.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from orchestrator.account.journal import unsettled
 from orchestrator.bakeoff import trial
 from orchestrator.bakeoff.plan import Plan
 from orchestrator.bakeoff.run import Slot, numbered
@@ -51,10 +54,11 @@ def settle(doc: dict[str, Any], plan: Plan, runs_dir: Path, guard,
     if found is None:
         return []
     prefix, ran = found
-    have = {r["n"] for r in doc["trials"]}
+    have = {r["n"]: r for r in doc["trials"]}
     bench_id = doc["bench_id"]
     waves = billed_waves(f"{bench_id}-", url)
-    if not waves:
+    flying = [e for e in unsettled(url, prefix=f"{bench_id}-") if not e.alive]
+    if not waves and not flying:
         return []
     wanted = set(ran)
     slots = [s for s in numbered(plan) if s.n in wanted]
@@ -69,16 +73,21 @@ def settle(doc: dict[str, Any], plan: Plan, runs_dir: Path, guard,
             index[c.name] = index.get(c.name, 0) + 1
             leg_id = f"{bench_id}-{prefix}{j}-{index[c.name]}"
             legs = [b for b in [waves.get(f"{bench_id}-{prefix}{j}", {}).get(leg_id)] if b]
+            fly = [e for e in flying if e.leg_id == leg_id]
         else:
             wave = f"{bench_id}-{prefix}t{slot.n:04d}"
             legs = [b for w, held in waves.items() if w == wave or w.startswith(wave + "-")
                     for b in held.values()]
+            fly = [e for e in flying if e.wave_id == wave or e.wave_id.startswith(wave + "-")]
             leg_id = None
-        if slot.n in have or not legs:
+        if not (legs or fly) or _graded_by(have.get(slot.n), leg_id,
+                                           f"{bench_id}-{prefix}t{slot.n:04d}"):
             continue
         row = trial.base_row(slot.n, slot.task.id, c.name, c.kind, slot.trial)
         _bill(row, legs)
-        if leg_id is not None:
+        if fly:  # a request may have been billed with no record of its answer: not resent
+            _in_flight(row, fly, leg_id)
+        elif leg_id is not None:
             _model(row, slot, leg_id, legs[0], runs_dir, guard)
         elif c.kind == "fanout" and not c.deliberates:
             _fanout(row, slot, f"{bench_id}-{prefix}t{slot.n:04d}", legs, runs_dir, guard)
@@ -89,7 +98,37 @@ def settle(doc: dict[str, Any], plan: Plan, runs_dir: Path, guard,
     return out
 
 
+def _graded_by(row: dict[str, Any] | None, leg_id: str | None, wave: str) -> bool:
+    """Whether the results hold the killed run's own grade of this trial (a row an earlier
+    run left, which the killed run was sending again, does not count)."""
+    if row is None:
+        return False
+    if leg_id is not None:
+        return row.get("leg_id") == leg_id
+    return row.get("wave_id") in (wave, f"council-{wave}")
+
+
+def _in_flight(row: dict[str, Any], fly: list, leg_id: str | None) -> None:
+    """A trial with a request in flight at the kill: it may have been billed, and nothing
+    says what it answered. Excluded, saying so and at most what it can have cost; only
+    ``--retry-excluded`` sends it again."""
+    from orchestrator.account.journal import summary, words
+
+    found = summary(fly)
+    billed = _billed_text(row) if row["input_tokens"] or row["output_tokens"] or \
+        row["cost_usd"] else "nothing billed before the kill"
+    reason = f"{billed}; {words(found)}: not sent again"
+    row.update(status="error", reason=reason, excluded=reason, passed=False,
+               in_flight_at_kill={"requests": found["requests"],
+                                  "at_most_usd": found["at_most_usd"]})
+    if leg_id is not None:
+        row["leg_id"] = leg_id
+
+
 def _bill(row: dict[str, Any], legs: list[Billed]) -> None:
+    if not legs:
+        row["cost_usd"], row["cost_source"] = 0.0, "none"
+        return
     known = [b.cost_usd for b in legs]
     cost = None if any(x is None for x in known) else sum(known)
     row.update(input_tokens=sum(b.usage.input_tokens for b in legs),

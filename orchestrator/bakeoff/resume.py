@@ -63,6 +63,19 @@ def plan_of(doc: dict[str, Any], where: Path, ceiling_keys: tuple[str, ...] = ()
     return plan
 
 
+def account(doc: dict[str, Any], plan: Plan, sink):
+    """The bench's one account, opened from the record within ``sink``'s ledger deadline:
+    the ledger's rows of every run of the bench (its command contestants' own reports are
+    not under its ceiling) and the requests a killed run left in flight, never the results
+    file's settings; its model trials' recorded costs stand in for rows the ledger lacks."""
+    from orchestrator.account import Account
+
+    files = {str(r["leg_id"]): float(r["cost_usd"]) for r in doc.get("trials") or []
+             if r.get("kind") == "model" and r.get("leg_id") and r.get("cost_usd")}
+    return Account.open(doc["bench_id"], plan.ceilings, sink=sink, files=files,
+                        skip_providers=("command",), waits=True)
+
+
 def total(plan: Plan) -> int:
     return len(plan.tasks) * len(plan.contestants) * plan.trials
 

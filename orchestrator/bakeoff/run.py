@@ -2,11 +2,13 @@
 
 Every trial, whatever its contestant's kind, runs through the one skeleton of
 ``bakeoff/trial.py`` (where an error is a failure by construction); this module schedules
-them and holds what they share. Model trials are one-leg waves on ONE shared server (one rate gate, one ledger sink), with the
-trial folder as the workspace and ``kind="bench"``, ``run_id`` = the bench id. The waves share
-one cost-ceiling state, so a run ceiling (the cost_ceiling plugin's) bounds the whole bench,
-not each trial. Command
-trials run as subprocesses in worker threads, one at a time per contestant unless it says
+them and holds what they share. Model trials are one-leg waves on ONE shared server (one rate
+gate, one ledger sink), with the trial folder as the workspace and ``kind="bench"``,
+``run_id`` = the bench id. Every trial spends through the bench's one account
+(orchestrator/account; a resume's is opened from the ledger), so a run ceiling (the
+cost_ceiling plugin's) bounds the whole bench and its resumes, not each trial; a launch only
+the others' open claims keep out waits for them to settle. Command trials run as
+subprocesses in worker threads, one at a time per contestant unless it says
 ``jobs = N``. A trial whose set-up failed (or that the ceiling never launched) is excluded
 and listed, never counted as a failure.
 
@@ -29,6 +31,7 @@ from typing import Any
 import anyio
 
 from orchestrator import jobscope
+from orchestrator.account import Account
 from orchestrator.bakeoff import contestants as cmd
 from orchestrator.bakeoff import trial
 from orchestrator.bakeoff.guard import Guard
@@ -112,6 +115,9 @@ class Runner:
     stop_reason: str | None = None  # why it stopped early when no signal did (--maxfail)
     wave_prefix: str = ""  # "" for a first run; "r1-", ... for a resume's waves
     wanted: set[int] | None = None  # the slots to run (a resume); None: all
+    # the bench's one account (every trial's; a resume's opened from the ledger: what the
+    # killed runs spent and left in flight); None: a new bench, nothing held yet
+    account: Account | None = None
 
     def slots(self) -> list[Slot]:
         """task → contestant → trial (the numbering is the plan's, a resume runs a subset)."""
@@ -131,7 +137,9 @@ class Runner:
         slots = self.slots()
         self.server = Server(timeout_s=self.plan.timeout_s)
         self.server.wave_size = self.plan.jobs
-        self.ceiling_state: dict[str, Any] = {}  # shared by every wave: one bench budget
+        if self.account is None:  # a new bench id: the record holds nothing for it
+            self.account = Account(run_id=self.bench_id, ceilings=self.plan.ceilings,
+                                   waits=True)
         self.model_limit = anyio.CapacityLimiter(self.plan.jobs)
         self.command_limits = {c.name: anyio.CapacityLimiter(c.jobs)
                                for c in self.plan.contestants if c.kind == "command"}
@@ -192,12 +200,6 @@ class Runner:
                     if c.kind == "fanout" else CouncilAttempt
                 tg.start_soon(trial.run, self, slot, kind(self, slot))
 
-    def spent(self) -> float:
-        """The known spend of the model trials finished so far (what a deliberation adds
-        its own to before it launches a round; trials still running are held by the
-        ceiling's guard on every request)."""
-        return sum(r["cost_usd"] or 0.0 for r in self.rows.values() if r["kind"] != "command")
-
     def _scope(self) -> anyio.CancelScope:
         """A cancel scope an interrupt cancels (one made after the interrupt starts
         cancelled)."""
@@ -220,7 +222,8 @@ class Runner:
     def wave(self, j: int, c: cmd.Contestant, slots: list[Slot]):
         """One model contestant's trials as the legs of one wave on the shared server."""
         options: dict[str, Any] = {"plugins": True, "tools": c.tools, "bench_tier": c.tier}
-        options.update({k: v for k, v in self.plan.ceilings.items() if v is not None})
+        options.update({k: self.account.left(k) for k, v in self.plan.ceilings.items()
+                        if v is not None})  # what the bench has left (its account holds it)
         spec = WaveSpec(models=[self.resolved[c.name]] * len(slots), briefing=self.plan.prompt,
                         briefings=[self.plan.render(s.task) for s in slots],
                         runs_dir=self.runs_dir, timeout_s=self.plan.timeout_s,
@@ -228,10 +231,9 @@ class Runner:
                         wave_id=f"{self.bench_id}-{self.wave_prefix}{j}", project_dir=os.getcwd(),
                         options=options)
         wave = BenchWave(spec, pm=self.pms[c.name], config=self.config, ledger=self.ledger,
-                         server=self.server)
+                         server=self.server, account=self.account)
         wave.runner, wave.slot_of = self, {leg.ctx.leg_id: s
                                            for leg, s in zip(wave.legs, slots, strict=True)}
-        wave.context.state = self.ceiling_state
         return wave
 
     async def model_trial(self, wave, leg, slot: Slot) -> None:

@@ -133,6 +133,7 @@ def report_cmd(file, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print the results document as JSON.")
 @click.option("--unsafe-checks", is_flag=True,
               help="Run verify checks and command contestants without bubblewrap.")
+@no_daemon_option
 def resume_cmd(file, retry_failed, retry_excluded, yes, maxfail, quiet, junit_xml,
                as_json, unsafe_checks, budgets):
     """Run the trials an interrupted bench did not run (or cut short), merged into its

@@ -335,6 +335,9 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
                     resolved=resolved, ledger=ledger, runs_dir=config_mod.runs_dir(),
                     on_trial=graded, guard=guard)
     if previous is not None:  # its own wave folders beside the first run's
+        # the bench's account as the record holds it: what every run of it spent, and what
+        # a killed one left in flight; the ceiling holds across resumes
+        runner.account = resume.account(previous, plan, ledger)
         runner.wanted = set(again or {})
         n = len(previous.get("resumes") or []) + 1
         # a resume killed before it graded a trial left its waves but no entry in the file

@@ -104,6 +104,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
     cfg = runtime.config()
     runs = runs_dir or config_mod.runs_dir()
     retry_of, retry_options, prior, chair_only_if_new, kept_from = None, {}, [], False, {}
+    account = None  # a retry spends through its family's account (engine/retry.py)
     if retry_failed:
         from orchestrator.engine.retry import plan_retry
 
@@ -169,6 +170,9 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
             retry_options[f"{key}_family"] = family
             kept_from[key] = family["root"]
         prior = plan.prior
+        account = plan.account
+        for note in plan.notices:  # e.g. requests in flight at a kill: said before spending
+            click.echo(f"orch: {note}", err=True)
     else:
         specs = choose_models(models, council, cfg,
                               runtime.plugin_manager(enabled=not no_plugins))
@@ -191,7 +195,8 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
         doc = deliberate(spec, pm, cfg, LedgerSink().preflight(), rounds=rounds, peers=peers,
                          quiet=quiet or as_json)
     else:
-        doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json)
+        doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json,
+                       account=account)
     if as_json:
         print_json(doc)
     else:
@@ -207,8 +212,9 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
     sys.exit(doc["exit_code"])
 
 
-def run_wave(spec, pm, cfg, ledger, *, quiet: bool) -> dict:
-    """Run a wave with progress and signal handling; return its document."""
+def run_wave(spec, pm, cfg, ledger, *, quiet: bool, account=None) -> dict:
+    """Run a wave with progress and signal handling; return its document. ``account``: the
+    run's (a retry's family's), else the wave's own."""
     import anyio
 
     from orchestrator.engine.wave import Wave
@@ -216,7 +222,7 @@ def run_wave(spec, pm, cfg, ledger, *, quiet: bool) -> dict:
 
     import_litellm_meanwhile()  # meanwhile the wave starts: its first lines said
     progress = make_progress(quiet)
-    wave = Wave(spec, pm=pm, config=cfg, ledger=ledger, observe=progress)
+    wave = Wave(spec, pm=pm, config=cfg, ledger=ledger, observe=progress, account=account)
 
     async def main():
         with progress:

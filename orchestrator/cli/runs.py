@@ -85,10 +85,20 @@ def echo_wave(doc: dict) -> None:
     """A wave's status and one line per leg (``orch status`` and ``orch runs show``)."""
     rebuilt = " (rebuilt from the legs' files)" if doc.get("rebuilt") else ""
     click.echo(f"Wave {doc['wave_id']}: {doc['status']}{rebuilt}")
+    _in_flight(doc)
     for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
         reason = f" — {leg['reason']}" if leg.get("reason") else ""
         cost = "unknown" if leg["cost_usd"] is None else f"${leg['cost_usd']:.4f}"
         click.echo(f"  {leg['leg_id']}  {leg['model']}  {leg['status']}  {cost}{reason}")
+
+
+def _in_flight(doc: dict) -> None:
+    """Requests sent before a kill that no row records: they may have been billed."""
+    from orchestrator.account.journal import words
+
+    said = words(doc.get("in_flight_at_kill") or {})
+    if said:
+        click.echo(f"  {said}")
 
 
 def _echo_run(entry, doc: dict) -> None:
@@ -101,6 +111,7 @@ def _echo_run(entry, doc: dict) -> None:
                    f"orch bench show {entry.dirs[0]})")
     if doc.get("error"):
         click.echo(f"  {doc['error']}")
+    _in_flight(doc)
     if entry.kind == "bench" and doc.get("status") == "interrupted" and entry.dirs[0].is_file():
         click.echo(f"  orch bench resume {entry.dirs[0]} runs the trials it did not grade "
                    "(one billed before the kill is graded from the record, not bought again)")

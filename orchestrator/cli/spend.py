@@ -8,9 +8,11 @@ from typing import Any
 
 import click
 
-from orchestrator.app.spend import _count, _missing_sqlite_file, _since, spend_json
+from orchestrator.account.journal import words as journal_words
+from orchestrator.app.spend import _count, _missing_sqlite_file, _since, in_flight, spend_json
 from orchestrator.ledger.spend import GROUP_BY, Ledger
 
+IN_FLIGHT_TAIL = " (not in the ledger: a killed orch sent them; `orch status` names its run)"
 TOKEN_COLUMNS = (("input_tokens", "input"), ("output_tokens", "output"),
                  ("reasoning_tokens", "reasoning"), ("cached_tokens", "cached"))
 
@@ -34,8 +36,11 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     since = _since(since_text)
     when = f"since {_moment(since)} ({since_text.strip()})" if since else "yet"
     missing = _missing_sqlite_file()
+    flying = journal_words(in_flight(since))
     if missing is not None:  # reading must not create a database (or its directories)
         click.echo(f"no spend recorded {when} in {missing} (no ledger there yet)")
+        if flying:
+            click.echo(flying + IN_FLIGHT_TAIL)
         return
     ledger = Ledger()
     if ledger.replayed:  # rows an earlier command could not write in time (the outbox)
@@ -43,6 +48,8 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     data = ledger.rollup(since=since, group_by=group_by)
     if not data["legs"]:
         click.echo(f"no spend recorded {when} in {ledger.location}")
+        if flying:
+            click.echo(flying + IN_FLIGHT_TAIL)
         return
     if group_by:
         _print_table(group_by, data["groups"])
@@ -55,6 +62,12 @@ def spend(since_text: str, group_by: str | None, as_json: bool) -> None:
     if data["unknown_cost_legs"]:
         click.echo(f"total is a floor: {_count(data['unknown_cost_legs'], 'leg')} "
                    f"{'has' if data['unknown_cost_legs'] == 1 else 'have'} unknown cost")
+    if data["bounded_legs"]:  # answers whose cost could not be read: counted at their claim
+        click.echo(f"total is at most {_money(data['bound_cost_usd'])}: "
+                   f"{_count(data['bounded_legs'], 'leg')} had answers whose cost could not be "
+                   "read from their usage (each counted at the most it could cost)")
+    if flying:
+        click.echo(flying + IN_FLIGHT_TAIL)
     if data["suspect_legs"]:  # usage the provider reported was impossible and was clamped
         click.echo(f"suspect usage: {_count(data['suspect_legs'], 'leg')}, "
                    f"{_money(data['suspect_cost_usd'])} of the total, from clamped token counts "

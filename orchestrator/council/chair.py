@@ -139,7 +139,7 @@ def _answered(rec: LegRecord) -> bool:
 
 
 async def walk(chair: ResolvedModel, packet: str, attempt: Attempt,
-               promote: Callable[[], ResolvedModel | None],
+               promote: Callable[[], Awaitable[ResolvedModel | None]],
                stopped: Callable[[], bool], out: ChairOutcome | None = None) -> ChairOutcome:
     """Chair → retry → promoted → null. ``attempt(model, briefing, stage, kind)`` runs one
     leg as its own stage; ``stopped()`` is true once the run was interrupted. Attempts are
@@ -170,7 +170,7 @@ async def walk(chair: ResolvedModel, packet: str, attempt: Attempt,
             return out
     if stopped():
         return out
-    promoted = promote()
+    promoted = await promote()
     if promoted is not None:
         out.promoted = promoted.name
         await one(promoted, "promoted")

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope, run_ceiling
+from orchestrator.account import Account
 from orchestrator.chair.marks import CUT, marks_of
 from orchestrator.config import Config
 from orchestrator.council.artifacts import Artifacts
@@ -77,7 +78,8 @@ class CouncilRun:
                  timeout_s: float = 600.0, max_steps: int = 20, tag: str | None = None,
                  project_dir: str | None = None, workspace: Path | None = None,
                  observe=None, run_id: str | None = None, ledger_url: str | None = None,
-                 resolve=None, options: dict[str, Any] | None = None) -> None:
+                 resolve=None, options: dict[str, Any] | None = None,
+                 account: Account | None = None) -> None:
         self.plan, self.pm, self.config = plan, pm, config
         self.run_id = run_id or new_wave_id()
         self.dir = runs_dir / f"council-{self.run_id}"
@@ -90,6 +92,10 @@ class CouncilRun:
         self.ceiling_keys = run_ceiling.keys(pm, "council_run")
         self.ceilings = {key: self.options.pop(key) for key in self.ceiling_keys
                          if key in self.options}
+        # the run's one account, every stage's (a bench's, when a trial is a council): a new
+        # run id, so the record holds nothing for it yet
+        self.account = account if account is not None else \
+            Account(run_id=self.run_id, ceilings=self.ceilings)
         # name -> ResolvedModel, for promoting a chair from stats (the CLI passes plugins')
         self.resolve = resolve or (lambda name: resolve_model(name, config))
         self.server = Server(timeout_s=timeout_s)  # one gate and one set of counters per run
@@ -131,17 +137,19 @@ class CouncilRun:
         """One stage as one wave on the shared server; its legs go to the spend ledger."""
         self._check()
         options = {**self.options, "council_run": self.run_id, "council_stage": name}
-        spent = sum(r.cost_usd for r in self.records if r.cost_usd is not None)
         for key, ceiling in self.ceilings.items():  # the wave's: what the run has left
             if ceiling is not None:
-                options[key] = run_ceiling.left(ceiling, spent)
+                left = self.account.left(key)  # the run's account, else this run's own
+                options[key] = left if left is not None else run_ceiling.left(ceiling, sum(
+                    r.cost_bound_usd if r.cost_bound_usd is not None else r.cost_usd or 0.0
+                    for r in self.records))
         spec = WaveSpec(models=models, briefing=self.plan.briefing, briefings=briefings,
                         runs_dir=self.dir / "waves", timeout_s=self.timeout_s,
                         max_steps=self.max_steps, kind=kind, run_id=self.run_id,
                         wave_id=f"{self.run_id}-{name}", tag=self.tag,
                         project_dir=self.project_dir, workspace=self.workspace,
                         options=options, later=[self.plan.chair], anonymity=anonymity)
-        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend,
+        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend, account=self.account,
                     observe=self.observe, server=self.server)
         self._current = wave
         try:
@@ -364,14 +372,15 @@ class CouncilRun:
         if self.chair.verdict is None and self.signum is None:
             self.notice("the council has no verdict (see chair_attempts)", "no verdict")
 
-    def _promote(self) -> ResolvedModel | None:
+    async def _promote(self) -> ResolvedModel | None:
         """The non-seat model with the best street-cred in council stats that resolves and has
         its key."""
         from orchestrator.ledger.council_rows import CouncilLedger
 
         exclude = {s.base_name for s in self.plan.seats} | {self.plan.chair.base_name}
         try:
-            names = CouncilLedger(self.ledger_url).best_street_cred(exclude)
+            names = await self.spend.bounded_async(  # within the run's ledger deadline
+                lambda: CouncilLedger(self.ledger_url).best_street_cred(exclude), "answer")
         except Exception as exc:  # an unreadable ledger must not cost the run its chair
             self.notice(f"council stats unavailable for promotion: {exc}")
             names = []

@@ -83,8 +83,9 @@ def council_rows(run: CouncilRun) -> None:
                      "reviewed": False, "verdict": verdict})
     votes = vote_rows(run)
     try:
-        CouncilLedger(run.ledger_url).append(rows, deadline=time.monotonic() + run.spend.left(),
-                                             votes=votes)
+        left = run.spend.left()  # what the run's stages left of its ledger deadline
+        run.spend.bounded(lambda: CouncilLedger(run.ledger_url).append(
+            rows, deadline=time.monotonic() + left, votes=votes))
     except Exception as exc:  # locked, full, unreachable: the rows wait in the outbox
         _outbox(run, rows, votes,
                 str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 
 from orchestrator import jobscope, run_ceiling
+from orchestrator.account import Account
 from orchestrator.chair.marks import marks_of
 from orchestrator.chair.synthesis import deliberation_packet
 from orchestrator.config import Config
@@ -58,12 +59,11 @@ class Deliberation:
     def __init__(self, spec: WaveSpec, *, pm, config: Config, rounds: int, peers: int | None,
                  ledger: LedgerSink | None = None, observe=None,
                  say: Callable[[str], None] | None = None, server: Server | None = None,
-                 ceiling_state: dict[str, Any] | None = None,
-                 spent: Callable[[], float] | None = None) -> None:
-        """``server``, ``ceiling_state`` and ``spent``: a host running several deliberations
-        under one rate gate and one cost ceiling (a bench, bakeoff/deliberating.py) gives
-        its server, the ceiling account its waves share, and what that ceiling has spent so
-        far; alone, a deliberation has its own server and its ceiling is its own."""
+                 account: Account | None = None) -> None:
+        """``server`` and ``account``: a host running several deliberations under one rate
+        gate and one cost ceiling (a bench, bakeoff/deliberating.py) gives its server and its
+        run's account; alone, a deliberation has its own server and its own account (a new
+        run id: the record holds nothing for it yet)."""
         self.spec, self.pm, self.config = spec, pm, config
         self.max_rounds, self.ledger, self.observe = rounds, ledger, observe
         self.say = say or (lambda text: None)
@@ -72,8 +72,9 @@ class Deliberation:
         self.dir = spec.runs_dir / self.run_id
         # one gate and counters for all rounds (a host's: for all its trials too)
         self.server = server or Server(timeout_s=spec.timeout_s)
-        self.ceiling_state, self._spent = ceiling_state, spent
         self.ceilings = run_ceiling.given(spec.options, pm)  # {key: dollars}, e.g. max_cost
+        self.account = account if account is not None else \
+            Account(run_id=self.run_id, ceilings=self.ceilings)
         self.seats = [Seat(n, m) for n, m in enumerate(spec.models, start=1)]
         n = len(self.seats)
         self.peers = rules.default_peers(n) if peers is None else max(1, min(peers, n - 1))
@@ -167,9 +168,7 @@ class Deliberation:
                     round_no: int | None = None,
                     anonymity: Anonymity | None = None) -> list[LegRecord]:
         options = {**self.spec.options, "deliberation": self.run_id, "round": round_no}
-        if self.ceiling_state is None:  # each wave's ceiling is what the run has left
-            options.update({key: self.left(key) for key in self.ceilings})
-        # (a shared ceiling account counts every wave's spend itself: the whole ceiling)
+        options.update({key: self.left(key) for key in self.ceilings})  # what the run has left
         spec = WaveSpec(models=models, briefing=self.spec.briefing, briefings=briefings,
                         histories=histories, runs_dir=self.dir / "rounds",
                         timeout_s=self.spec.timeout_s, max_steps=self.spec.max_steps,
@@ -178,10 +177,8 @@ class Deliberation:
                         project_dir=self.spec.project_dir, workspace=self.spec.workspace,
                         options=options, later=[self.spec.chair] if self.spec.chair else [],
                         anonymity=anonymity)
-        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.ledger,
+        wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.ledger, account=self.account,
                     observe=self.observe, server=self.server)
-        if self.ceiling_state is not None:
-            wave.context.state = self.ceiling_state
         self._current = wave
         try:
             doc = await wave.run()
@@ -194,14 +191,16 @@ class Deliberation:
         return wave.records
 
     def spent(self) -> float:
-        return sum(r.cost_usd for r in self.records if r.cost_usd is not None)
+        """What its rounds hold: each leg's bound where a cost was not read, else its cost."""
+        return sum(r.cost_bound_usd if r.cost_bound_usd is not None else r.cost_usd or 0.0
+                   for r in self.records)
 
     def left(self, key: str | None = None) -> float:
         """What the ceiling (``key``; else the tightest) has left: of the run's own, or of
         the host's shared one."""
-        spent = self._spent() if self._spent is not None else self.spent()
-        return min(run_ceiling.left(self.ceilings[k], spent)
-                   for k in ([key] if key else self.ceilings))
+        lefts = [self.account.left(k) for k in ([key] if key else self.ceilings)]
+        return min(run_ceiling.left(self.ceilings[k], self.spent()) if v is None else v
+                   for k, v in zip([key] if key else self.ceilings, lefts, strict=True))
 
     async def _rounds(self) -> None:
         self.say(f"round 1/{self.max_rounds}: {len(self.seats)} legs")

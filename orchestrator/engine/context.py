@@ -43,6 +43,7 @@ class LegContext:
     system: str | None = None
     tier: str = "default"  # "minimal" or "default"; the tiers plugin decides at leg_start
     history: list[dict[str, Any]] = field(default_factory=list)  # turns before the briefing
+    account: Any = None  # the run's Account (orchestrator/account): spend and open claims
 
     @property
     def model_name(self) -> str:
@@ -90,6 +91,7 @@ class WaveContext:
     status: str = "running"
     notices: list[str] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
+    account: Any = None  # the run's Account (orchestrator/account): spend and open claims
 
     def __setattr__(self, name: str, value: Any) -> None:
         if abandoned_site() is not None and self._late(f"wave.{name} = ..."):

@@ -57,11 +57,12 @@ class Leg:
                  timeout_s: float, ledger: LedgerAppend | None = None,
                  observe: LegObserver | None = None, tag: str | None = None,
                  project_dir: str | None = None, run_id: str | None = None,
-                 intake: Policy | None = None) -> None:
+                 intake: Policy | None = None, journal=None) -> None:
         self.ctx = ctx
         # what every request of this leg passes before the wire (orchestrator/intake/); the
         # wave's, kept off the context plugins see
         self.intake = intake or Policy()
+        self.journal = journal  # the wave's request journal (account/journal.py), or None
         self.server = server
         self.hooks = hooks
         self.timeout_s = timeout_s
@@ -74,6 +75,9 @@ class Leg:
         self._files = BackgroundWriter()
         self._conversation = JsonlFile(ctx.dir / "conversation.jsonl")
         self._saved_at = 0.0
+        self._prepared = False
+        self._dir_made = False
+        self._unprepared: BaseException | None = None  # a failure while preparing, for run()
 
     # -- records -------------------------------------------------------------------------
     @property
@@ -143,15 +147,33 @@ class Leg:
                           error=error)
 
     # -- the loop ------------------------------------------------------------------------
+    async def prepare(self) -> None:
+        """``leg_start``, the roster and the system prompt: what the first request carries,
+        known before the launch is checked (its claim counts them: docs/budgets.md). Once;
+        a failure here is kept and ends the leg when it runs."""
+        if self._prepared:
+            return
+        self._prepared = True
+        self._make_dir()  # its hooks may write there
+        try:
+            with anyio.fail_after(self.timeout_s):
+                await self.hooks.notify("leg_start", self.plugin_error, leg=self.ctx)
+                await self._prepare()
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:  # noqa: BLE001 - raised again where the leg runs
+            self._unprepared = exc
+
     async def run(self) -> None:
-        ctx, record = self.ctx, self.record
+        record = self.record
         self._make_dir()
         record.start()
         self.save()
         try:
+            await self.prepare()
+            if self._unprepared is not None:
+                raise self._unprepared
             with anyio.fail_after(self.timeout_s):
-                await self.hooks.notify("leg_start", self.plugin_error, leg=ctx)
-                await self._prepare()
                 await self._loop()
         except Refusal as refusal:
             record.finish(REFUSED, scrub(refusal.reason))
@@ -179,8 +201,20 @@ class Leg:
         self.record.finish(REFUSED, scrub(reason))
         await self._close()
 
+    async def aborted_before_start(self) -> None:
+        """Interrupted while it was prepared or its launch waited: it ends ``aborted`` as a
+        leg the signal caught would, with its files and ledger row (nothing was sent)."""
+        if self.record.ended_at is not None:
+            return
+        self._make_dir()
+        self.record.finish(ABORTED, "aborted: the wave was interrupted")
+        await self._close()
+
     def _make_dir(self) -> None:
-        """The leg's own directory, created exclusively: two legs never share one."""
+        """The leg's own directory, created exclusively (once): two legs never share one."""
+        if self._dir_made:
+            return
+        self._dir_made = True
         try:
             self.ctx.dir.mkdir(parents=True, exist_ok=False)
         except Exception as exc:
@@ -192,6 +226,8 @@ class Leg:
         and the next step still runs; nothing here raises into the wave."""
         if self.record.ended_at is None:
             self.record.finish(self.record.status)
+        if self.ctx.account is not None:
+            self.ctx.account.ended(self.ctx)  # whatever it claimed is released
         await self._ledger_row()
         self.save()
         try:
@@ -268,14 +304,13 @@ class Leg:
                                                 self.plugin_error, leg=ctx)
             admitted = self._admit(request)
             try:
-                response = await self.server.complete(ctx.model, admitted,
-                                                      on_send=self._count_request)
+                response, claim = await self._send(admitted)
             except ProviderError as exc:
                 admitted = self._admit(await self._tools_rejected(exc, request, step, final))
-                response = await self.server.complete(ctx.model, admitted,
-                                                      on_send=self._count_request)
+                response, claim = await self._send(admitted)
             request = admitted.request
-            self._bill(response, request)  # before any hook can end the leg: billed is recorded
+            # before any hook can end the leg: billed is recorded
+            self._bill(response, request, claim)
             await self._ledger_row(in_flight=True)  # durable before anything else happens
             response = await self.hooks.pipeline("after_response", "response", response,
                                                  self.plugin_error, leg=ctx, request=request)
@@ -347,18 +382,42 @@ class Leg:
             counts[rule] = counts.get(rule, 0) + n
         self.ctx.set("credentials_withheld", counts)
 
+    async def _send(self, admitted: Admitted) -> tuple[Response, float | None]:
+        """The one way a request goes on the wire (as the intake admitted it): claimed on the
+        run's account (the most it can cost), journaled durably with that claim, then sent.
+        A ``kill -9`` while it is out leaves the journal line: "in flight at the kill: may
+        be billed, at most $X"."""
+        account = self.ctx.account
+        claim = account.claim_request(self.ctx, admitted.request) if account is not None \
+            else None
+        if self.journal is not None:
+            try:
+                await anyio.to_thread.run_sync(self.journal.sent, self.ctx.leg_id,
+                                               self.record.billed + 1, self.ctx.model.name,
+                                               claim)
+            except OSError as exc:  # said on the leg (exit 2); the request still goes
+                self.io_error("request journal", exc)
+        response = await self.server.complete(self.ctx.model, admitted,
+                                              on_send=self._count_request)
+        return response, claim
+
     def _count_request(self) -> None:
         """Every request that goes on the wire, gate retries included, answered or not."""
         self.record.requests += 1
 
-    def _bill(self, response: Response, request: Request) -> None:
-        """The provider's usage and cost go on the record the moment they arrive. An answer
-        with no counts at all is estimated for the eye (``LegRecord.estimate``), never
-        billed: the ledger keeps what the provider said."""
+    def _bill(self, response: Response, request: Request, claim: float | None = None) -> None:
+        """The provider's usage and cost go on the record the moment they arrive; an answer
+        whose cost could not be read from its usage holds its ``claim`` (the record's
+        bound), and the run's account drops the claim. An answer with no counts at all is
+        estimated for the eye (``LegRecord.estimate``), never billed: the ledger keeps what
+        the provider said."""
         record = self.record
         record.billed += 1
         record.usage = record.usage + response.usage
+        record.add_bound(response.cost_usd, claim, response.usage_note is not None)
         record.add_cost(response.cost_usd, response.cost_source)
+        if self.ctx.account is not None:
+            self.ctx.account.settle(self.ctx, response)
         if response.usage_note:
             self.ctx.notice(response.usage_note)
         if not (response.usage.input_tokens or response.usage.output_tokens):

@@ -131,6 +131,13 @@ def load_wave(runs_dir: Path, wave_id: str) -> dict[str, Any]:
     extra["alive"] = alive
     if not alive:
         extra["repaired_at"] = now_iso()
+    if not alive:  # requests journaled and never answered on record: may be billed
+        from orchestrator.account.journal import at_kill, words
+
+        flying = at_kill(waves=[wave_id])
+        if flying["requests"]:
+            extra["in_flight_at_kill"] = flying
+            extra["notices"] = [*(extra.get("notices") or []), words(flying)]
     doc = build_document(wave_id=wave_id, status=status, legs=legs, chair=chair,
                          runs_dir=runs_dir, extra=extra, report=_report,
                          chair_repair=chair_repair)

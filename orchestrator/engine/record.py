@@ -44,6 +44,11 @@ class LegRecord:
     # (``usage``, marked ``usage_estimated``), never billed (the ledger keeps ``usage``)
     unreported: int = 0
     estimate: Usage = field(default_factory=Usage)
+    unread: int = 0  # answers whose cost could not be read from their usage
+    # the most the leg can have cost once an answer's cost was not read: read costs plus
+    # each such answer's claim (unknown is not zero); None while every cost was read, or
+    # once such an answer had no claim (no price)
+    cost_bound_usd: float | None = None
     started_at: str | None = None
     ended_at: str | None = None
     duration_s: float = 0.0
@@ -93,6 +98,22 @@ class LegRecord:
         if self._t0:
             self.duration_s = round(time.monotonic() - self._t0, 3)
 
+    def add_bound(self, cost_usd: float | None, claim_usd: float | None, unread: bool) -> None:
+        """Before :meth:`add_cost`: an answer whose cost could not be read from its usage
+        (``unread``: none, or garbage) holds the worst case it was sent with (its claim, or
+        the cost read from the clamped counts if that is more); read answers add their cost
+        once a bound is kept."""
+        if not unread:
+            if self.cost_bound_usd is not None:
+                self.cost_bound_usd += cost_usd or 0.0
+            return
+        self.unread += 1
+        base = (self.cost_usd or 0.0) if self.unread == 1 else self.cost_bound_usd
+        if base is None or claim_usd is None:
+            self.cost_bound_usd = None  # no price: nothing bounds it (the total is a floor)
+            return
+        self.cost_bound_usd = base + max(claim_usd, cost_usd or 0.0)
+
     def add_cost(self, cost_usd: float | None, source: str) -> None:
         """Accumulate an answer's cost; once any answer's cost is unknown the leg's total is
         unknown, and once any answer's usage was ``suspect`` the leg's is too.
@@ -127,6 +148,9 @@ class LegRecord:
             "cost_source": self.cost_source, "duration_s": self.duration_s,
             "finish_reason": self.finish_reason, "steps": self.steps, "requests": self.requests,
             "billed": self.billed,
+            "cost_bound_usd": None if self.cost_bound_usd is None
+            else round(self.cost_bound_usd, 8),
+            "unread": self.unread,
             "started_at": self.started_at, "ended_at": self.ended_at,
             "variant": self.variant, "sampling": self.sampling, "notes": self.notes,
             "plugin_errors": self.plugin_errors,
@@ -172,4 +196,6 @@ class LegRecord:
             **self.usage.to_dict(), "cost_usd": self.cost_usd, "cost_source": self.cost_source,
             "duration_s": duration, "tag": tag, "project_dir": project_dir,
             "run_id": run_id, "seq": self.billed,
+            "cost_bound_usd": None if self.cost_bound_usd is None
+            else round(self.cost_bound_usd, 10),
         }

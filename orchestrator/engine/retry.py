@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.account import Account
+from orchestrator.account.journal import at_kill, words
 from orchestrator.engine.paid import Paid, paid_legs
 from orchestrator.engine.record import COMPLETE, LegRecord
 from orchestrator.errors import OrchError
@@ -37,6 +39,8 @@ class RetryPlan:
     prior: list[LegRecord] = field(default_factory=list)  # complete answers the chair reads
     # per run ceiling (a plugin's option, e.g. max_cost): {"root", "ceiling", "spent", "left"}
     ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    account: Account | None = None  # the family's, opened from the record: the retry's
+    notices: list[str] = field(default_factory=list)  # what the retry says before it spends
     root: str = ""
     family: list[str] = field(default_factory=list)
 
@@ -140,8 +144,18 @@ def plan_retry(runs_dir: Path, wave_id: str, *, chair_model: str | None = None,
                      chair_only_if_new=not owed, root=root, family=family,
                      prior=[done[leg["leg_id"]] for leg in root_doc["legs"]
                             if leg["leg_id"] in done])
+    plan.account = _family_account(root, family, docs, ceilings)
+    flying = at_kill(waves=family)  # sent before a kill, never recorded: may be billed
+    if flying["requests"]:
+        slot_of = {leg["leg_id"]: slot for w in family
+                   for slot, leg in _slot_legs(docs[w], root_doc)}
+        again = sorted(e["leg_id"] for e in flying["legs"]
+                       if slot_of.get(e["leg_id"]) in set(plan.slots))
+        plan.notices.append(f"{words(flying)} ({', '.join(e['leg_id'] for e in flying['legs'])})"
+                            + (f"; their slots are sent again: {', '.join(again)}"
+                               if again else ""))
     for option in ceilings:
-        family_ceiling = _family_ceiling(root, docs, paid, option)
+        family_ceiling = _family_ceiling(root, docs, plan.account, option)
         if family_ceiling is not None:
             plan.ceilings[option.key] = family_ceiling
     return plan
@@ -152,18 +166,35 @@ def _ceiling_refused(chair: dict[str, Any]) -> bool:
         CEILING_REFUSALS)
 
 
-def _family_ceiling(root: str, docs: dict[str, dict[str, Any]],
-                    paid: dict[str, Paid], option) -> dict[str, Any] | None:
-    """The root's ceiling (``option``'s) and what the whole family spent (each leg as its
-    files or the ledger say, whichever knows more), or None when it had none."""
+def _family_account(root: str, family: list[str], docs: dict[str, dict[str, Any]],
+                    ceilings) -> Account:
+    """The family's one account: what the record holds for every member (the ledger's and
+    the outbox's rows, each leg's bound where a cost was not read, the requests a killed
+    member left in flight), or its own files where they know more; its ceilings are the
+    root's. Without a ceiling nothing is read (nothing would be checked against it)."""
+    whole = {o.key: (docs[root].get("options") or {}).get(o.key) for o in ceilings}
+    whole = {k: v for k, v in whole.items() if v is not None}
+    if not whole:
+        return Account(run_id=root)
+    files = {}
+    for doc in docs.values():
+        for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
+            bound = leg.get("cost_bound_usd")
+            files[leg["leg_id"]] = float(bound if bound is not None else leg.get("cost_usd")
+                                         or 0.0)
+    account = Account.open(None, whole, waves=family, files=files)
+    account.run_id = root
+    return account
+
+
+def _family_ceiling(root: str, docs: dict[str, dict[str, Any]], account: Account,
+                    option) -> dict[str, Any] | None:
+    """The root's ceiling (``option``'s) and what the whole family holds (its account), or
+    None when it had none."""
     ceiling = (docs[root].get("options") or {}).get(option.key)
     if ceiling is None:
         return None
-    spent = 0.0
-    for doc in docs.values():
-        for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
-            spent += max(leg.get("cost_usd") or 0.0,
-                         paid.get(leg["leg_id"], Paid()).cost_usd)
+    spent = account.committed()
     left = round(float(ceiling) - spent, 10)
     if left <= 0:
         raise OrchError(f"wave {root} and its retries spent ${spent:.4f} of their "

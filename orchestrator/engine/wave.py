@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 
 from orchestrator import __version__, jobscope
+from orchestrator.account import Account
 from orchestrator.chair.synthesis import FanoutChair
 from orchestrator.config import Config
 from orchestrator.engine.context import LegContext, WaveContext
@@ -32,7 +33,7 @@ from orchestrator.engine.record import (
     LegRecord,
     now_iso,
 )
-from orchestrator.errors import OrchError, PreflightError, Refusal
+from orchestrator.errors import Deferred, OrchError, PreflightError, Refusal
 from orchestrator.intake import Anonymity, Policy
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
@@ -103,7 +104,8 @@ class WaveSpec:
 
 class Wave:
     def __init__(self, spec: WaveSpec, *, pm, config: Config, ledger: LedgerSink | None = None,
-                 observe=None, server: Server | None = None) -> None:
+                 observe=None, server: Server | None = None,
+                 account: Account | None = None) -> None:
         self.spec = spec
         self.config = config
         self.hooks = HookRunner(pm, config=config, held=holders(pm, config, spec.options))
@@ -111,6 +113,16 @@ class Wave:
         self.observe = observe
         self.wave_id = spec.wave_id or new_wave_id()
         self.dir = spec.runs_dir / self.wave_id
+        # the run's account, shared by its waves (a council's stages, a bench's trials); a
+        # wave of its own has a new id, so the record holds nothing for it yet
+        self.account = account if account is not None else \
+            Account(run_id=spec.run_id or self.wave_id)
+        self.journal = None  # every request journaled before the wire (account/journal.py)
+        if ledger is not None:
+            from orchestrator.account.journal import WaveJournal
+            from orchestrator.ledger.connection import default_url
+
+            self.journal = WaveJournal(ledger.url or default_url(), self.wave_id, spec.run_id)
         # A council's stages pass one server so every stage shares its gate and counters.
         self.server = server or Server(timeout_s=spec.timeout_s)
         self.server.wave_size = max(self.server.wave_size, len(spec.models))
@@ -134,11 +146,14 @@ class Wave:
                                                                else [])])
         self.context = WaveContext(wave_id=self.wave_id, legs=[leg.ctx for leg in self.legs],
                                    config=config, dir=self.dir, options=spec.options,
-                                   chair_model=spec.chair, later_models=spec.later)
+                                   chair_model=spec.chair, later_models=spec.later,
+                                   account=self.account)
         self._legs_scope: anyio.CancelScope | None = None
         self._start_scope: anyio.CancelScope | None = None
         self._end_scope: anyio.CancelScope | None = None
         self.budget_refusals: list[dict[str, Any]] = []  # launches before_launch refused
+        self._checked: dict[str, anyio.Event] = {}  # leg id -> its launch was checked
+        self._after: dict[str, str] = {}  # leg id -> the leg whose check comes first
         self._created = now_iso()
 
     def _leg(self, leg_id: str, model: ResolvedModel, kind: str, briefing: str,
@@ -149,11 +164,12 @@ class Wave:
         ctx = LegContext(leg_id=leg_id, wave_id=self.wave_id, model=model, briefing=briefing,
                          record=record, config=self.config, dir=self.spec.runs_dir / leg_id,
                          kind=kind, max_steps=self.spec.max_steps, workspace=self.spec.workspace,
-                         options=self.spec.options, history=list(history or []))
+                         options=self.spec.options, history=list(history or []),
+                         account=self.account)
         return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
                    ledger=self.ledger.append if self.ledger else None, observe=self.observe,
                    tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id,
-                   intake=intake or self.intake)
+                   intake=intake or self.intake, journal=self.journal)
 
     @property
     def records(self) -> list[LegRecord]:
@@ -183,6 +199,7 @@ class Wave:
                     if attempted:
                         await leg.unsent()
                 self._write_file("wave.json", self.write)
+                self._close_journal()
                 raise refused
             return self.finalise()
 
@@ -213,6 +230,10 @@ class Wave:
                 await self._run_legs()
                 for text in self.server.holds.notices():  # the rate-limit gate held it back
                     self.context.notice(text)
+                unread = unread_notice(self.records + ([self.chair.record] if self.chair
+                                                       else []))
+                if unread:  # unknown is not zero: the record says the total is an upper bound
+                    self.context.notice(unread)
                 self.context.status = self.status
                 await self._end()
             outer.cancel_scope.cancel()
@@ -269,6 +290,10 @@ class Wave:
             pass
 
     async def _run_legs(self) -> None:
+        # launches are checked in the legs' order, whichever is prepared first
+        ids = [leg.ctx.leg_id for leg in self.legs]
+        self._checked = {leg_id: anyio.Event() for leg_id in ids}
+        self._after = dict(zip(ids[1:], ids, strict=False))
         with anyio.CancelScope() as self._legs_scope:
             if self.signum is not None:  # interrupted while wave_start hooks ran
                 self._legs_scope.cancel()
@@ -303,6 +328,7 @@ class Wave:
     def finalise(self) -> dict[str, Any]:
         """The final wave.json, tried a few times (a disk may free up); when it cannot be
         written the document says so and the exit code is 2 (never a clean 0)."""
+        self._close_journal()
         outboxed = self.ledger.outboxed if self.ledger else {}
         if outboxed:
             where = sorted(set(outboxed.values()))[0].split(" (")[0]
@@ -323,6 +349,12 @@ class Wave:
         doc["exit_code"] = EXIT_PARTIAL if doc["exit_code"] == EXIT_COMPLETE else \
             doc["exit_code"]
         return doc  # the notice is said by the face, with the others
+
+    def _close_journal(self) -> None:
+        """Every leg's end is recorded (ledger or outbox): its requests are settled, so the
+        wave's journal goes; kept when a row was lost (its requests stay "in flight")."""
+        if self.journal is not None:
+            self.journal.close(keep=bool(self.ledger and self.ledger.errors))
 
     async def _run_chair(self) -> None:
         if self.spec.chair_only_if_new and not any(r.status == COMPLETE for r in self.records):
@@ -356,11 +388,32 @@ class Wave:
 
     async def _launch(self, leg: Leg) -> None:
         """Start ``leg`` unless a ``before_launch`` hook (the cost ceiling) refuses it; the
-        hooks run synchronously, so each check and what it claims happen at once."""
+        hooks run synchronously, so each check and what it claims happen at once. The leg is
+        prepared first (roster, system prompt), so the check sees what its first request
+        carries. A launch only other legs' open claims keep out (:class:`Deferred`) waits,
+        in a run whose account says so (a bench), until one settles, then is checked again."""
+        self.account.join(leg.ctx)
+        leg_id = leg.ctx.leg_id
         try:
-            await self.hooks.notify("before_launch", self._on_hook_error, wave=self.context,
-                                    leg=leg.ctx)
+            await leg.prepare()
+            if leg_id in self._after:
+                await self._checked[self._after[leg_id]].wait()
+            while True:
+                seen = self.account.version
+                try:
+                    await self.hooks.notify("before_launch", self._on_hook_error,
+                                            wave=self.context, leg=leg.ctx)
+                    break
+                except Deferred:
+                    if not (self.account.waits and self.account.others_claim(leg.ctx.leg_id)):
+                        raise
+                    await self.account.changed(seen)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):  # as if it had begun: aborted, its row, files
+                await leg.aborted_before_start()
+            raise
         except (Refusal, OrchError) as exc:
+            self._turn_done(leg_id)
             reason = exc.reason if isinstance(exc, Refusal) else f"config: {exc}"
             self.budget_refusals.append({"leg_id": leg.ctx.leg_id, "kind": leg.ctx.kind,
                                          "model": leg.ctx.model.name, "reason": reason})
@@ -368,7 +421,14 @@ class Wave:
                                 f"{reason}")
             await leg.refuse(reason)
             return
+        finally:
+            self._turn_done(leg_id)
         await leg.run()
+
+    def _turn_done(self, leg_id: str) -> None:
+        event = self._checked.get(leg_id)
+        if event is not None:
+            event.set()
 
     async def _watch_signals(self, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         # the process's signals, or its job's (serve)
@@ -378,6 +438,8 @@ class Wave:
     def interrupt(self, signum: int) -> None:
         """Stop the legs as a signal would (a council watching signals itself calls this)."""
         self.signum = signum
+        if self.ledger is not None:  # the ledger gets a moment more, then the outbox
+            self.ledger.hurry()
         for scope in (self._start_scope, self._legs_scope, self._end_scope):
             if scope is not None:
                 scope.cancel()
@@ -449,6 +511,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
     everything = legs + ([chair] if chair else []) + ([chair_repair] if chair_repair else [])
     usage = sum((r.shown_usage() for r in everything), Usage())
     known = [r.cost_usd for r in everything if r.cost_usd is not None]
+    unread = [r for r in everything if r.unread]
     doc = {
         "wave_id": wave_id,
         "status": status,
@@ -459,7 +522,10 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "usage": usage.to_dict(),
         **({"usage_estimated": True} if any(r.unreported for r in everything) else {}),
         "cost_usd": round(sum(known), 8),
-        "cost_exact": len(known) == len(everything),
+        # an answer whose cost could not be read is never exact, whatever was computed
+        "cost_exact": len(known) == len(everything) and not unread,
+        # the most it can have cost: each such answer at its claim (None: nothing bounds it)
+        "cost_bound_usd": bound_of(everything) if unread else None,
         "runs_dir": str(runs_dir),
         "signal": signum,
     }
@@ -481,6 +547,33 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
     if (doc["degraded"] or doc["artifact_errors"]) and doc["exit_code"] == EXIT_COMPLETE:
         doc["exit_code"] = EXIT_PARTIAL
     return doc
+
+
+def bound_of(records: list[LegRecord]) -> float | None:
+    """The most ``records`` can have cost: each leg's bound, else its known cost; None when
+    a leg's cost is unknown with nothing to bound it (no price)."""
+    total = 0.0
+    for r in records:
+        if r.cost_bound_usd is not None:
+            total += r.cost_bound_usd
+        elif r.cost_usd is not None and not r.unread:
+            total += r.cost_usd
+        else:
+            return None
+    return round(total, 8)
+
+
+def unread_notice(records: list[LegRecord]) -> str | None:
+    """What the record says of answers whose cost could not be read (none: None)."""
+    n = sum(r.unread for r in records)
+    if not n:
+        return None
+    known = sum(r.cost_usd or 0.0 for r in records)
+    bound = bound_of(records)
+    most = (f"the total is at most ${bound:.4f} (an upper bound; ${known:.4f} was read)"
+            if bound is not None else "with no price, nothing bounds the total")
+    return (f"{n} answer(s) carried usage orch could not read: each is counted at the most "
+            f"it could cost (the claim it was sent with); {most}")
 
 
 def _note(doc: dict[str, Any], text: str) -> None:

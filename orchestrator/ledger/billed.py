@@ -32,6 +32,15 @@ class Billed:
     cost_usd: float | None
     cost_source: str
     where: str  # "ledger" or "outbox"
+    cost_bound_usd: float | None = None  # the most it can have cost: some cost was not read
+
+    @property
+    def held_usd(self) -> float:
+        """What the leg holds against a ceiling: its bound when some answer's cost was not
+        read (each such answer at its claim), else its known cost (unknown: nothing)."""
+        if self.cost_bound_usd is not None:
+            return float(self.cost_bound_usd)
+        return float(self.cost_usd) if isinstance(self.cost_usd, int | float) else 0.0
 
     @property
     def ended(self) -> bool:
@@ -54,29 +63,40 @@ def billed_legs(wave_id: str, url: str | None = None) -> dict[str, Billed]:
     return billed_waves(wave_id, url, exact=True).get(wave_id, {})
 
 
-def billed_waves(prefix: str, url: str | None = None, *, exact: bool = False
-                 ) -> dict[str, dict[str, Billed]]:
+def billed_waves(prefix: str, url: str | None = None, *, exact: bool = False,
+                 waves: frozenset[str] | None = None, strict: bool = False,
+                 ledger: bool = True) -> dict[str, dict[str, Billed]]:
     """wave_id -> its legs as :func:`billed_legs` has them, for every wave whose id starts
     with ``prefix`` (a bench's waves: ``<bench id>-``), read in one pass; ``exact``: the
-    one wave ``prefix`` names."""
+    one wave ``prefix`` names; ``waves``: these waves as well. ``strict``: a ledger that
+    cannot be opened raises (an account must not read it as nothing spent); ``ledger``
+    False: the outbox alone (the ledger did not answer in time)."""
     from orchestrator.errors import OrchError
     from orchestrator.ledger import outbox
     from orchestrator.ledger.connection import default_url, missing_sqlite_file
 
     url = url or default_url()
+    waves = frozenset(waves or ())
+
+    def wanted(wave_id: Any) -> bool:
+        wave_id = str(wave_id or "")
+        return wave_id in waves or (wave_id == prefix if exact else
+                                    bool(prefix) and wave_id.startswith(prefix))
+
     rows: list[tuple[dict[str, Any], str]] = []
-    if not missing_sqlite_file(url):
+    if ledger and not missing_sqlite_file(url):
         try:
             from orchestrator.ledger.spend import Ledger
 
             ledger = Ledger(url)  # opening replays the outbox into it
-            found = ledger.rows(wave_id=prefix) if exact else ledger.rows(wave_prefix=prefix)
+            found = ledger.rows(wave_id=prefix) if exact else \
+                ledger.rows(wave_prefix=prefix) if prefix else []
+            found += ledger.rows(wave_ids=waves) if waves else []
             rows += [(r, "ledger") for r in found]
         except OrchError:
-            pass
-    rows += [(r, "outbox") for r in outbox.journaled(url)
-             if (r.get("wave_id") == prefix if exact
-                 else str(r.get("wave_id") or "").startswith(prefix))]
+            if strict:
+                raise
+    rows += [(r, "outbox") for r in outbox.journaled(url) if wanted(r.get("wave_id"))]
     waves: dict[str, dict[str, Billed]] = {}
     for row, where in rows:
         billed = _billed(row, where)
@@ -99,6 +119,7 @@ def _billed(row: dict[str, Any], where: str) -> Billed | None:
                       provider=str(row.get("provider") or ""), status=str(row.get("status")),
                       reason=row.get("reason"), seq=None if seq is None else int(seq),
                       usage=usage, cost_usd=row.get("cost_usd"),
-                      cost_source=str(row.get("cost_source") or "unknown"), where=where)
+                      cost_source=str(row.get("cost_source") or "unknown"), where=where,
+                      cost_bound_usd=row.get("cost_bound_usd"))
     except (KeyError, TypeError, ValueError):
         return None  # a line a person must look at; the ledger's replay keeps it

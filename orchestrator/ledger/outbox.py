@@ -34,9 +34,9 @@ from typing import Any
 LOCK_WAIT_S = 5.0  # an appender waits this long for a replay to let go, then falls back
 
 
-def _fingerprint(url: str) -> str:
+def fingerprint(url: str) -> str:
     """The journal's name for the ledger at ``url``; a password is left out, so rows spooled
-    before a password change still replay after it."""
+    before a password change still replay after it (the request journal shares it)."""
     try:
         import sqlalchemy as sa
 
@@ -54,7 +54,7 @@ def locations(url: str) -> list[Path]:
     else a per-user directory under the system's temporary directory)."""
     from orchestrator import config
 
-    name = f"ledger-outbox-{_fingerprint(url)}.jsonl"
+    name = f"ledger-outbox-{fingerprint(url)}.jsonl"
     first = config.home()
     try:
         import sqlalchemy as sa

@@ -34,7 +34,7 @@ ROUND_INFIX = "-round-"
 
 # The newest migration (orchestrator/ledger/migrations/versions). A ledger at this revision opens
 # without importing Alembic; tests/test_ledger_migrations.py checks it is Alembic's head.
-HEAD = "0004"
+HEAD = "0005"
 
 
 def utcnow() -> datetime:
@@ -90,7 +90,10 @@ class SpendRow(SQLModel, table=True):
     # its first billed request and updated in place as the next ones are billed, never
     # moved back (ledger_durable.py). Null on rows written whole (before 0003, plugins).
     seq: int | None = None
-
+    # The most the leg can have cost when some answer's cost could not be read from its
+    # usage: read costs plus each such answer's claim (its worst case as sent). Null when
+    # every cost was read (0005).
+    cost_bound_usd: float | None = None
 
 
 TABLE: sa.Table = SpendRow.__table__  # type: ignore[attr-defined]

@@ -220,13 +220,16 @@ class Ledger:
     # -- reading
 
     def rows(self, since: datetime | None = None, wave_id: str | None = None,
-             run_id: str | None = None, wave_prefix: str | None = None
-             ) -> list[dict[str, Any]]:
+             run_id: str | None = None, wave_prefix: str | None = None,
+             wave_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Rows oldest first, as plain dicts (``ts`` is an aware UTC datetime).
-        ``wave_prefix``: the rows of every wave whose id starts with it (a bench's)."""
+        ``wave_prefix``: the rows of every wave whose id starts with it (a bench's);
+        ``wave_ids``: the rows of these waves (a retry's family)."""
         where = self._filters(since, wave_id, run_id)
         if wave_prefix is not None:
             where.append(TABLE.c.wave_id.startswith(wave_prefix, autoescape=True))
+        if wave_ids is not None:
+            where.append(TABLE.c.wave_id.in_(sorted(set(wave_ids))))
         query = sa.select(TABLE).where(*where)
         with self._reporting("read"), self.engine.connect() as conn:
             result = conn.execute(query.order_by(TABLE.c.ts, TABLE.c.id))
@@ -259,6 +262,9 @@ class Ledger:
             sa.func.sum(sa.case((failed, c.cost_usd), else_=None)).label("failed_cost_usd"),
             sa.func.sum(sa.case((suspect, 1), else_=0)).label("suspect_legs"),
             sa.func.sum(sa.case((suspect, c.cost_usd), else_=None)).label("suspect_cost_usd"),
+            sa.func.sum(sa.case((c.cost_bound_usd.is_not(None), 1), else_=0)).label(
+                "bounded_legs"),
+            sa.func.sum(sa.func.coalesce(c.cost_bound_usd, c.cost_usd)).label("bound_cost_usd"),
         ]
         where = self._filters(since, None, None)
         with self._reporting("read"), self.engine.connect() as conn:
@@ -290,6 +296,10 @@ class Ledger:
             "failed_cost_usd": _money(totals.failed_cost_usd),
             "suspect_legs": _int(totals.suspect_legs),
             "suspect_cost_usd": _money(totals.suspect_cost_usd),
+            # rows whose answers' cost could not all be read, and the most everything cost
+            # (each such answer at its claim; a row of unknown price adds nothing)
+            "bounded_legs": _int(totals.bounded_legs),
+            "bound_cost_usd": _money(totals.bound_cost_usd),
             "groups": groups,
         }
 
@@ -431,10 +441,11 @@ def _check_vocabulary(row: dict[str, Any]) -> None:
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool)
                             or not 0 <= seq < 2**31):
         raise ValueError(f"spend row seq {seq!r} is not a request count")
-    cost = row.get("cost_usd")
-    if cost is not None and not (isinstance(cost, int | float) and math.isfinite(cost)
-                                 and cost >= 0):
-        raise ValueError(f"spend row cost_usd {cost!r} is not a number of dollars")
+    for name in ("cost_usd", "cost_bound_usd"):
+        cost = row.get(name)
+        if cost is not None and not (isinstance(cost, int | float) and math.isfinite(cost)
+                                     and cost >= 0):
+            raise ValueError(f"spend row {name} {cost!r} is not a number of dollars")
 
 
 # --- reading --since ---------------------------------------------------------------------------

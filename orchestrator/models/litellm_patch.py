@@ -14,6 +14,11 @@ lost as "Invalid response object". :func:`honest_usage` reads each count first
 (:mod:`orchestrator.models.token_counts`), passes litellm a safe int and keeps what it fixed on the
 usage (``orch_unreadable``), so ``server.usage_of`` marks the answer ``suspect``. A usage
 built with no counts at all is marked ``orch_absent``: the reply carried none.
+
+Before litellm sees a reply, the OpenAI SDK validates its usage leniently: ``"prompt_tokens":
+true`` became 1 token, priced as declared. :func:`strict_counts` makes the SDK's usage model
+strict, so a count that is no number reaches :func:`honest_usage` as it was sent (the SDK
+then builds the usage unvalidated) and the answer is ``suspect``.
 """
 
 from __future__ import annotations
@@ -91,6 +96,19 @@ def _usage_object(convert: Any) -> Any:
 
     wrapped._orch_wrapped = True  # type: ignore[attr-defined]
     return wrapped
+
+
+def strict_counts() -> None:
+    """The OpenAI SDK's usage model validated strictly (idempotent): a bool, text or fraction
+    is no int there, so the SDK keeps the value as sent instead of coercing ``true`` to 1."""
+    try:
+        from openai.types.completion_usage import CompletionUsage
+    except Exception:  # another SDK layout: litellm's Usage is still corrected
+        return
+    if CompletionUsage.model_config.get("strict"):
+        return
+    CompletionUsage.model_config["strict"] = True
+    CompletionUsage.model_rebuild(force=True)
 
 
 def honest_usage(lm: Any) -> None:

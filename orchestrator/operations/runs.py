@@ -302,20 +302,32 @@ def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
 
         return load_wave(runs_dir, entry.id)
     if entry.kind == "bench" and not entry.dirs[0].is_file():  # its waves, no results
-        return {"bench_id": entry.id, "status": entry.status, "exit_code": entry.exit_code,
-                "waves": entry.waves or [], "trials": None, "cost_usd": entry.cost_usd,
-                "error": "no results file: the bench is running, or was killed before "
-                         "it wrote one"}
+        return with_in_flight({
+            "bench_id": entry.id, "status": entry.status, "exit_code": entry.exit_code,
+            "waves": entry.waves or [], "trials": None, "cost_usd": entry.cost_usd,
+            "error": "no results file: the bench is running, or was killed before it wrote "
+                     "one"}, entry.id)
     path = entry.dirs[0] if entry.dirs[0].is_file() else entry.dirs[0] / "run.json"
     try:
         doc = settled(read_json(path), path.parent)
         if entry.kind == "bench" and isinstance(doc, dict) and "running" in doc:
             doc = {**doc, "status": entry.status, "exit_code": entry.exit_code,  # partial
                    "cost_usd": entry.cost_usd, "waves": entry.waves or []}
-        return doc
+        return with_in_flight(doc, entry.id)
     except (OSError, ValueError) as exc:
         raise OrchError(f"{path} cannot be read ({exc}); the run's other files are "
                         "beside it") from None
+
+
+def with_in_flight(doc: Any, run_id: str) -> Any:
+    """A run no process runs any more, with the requests its waves journaled that no row
+    records: "in flight at the kill: may be billed, at most $X" (account/journal.py)."""
+    if not isinstance(doc, dict) or doc.get("status") == "running":
+        return doc
+    from orchestrator.account.journal import at_kill
+
+    flying = at_kill(prefix=f"{run_id}-")
+    return {**doc, "in_flight_at_kill": flying} if flying["requests"] else doc
 
 
 def live_legs(runs_dir: Path, wave_id: str) -> list[dict[str, Any]]:
