@@ -171,8 +171,10 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
             kept_from[key] = family["root"]
         prior = plan.prior
         account = plan.account
+        from orchestrator.notices import say
+
         for note in plan.notices:  # e.g. requests in flight at a kill: said before spending
-            click.echo(f"orch: {note}", err=True)
+            say(note)
     else:
         specs = choose_models(models, council, cfg,
                               runtime.plugin_manager(enabled=not no_plugins))
