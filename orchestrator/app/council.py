@@ -4,11 +4,10 @@ budgets' plugins), then the CouncilRun. `orch council run` (and the daemon runni
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from orchestrator.app.budgets import require_budget_plugins
-from orchestrator.errors import OrchError
+from orchestrator.errors import UsageProblem
 
 
 def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[str] | None,
@@ -24,7 +23,7 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
     from orchestrator import config as config_mod
     from orchestrator import runtime
     from orchestrator.app.model_choice import choose_models
-    from orchestrator.app.warm import import_litellm_quietly
+    from orchestrator.app.warm import import_litellm_meanwhile
     from orchestrator.council.preflight import preflight
     from orchestrator.council.run import CouncilRun
     from orchestrator.models.resolve import resolve_all
@@ -32,7 +31,7 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
     specs = choose_models(models, council_name, cfg)
     chair = chair or cfg.defaults.get("chair")
     if not chair:
-        raise OrchError("no chair: pass --chair MODEL (a model that is not a seat) or set "
+        raise UsageProblem("no chair: pass --chair MODEL (a model that is not a seat) or set "
                         "`defaults.chair` in config.json")
     from orchestrator.security.workspace_root import choose as choose_workspace
 
@@ -44,7 +43,7 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
     check_plugin_config(cfg, pm)  # plugin_config.output_budget.tokens: -5 stops here
     seats = resolve_all(specs, cfg, pm)
     chair_model = resolve_all([chair], cfg, pm)[0]
-    import_litellm_quietly()
+    import_litellm_meanwhile()
     workspace_rules = cfg.plugin_config("workspace")  # the diff's files follow the tools' rules
     plan = preflight(seats=seats, chair=chair_model, prompt=text, diff=diff, paths=context,
                      cwd=Path.cwd(), prompt_source=prompt_source,
@@ -55,7 +54,9 @@ def prepare_council(text: str, prompt_source: str, *, cfg, models: str | list[st
 
         check_models_exist([*seats, chair_model], cfg)
     if notice and tools_mode == "read" and not quiet:  # said once the run is sure to start
-        print(f"orch: {notice}", file=sys.stderr)
+        from orchestrator.notices import say
+
+        say(notice)
     run = CouncilRun(plan, pm=pm, config=cfg, runs_dir=runs_dir or config_mod.runs_dir(),
                      timeout_s=timeout_min * 60, max_steps=max_steps, tag=tag,
                      project_dir=os.getcwd(), workspace=root, observe=observe,

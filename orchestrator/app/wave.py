@@ -5,12 +5,11 @@ it."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from orchestrator.app.budgets import require_budget_plugins
 from orchestrator.briefing import check_briefing
-from orchestrator.errors import OrchError, UsageProblem
+from orchestrator.errors import UsageProblem
 from orchestrator.models.addressing import check_key
 from orchestrator.models.resolve import resolve_all
 from orchestrator.security.workspace_root import choose as choose_workspace
@@ -63,7 +62,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
 
     check_outcome(chair=chair, rounds=rounds, aggregate=aggregate, synthesis=synthesis)
     if len(specs) > max_legs:
-        raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
+        raise UsageProblem(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
     pm = runtime.plugin_manager(enabled=not no_plugins)
     require_budget_plugins(budgets, pm, no_plugins, cfg, kept_from)
@@ -79,7 +78,9 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
         check_models_exist([*resolved, *([chair_model] if chair_model else [])], cfg)
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
     if notice and (tools_mode or "read") == "read" and not quiet:
-        print(f"orch: {notice}", file=sys.stderr)
+        from orchestrator.notices import say
+
+        say(notice)
     spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs,
                     timeout_s=timeout_min * 60, max_steps=max_steps, chair=chair_model, tag=tag,
                     project_dir=os.getcwd(), workspace=root, retry_of=retry_of, prior=prior or [],

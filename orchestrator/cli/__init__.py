@@ -23,7 +23,7 @@ COMMANDS = {
     "council": "orchestrator.cli.council:council",
     "plugins": "orchestrator.cli.plugins_cmd:plugins",
     "model": "orchestrator.cli.model_cmds:model",
-    "server": "orchestrator.cli.server_cmds:server",
+    "server": "orchestrator.cli.server_cmds:server",  # the old `orch local` start|stop|status
     "local": "orchestrator.cli.server_cmds:local",
     "doctor": "orchestrator.cli.doctor:doctor",
     "runs": "orchestrator.cli.runs:runs",
@@ -55,11 +55,19 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help without importing every command module: keep `orch --help` fast.
-        rows = [(name, SUMMARIES.get(name, "")) for name in COMMANDS]
+        rows = [(name, SUMMARIES[name]) for name in COMMANDS if name in SUMMARIES]
         rows += [(n, c.get_short_help_str(60)) for n, c in self.commands.items()
                  if n not in COMMANDS]
         with formatter.section("Commands"):
             formatter.write_dl(sorted(rows))
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.exceptions.ClickException as exc:  # `orch --bogus`: one line too
+            from orchestrator.cli.usage import one_line
+
+            raise one_line(exc) from None
 
     def invoke(self, ctx: click.Context):
         from orchestrator.security.scrubbed_io import scrubbed_output
@@ -79,8 +87,11 @@ class LazyGroup(click.Group):
         except Terminated:
             click.echo("orch: terminated", err=True)
             ctx.exit(143)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
-                BrokenPipeError):
+        except click.exceptions.ClickException as exc:  # a usage mistake: one line, exit 2
+            from orchestrator.cli.usage import one_line
+
+            raise one_line(exc) from None
+        except (click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # BrokenPipeError: stdout's reader left; main() ends quietly
         except Exception as exc:  # a bug, not bad input: still one line, the trace in the log
             from orchestrator.runtime import log
@@ -104,8 +115,8 @@ SUMMARIES = {
     "council": "Multi-model review and saved model lists (council run|save|list|stats).",
     "plugins": "List plugins: where each came from, its hooks, whether it loaded.",
     "model": "Per-model settings: capability tier (model set-tier|tiers).",
-    "server": "The shared local model server (server start|stop|status).",
-    "local": "The local server's binary and GGUF models (local build|add|list|remove).",
+    "local": "The embedded local model: its server (local start|stop|status), binary and "
+             "GGUF models (local build|add|list|remove).",
     "doctor": "Check the set-up: keys, endpoints, names, variants, local model, plugins.",
     "runs": "List past waves and councils; show, search, tail or clean them up (runs show|search|tail|gc).",
     "models": "Every model you can address, with window, ceiling, prices and abilities.",
@@ -148,6 +159,10 @@ def cli() -> None:
     (default warning): one line each (orch: LEVEL: ...), JSON lines only with --log-json;
     stdout carries only each command's output.
     """
+    from orchestrator import runtime
+
+    if runtime.job_logging is None:  # each command starts at LOG_LEVEL: an earlier -q in
+        runtime.configure_logging.cache_clear()  # this process (CliRunner) does not linger
 
 
 def _command_word() -> str | None:
@@ -165,8 +180,9 @@ def _register_plugin_commands() -> None:
     if word in COMMANDS:
         return  # a built-in command runs: plugin commands can't be what was asked for
     from orchestrator import runtime
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.declared import add_commands
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
     if word in (None, "--help", "-h", "--version"):  # the command list (or a TAB on the
         # command word): only the plugins that can add a command; the built-ins declare

@@ -9,7 +9,7 @@ import click
 
 from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.plugin_options import PluginOptionsCommand, PluginOptionsGroup
-from orchestrator.errors import OrchError
+from orchestrator.errors import UsageProblem
 
 PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothing else.",
               "files": {"README.md": "This folder is a probe of orch bench.\n"},
@@ -165,7 +165,7 @@ def _init(path: Path) -> int:
     from orchestrator.bakeoff.plan import STARTER
 
     if path.exists():
-        raise OrchError(f"{path} already exists; edit it, or pass --config OTHER.toml with "
+        raise UsageProblem(f"{path} already exists; edit it, or pass --config OTHER.toml with "
                         "--init to write a new one")
     path.write_text(STARTER, encoding="utf-8")
     click.echo(f"wrote {path}; next: orch bench --config {path} --dry-run")

@@ -16,7 +16,8 @@ import click
 
 from orchestrator.bakeoff import contestants as cmd
 from orchestrator.bakeoff.plan import Plan, describe_estimate, estimate
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
+from orchestrator.notices import say
 
 
 def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -25,8 +26,9 @@ def resolve(plan: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     from orchestrator.bakeoff.run import TierPin
     from orchestrator.budget_guards import require_guards
     from orchestrator.models.resolve import resolve_all
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.fail_closed import require_loaded
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
     cfg = runtime.config()
     resolved, pms = {}, {}
@@ -258,8 +260,8 @@ def choose_sandbox(needed: bool, unsafe: bool) -> str | None:
 
     path = choose(needed=needed, unsafe=unsafe)
     if unsafe and needed:
-        click.echo(f"orch: {UNSAFE_FLAG}: verify checks and command contestants run without "
-                   "bubblewrap (a scrubbed environment and resource limits only)", err=True)
+        say(f"{UNSAFE_FLAG}: verify checks and command contestants run without bubblewrap "
+            "(a scrubbed environment and resource limits only)", "warning")
     return path
 
 
@@ -289,12 +291,12 @@ def execute(plan: Plan, resolved, pms, *, yes: bool, out: Path | None, as_json: 
                             "give its full path (orch bench --check lists every contestant)")
     guard = guard or plan.guard(choose_sandbox(plan.needs_sandbox, unsafe), unsafe=unsafe)
     if junit is not None and junit.is_dir():
-        raise OrchError(f"--junit-xml {junit} is a directory; pass a file name")
+        raise UsageProblem(f"--junit-xml {junit} is a directory; pass a file name")
     confirm(plan, resolved, yes)
     bench_id = previous["bench_id"] if previous else new_bench_id()
     path = out or config_mod.home() / "bench" / f"{bench_id}.json"
     if path.exists() and path.is_dir():
-        raise OrchError(f"--out {path} is a directory; pass a file name")
+        raise UsageProblem(f"--out {path} is a directory; pass a file name")
     guard.secret = (*guard.secret, path.parent)  # the results: past answers and checks' words
     if out is not None and previous is None:  # `orch runs` finds it through this link
         from orchestrator.operations.runs import LINK
@@ -378,8 +380,8 @@ def save_partial(path: Path, doc: dict[str, Any], run: dict[str, Any] | None = N
     except OSError as exc:
         if path not in _UNWRITABLE:
             _UNWRITABLE.add(path)
-            click.echo(f"orch: warning: the partial results {path} cannot be written "
-                       f"({exc.strerror or exc})", err=True)
+            say(f"the partial results {path} cannot be written ({exc.strerror or exc})",
+                "warning")
 
 
 _UNWRITABLE: set[Path] = set()
@@ -409,16 +411,16 @@ def resume_bench(file: Path, *, retry_failed: bool, retry_excluded: bool, yes: b
     if settled and not again:  # nothing to send: the settled trials are the resume
         finish(resume.merge(doc, [], {}, settled), file, as_json=as_json, junit=junit)
     if not again:
-        click.echo(f"nothing to run: every trial of {file} was graded"
-                   + ("" if retry_failed and retry_excluded else
-                      " (--retry-failed, --retry-excluded run those again)"), err=True)
+        say(f"nothing to run: every trial of {file} was graded"
+            + ("" if retry_failed and retry_excluded else
+               " (--retry-failed, --retry-excluded run those again)"))
         sys.exit(0)
     resolved, pms = resolve(plan)
     counts: dict[str, int] = {}
     for why in again.values():
         counts[why] = counts.get(why, 0) + 1
-    click.echo(f"resuming {doc['bench_id']}: {len(again)} trial(s) to run ("
-               + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")", err=True)
+    say(f"resuming {doc['bench_id']}: {len(again)} trial(s) to run ("
+        + ", ".join(f"{n} {k}" for k, n in counts.items()) + ")")
     execute(plan, resolved, pms, yes=yes, out=file, as_json=as_json, unsafe=unsafe,
             maxfail=maxfail, quiet=quiet, junit=junit, previous=doc, again=again,
             settled=settled, guard=guard)
@@ -439,8 +441,8 @@ def settle_killed(doc: dict[str, Any], plan: Plan, unsafe: bool, quiet: bool
         settled = regrade.settle(doc, plan, config_mod.runs_dir(), guard)
     except KeyboardInterrupt:
         guard.running.stop()  # the check it was grading with
-        click.echo("orch: interrupted while grading the answers a killed run saved; nothing "
-                   "was sent and the results file is unchanged", err=True)
+        say("interrupted while grading the answers a killed run saved; nothing was sent "
+            "and the results file is unchanged", always=True)
         sys.exit(130)
     for row in settled:
         if not quiet or row["excluded"]:
@@ -502,11 +504,9 @@ def finish(doc: dict[str, Any], path: Path, *, as_json: bool, probe: bool = Fals
         click.echo(report.terminal(doc))
     stop = doc.get("interrupted")
     if stop:  # everything measured so far is on disk: say where, in one line
-        click.echo(f"orch: {'stopped' if not stop['signal'] else 'interrupted'} "
-                   f"({stop['signal_name']}) after "
-                   f"{len(stop['complete'])} of {stop['planned']} trials; partial results: "
-                   f"{path} (report: {md}; `orch bench resume {path}` runs the rest)",
-                   err=True)
+        say(f"{'stopped' if not stop['signal'] else 'interrupted'} ({stop['signal_name']}) "
+            f"after {len(stop['complete'])} of {stop['planned']} trials; partial results: "
+            f"{path} (report: {md}; `orch bench resume {path}` runs the rest)", always=True)
         sys.exit(1 if not stop["signal"] else 128 + stop["signal"])
     click.echo(f"results: {path}\nreport: {md} · {page}", err=True)
     if probe:  # a probe is a check: every contestant must start and pass the tiny task
@@ -537,7 +537,7 @@ def load_results(file: Path) -> dict[str, Any]:
         if not isinstance(doc, dict) or "trials" not in doc or "settings" not in doc:
             raise ValueError("not an orch bench results file")
     except FileNotFoundError:
-        raise OrchError(f"{file} does not exist; pass a results file from ORCH_HOME/bench/") \
+        raise UsageProblem(f"{file} does not exist; pass a results file from ORCH_HOME/bench/") \
             from None
     except (OSError, ValueError) as exc:
         raise OrchError(f"{file} cannot be read as bench results: {exc}") from None
@@ -554,9 +554,9 @@ def show(file: Path, task: str | None, contestant: str | None) -> None:
     tasks = doc["settings"].get("tasks") or sorted({r["task"] for r in doc["trials"]})
     names = [c["name"] for c in doc["settings"].get("contestants") or []]
     if task is not None and task not in tasks:
-        raise OrchError(f"no task {task!r} in {file}; its tasks: {', '.join(tasks[:20])}")
+        raise UsageProblem(f"no task {task!r} in {file}; its tasks: {', '.join(tasks[:20])}")
     if contestant is not None and contestant not in names:
-        raise OrchError(f"no contestant {contestant!r} in {file}; its contestants: "
+        raise UsageProblem(f"no contestant {contestant!r} in {file}; its contestants: "
                         f"{', '.join(names)}")
     if contestant is None:
         lines = browse.listing(doc, task)

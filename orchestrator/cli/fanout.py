@@ -9,10 +9,11 @@ import click
 
 from orchestrator import config as config_mod
 from orchestrator.app.model_choice import choose_models
-from orchestrator.app.warm import import_litellm_quietly
+from orchestrator.app.warm import import_litellm_meanwhile
 from orchestrator.app.wave import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN, prepare_wave
 from orchestrator.briefing import (
     compose,
+    positional_prompt,
     prompt_source_name,
     read_context,
     read_prompt,
@@ -69,20 +70,23 @@ from orchestrator.errors import OrchError
 @click.option("--no-validate-models", "no_validate", is_flag=True,
               help="Send model names as given, even ones the provider's list does not have.")
 @no_daemon_option
+@click.argument("words", nargs=-1, metavar="[PROMPT]")
 def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggregate, rounds,
            peers, timeout_min,
            max_steps,
            tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
-           no_validate, budgets):
+           no_validate, budgets, words):
     """Run one briefing on several models at once and print every answer.
 
     All legs run concurrently on one shared server; each leg's tokens and dollars go to the
     spend ledger (orch spend), its files to RUNS_DIR/<wave_id>-<n>/. Exit code: 0 all legs
     complete, 2 partial, 1 none complete, 130/143 interrupted.
 
+    PROMPT, the briefing, may be given as the one argument instead of --prompt.
+
     \b
     Examples:
-      orch fanout -m openai/gpt-4o-mini,myvllm/qwen3-8b -p "Why does this test flake?" \\
+      orch fanout -m openai/gpt-4o-mini,myvllm/qwen3-8b "Why does this test flake?" \\
                   -c tests/test_x.py
       git diff | orch fanout --council reviewers --chair anthropic/claude-sonnet-4-5
       orch fanout --retry-failed 20261130-101500-ab12
@@ -92,6 +96,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
 
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
+    prompt = positional_prompt(words, prompt, prompt_file)
     if rounds > 1 and retry_failed:
         raise click.UsageError("--retry-failed re-runs one round of legs; drop --rounds")
     if peers is not None and rounds == 1:
@@ -166,8 +171,10 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
             kept_from[key] = family["root"]
         prior = plan.prior
         account = plan.account
+        from orchestrator.notices import say
+
         for note in plan.notices:  # e.g. requests in flight at a kill: said before spending
-            click.echo(f"orch: {note}", err=True)
+            say(note)
     else:
         specs = choose_models(models, council, cfg,
                               runtime.plugin_manager(enabled=not no_plugins))
@@ -186,7 +193,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
     if rounds > 1:  # a deliberation: orchestrator/deliberation
         from orchestrator.deliberation.command import deliberate, print_outcome
 
-        import_litellm_quietly()
+        import_litellm_meanwhile()  # meanwhile the wave starts: its first lines said
         doc = deliberate(spec, pm, cfg, LedgerSink().preflight(), rounds=rounds, peers=peers,
                          quiet=quiet or as_json)
     else:
@@ -203,6 +210,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
 
         for line in [*synthesis_lines(doc.get("synthesis")), *vote_lines(doc.get("aggregate"))]:
             click.echo(line)
+    say_run(doc)
     sys.exit(doc["exit_code"])
 
 
@@ -214,7 +222,7 @@ def run_wave(spec, pm, cfg, ledger, *, quiet: bool, account=None) -> dict:
     from orchestrator.engine.wave import Wave
     from orchestrator.progress import make_progress
 
-    import_litellm_quietly()
+    import_litellm_meanwhile()  # meanwhile the wave starts: its first lines said
     progress = make_progress(quiet)
     wave = Wave(spec, pm=pm, config=cfg, ledger=ledger, observe=progress, account=account)
 
@@ -227,6 +235,11 @@ def run_wave(spec, pm, cfg, ledger, *, quiet: bool, account=None) -> dict:
 
 def _money(value) -> str:
     return "unknown" if value is None else f"${value:.4f}"
+
+
+def _estimated(doc: dict) -> str:
+    """A provider reported no usage for some answer: the counts shown are estimates."""
+    return " (estimated)" if doc.get("usage_estimated") else ""
 
 
 def answer_groups(doc: dict) -> list[list[dict]]:
@@ -257,13 +270,14 @@ def _leg_head(leg: dict) -> None:
     u = leg["usage"]
     title = "chair: " if leg.get("kind") == "chair" else ""
     click.echo(f"== {title}{leg['model']} ({leg['leg_id']}) · {leg['status']} · "
-               f"{u['input_tokens']}+{u['output_tokens']} tok · {_money(leg['cost_usd'])} · "
-               f"{leg['duration_s']:.1f}s")
+               f"{u['input_tokens']}+{u['output_tokens']} tok{_estimated(leg)} · "
+               f"{_money(leg['cost_usd'])} · {leg['duration_s']:.1f}s")
     if leg.get("reason"):
         click.echo(f"Reason: {leg['reason']}")
 
 
 def print_human(doc: dict) -> None:
+    """The answers on stdout (what the run says about itself: :func:`say_run`)."""
     from orchestrator.security.secrets import scrub_doc
 
     doc = scrub_doc(doc)  # answers and reasons are free text: key shapes masked too
@@ -273,8 +287,6 @@ def print_human(doc: dict) -> None:
             _leg_head(leg)
             if leg.get("answer") and not shared:
                 click.echo(leg["answer"].rstrip())
-            for note in leg.get("notes") or []:
-                click.echo(f"Note: {note}")
             if not shared:
                 click.echo("")
         if shared:  # one answer held by several legs: printed once, with their names
@@ -282,14 +294,34 @@ def print_human(doc: dict) -> None:
                        f"({len(group)} legs, the same answer):")
             click.echo(group[0]["answer"].rstrip())
             click.echo("")
+
+
+def say_run(doc: dict) -> None:
+    """What the run says about itself, as ``orch:`` lines on stderr, with or without
+    ``--json``: each leg's notes, the wave's notices, what degraded it, its totals and
+    files."""
+    from orchestrator.notices import say
+    from orchestrator.security.secrets import scrub_doc
+
+    doc = scrub_doc(doc)
+    legs = [*doc["legs"], *([doc["chair"]] if doc.get("chair") else []),
+            *([doc["chair_repair"]] if doc.get("chair_repair") else [])]
+    for leg in legs:
+        title = "chair " if leg.get("kind") == "chair" else ""
+        for note in leg.get("notes") or []:
+            say(f"{title}{leg['model']} ({leg['leg_id']}): {note}")
     for notice in doc.get("notices") or []:
-        click.echo(f"Notice: {notice}")
+        say(notice)
     for reason in doc.get("degraded") or []:  # budgets stopped work: exit 2 (docs/budgets.md)
-        click.echo(f"Degraded: {reason}")
+        say(f"degraded: {reason}", "warning")
+    say(wave_totals(doc))
+
+
+def wave_totals(doc: dict) -> str:
+    """The wave's one closing line: status, legs, tokens, dollars, where its files are."""
     u = doc["usage"]
     exact = "" if doc["cost_exact"] else " (a floor: some legs' cost is unknown)"
     legs = len(doc["legs"])
-    click.echo(f"Wave {doc['wave_id']}: {doc['status']} · {legs} leg{'s' * (legs != 1)} · "
-               f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
-               f"{_money(doc['cost_usd'])}{exact}")
-    click.echo(f"Runs: {doc['runs_dir']}/{doc['wave_id']}")
+    return (f"wave {doc['wave_id']}: {doc['status']} · {legs} leg{'s' * (legs != 1)} · "
+            f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens{_estimated(doc)} · "
+            f"{_money(doc['cost_usd'])}{exact} · files: {doc['runs_dir']}/{doc['wave_id']}")

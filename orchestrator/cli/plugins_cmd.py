@@ -28,9 +28,9 @@ def plugins(plugin_name: str | None, as_json: bool) -> None:
     if plugin_name is not None:
         infos = [i for i in infos if i.name == plugin_name]
         if not infos:
-            from orchestrator.errors import OrchError
+            from orchestrator.errors import UsageProblem
 
-            raise OrchError(f"no plugin {plugin_name!r} is installed; `orch plugins` lists them")
+            raise UsageProblem(f"no plugin {plugin_name!r} is installed; `orch plugins` lists them")
     allow, deny = selection(section)
     unknown = sorted(({*(allow or ()), *deny}) - {i.name for i in infos})
     if as_json:

@@ -64,15 +64,13 @@ class LegContext:
         self.record.extra[key] = value
 
     def notice(self, text: str) -> None:
-        """A one-line Note shown with the leg's answer and logged on stderr."""
+        """A one-line note on the leg's record (``notes``), said once by the face that
+        shows the run (``orch fanout``: an ``orch:`` line on stderr, orchestrator/notices.py)."""
         if self.record.late("leg.notice(...)"):
             return
         text = capped(text, 1000)
         if text not in self.record.notes:
             self.record.notes.append(text)
-            from orchestrator.runtime import log
-
-            log().warning("notice", leg_id=self.leg_id, model=self.model.name, note=text)
 
     def plugin_config(self, plugin: str) -> dict[str, Any]:
         return self.config.plugin_config(plugin)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -274,8 +273,9 @@ class LedgerSink:
         if isinstance(where, OSError):
             lost = scrub(f"ledger: {why}; outbox: {_brief(where)}")
             if not self._errors:
-                print(f"orch: warning: the spend ledger could not record a row: {lost}",
-                      file=sys.stderr)
+                from orchestrator.notices import say
+
+                say(f"the spend ledger could not record a row: {lost}", "warning")
             self._errors[leg] = f"{row.get('leg_id')}: {lost}"
             self._outcome[id(row)] = LedgerLost(lost)
             return

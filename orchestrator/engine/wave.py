@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets as _random
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -365,8 +364,7 @@ class Wave:
         doc["notices"] = [*doc["notices"], text]
         doc["exit_code"] = EXIT_PARTIAL if doc["exit_code"] == EXIT_COMPLETE else \
             doc["exit_code"]
-        print(f"orch: warning: {text}", file=sys.stderr)
-        return doc
+        return doc  # the notice is said by the face, with the others
 
     def _close_journal(self) -> None:
         """Every leg's end is recorded (ledger or outbox): its requests are settled, so the
@@ -527,7 +525,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
     engine/degraded.py). ``chair_repair``: a structured synthesis's repair prompt, billed
     with the wave, not counted in its status."""
     everything = legs + ([chair] if chair else []) + ([chair_repair] if chair_repair else [])
-    usage = sum((r.usage for r in everything), Usage())
+    usage = sum((r.shown_usage() for r in everything), Usage())
     known = [r.cost_usd for r in everything if r.cost_usd is not None]
     unread = [r for r in everything if r.unread]
     doc = {
@@ -538,6 +536,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "chair": chair.to_dict() if chair else None,
         **({"chair_repair": chair_repair.to_dict()} if chair_repair else {}),
         "usage": usage.to_dict(),
+        **({"usage_estimated": True} if any(r.unreported for r in everything) else {}),
         "cost_usd": round(sum(known), 8),
         # an answer whose cost could not be read is never exact, whatever was computed
         "cost_exact": len(known) == len(everything) and not unread,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 
 import pluggy
@@ -366,10 +365,3 @@ def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, wa
         if warn:
             warn(f"plugin {name}: {message}")
 
-
-def stderr_warn(line: str) -> None:
-    import logging
-
-    if logging.getLogger().level > logging.WARNING:
-        return  # -q (or LOG_LEVEL=error): only errors reach stderr
-    print(f"orch: warning: {line}", file=sys.stderr)
