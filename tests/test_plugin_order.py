@@ -135,3 +135,4 @@ def test_an_unreadable_constraint_is_ignored_with_a_warning():
     assert constraint("AFTER", 3, warnings) == ()
     assert warnings and "AFTER = 3" in warnings[0]
     assert constraint("BEFORE", "tiers", []) == (("*", ("tiers",)),)
+
