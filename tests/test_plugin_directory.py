@@ -184,3 +184,35 @@ def test_from_argv_reads_only_options_before_the_command(monkeypatch):
     assert "ORCH_PLUGINS_DIR" not in os.environ
     from_argv(["--log-json", "--plugins-dir=/d", "plugins"])
     assert os.environ["ORCH_PLUGINS_DIR"] == "/d"
+
+
+def test_a_file_others_could_write_is_never_run(plugins_dir):
+    marker = plugins_dir.parent / "imported"
+    shared = plugins_dir / "shared.py"
+    shared.write_text(f"open({str(marker)!r}, 'w').write('yes')\n" + STAMP)
+    shared.chmod(0o666)
+    pm, warnings = _load()
+    assert pm.infos["shared"].status == "broken"
+    assert pm.infos["shared"].error == \
+        f"{shared} is writable by group or others: not run; chmod go-w {shared}"
+    assert not marker.exists() and any("chmod go-w" in w for w in warnings)
+    shared.chmod(0o644)
+    plugins_dir.chmod(0o777)  # the folder counts too: anyone could swap the file
+    try:
+        pm, _ = _load()
+        assert pm.infos["shared"].status == "broken" and not marker.exists()
+    finally:
+        plugins_dir.chmod(0o755)
+    assert _load()[0].infos["shared"].status == "loaded" and marker.exists()
+
+
+def test_a_named_folder_that_is_missing_is_said(orch_home, tmp_path, monkeypatch):
+    from orchestrator.cli import cli
+
+    monkeypatch.setenv("ORCH_PLUGINS_DIR", str(tmp_path / "nope"))
+    _, warnings = _load()
+    assert warnings == [f"the plugins folder {tmp_path / 'nope'} (ORCH_PLUGINS_DIR) is not a "
+                        "folder: no file plugins load"]
+    monkeypatch.delenv("ORCH_PLUGINS_DIR")
+    wrong = CliRunner().invoke(cli, ["--plugins-dir", str(tmp_path / "nope"), "plugins"])
+    assert wrong.exit_code == 2 and "does not exist" in wrong.output

@@ -141,6 +141,7 @@ def _plugins_dir(ctx: click.Context, param: click.Parameter, value: str | None) 
 @click.option("--log-json", is_flag=True, expose_value=False, is_eager=True,
               callback=_log_json, help="Logs as JSON lines on stderr (default: one orch: line each).")
 @click.option("--plugins-dir", metavar="DIR", expose_value=False, is_eager=True,
+              type=click.Path(exists=True, file_okay=False),
               callback=_plugins_dir,
               help="Load every *.py in DIR as a plugin (default: config plugins.dir, else "
                    "ORCH_HOME/plugins).")

@@ -24,7 +24,7 @@ def plugins(plugin_name: str | None, as_json: bool) -> None:
     from orchestrator import runtime
     from orchestrator.plugin_host import order
     from orchestrator.plugin_host.hooks import HookRunner
-    from orchestrator.plugin_host.plugins import HOOK_NAMES, load, selection
+    from orchestrator.plugin_host.plugins import HOOK_NAMES, folder_problem, load, selection
 
     section = runtime.config().section("plugins")
     pm = load(section)  # no stderr warnings: this listing is where they are shown
@@ -50,6 +50,9 @@ def plugins(plugin_name: str | None, as_json: bool) -> None:
         _table(infos)
     if unknown:
         click.echo(f"Not installed, yet named in the plugin settings: {', '.join(unknown)}")
+    missing = folder_problem(section)
+    if missing:
+        click.echo(missing[0].upper() + missing[1:])
     _orders(orders, problems)
 
 

@@ -32,6 +32,7 @@ class FileFound:
     dist: str | None = None
     version: str | None = None
     taken_by: str | None = None
+    refused: str | None = None  # why it is not run at all (someone else could write it)
 
     def load(self):
         """The file imported as a module (plugin code runs: only through the runner)."""
@@ -75,13 +76,45 @@ def found(config_plugins: dict | None, installed: dict[str, str | None]) -> list
     """Each plugin file as a ``FileFound``; ``installed`` maps the entry points' names to
     their distributions, so that a file shadowing one is refused."""
     out = []
-    for path in files(config_plugins):
+    paths = files(config_plugins)
+    folder_unsafe = unsafe(paths[0].parent) if paths else None
+    for path in paths:
         name = path.stem
         taken = None
         if name in installed:
             taken = installed[name] or "an installed plugin"
-        out.append(FileFound(name, str(path), taken_by=taken))
+        out.append(FileFound(name, str(path), taken_by=taken,
+                             refused=folder_unsafe or unsafe(path)))
     return out
+
+
+def unsafe(path: Path) -> str | None:
+    """Why orch will not run code from ``path``: someone but you could have written it (owned
+    by another user, or writable by group or others). None where it is yours alone."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}"
+    if not hasattr(os, "getuid"):
+        return None  # no POSIX owners to compare (Windows)
+    if st.st_uid != os.getuid():
+        return (f"{path} belongs to another user (uid {st.st_uid}): not run; a plugin file "
+                f"must be yours alone")
+    if st.st_mode & 0o022:
+        return (f"{path} is writable by group or others: not run; chmod go-w {path}")
+    return None
+
+
+def missing(config_plugins: dict | None) -> str | None:
+    """A plugins folder named on purpose (flag, variable, config) that is no folder."""
+    named = os.environ.get(ENV) or (config_plugins or {}).get("dir")
+    if not named or not isinstance(named, str):
+        return None
+    folder = Path(named).expanduser()
+    if folder.is_dir():
+        return None
+    where_set = ENV if os.environ.get(ENV) else "config plugins.dir"
+    return f"the plugins folder {folder} ({where_set}) is not a folder: no file plugins load"
 
 
 def clash(item: FileFound) -> str:

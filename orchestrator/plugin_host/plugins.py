@@ -170,6 +170,8 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     """
     pm = PluginManager()
     allow, deny = selection(config_plugins)
+    if enabled and third_party and warn and (problem := folder_problem(config_plugins)):
+        warn(problem)
     extra = list(extra or [])
     extra_names = {name for name, _ in extra}
     if enabled:
@@ -192,6 +194,9 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
             info.reason = _why_disabled(ep.name, allow, deny)
             if info.reason:
                 info.status = "disabled"
+                continue
+            if info.file and ep.refused:  # a plugin file someone else could have written
+                _broken(info, ep.refused, warn)
                 continue
             if info.builtin:  # orch's own code: imported and read inline
                 try:
@@ -229,6 +234,13 @@ def _found(config_plugins: dict | None) -> list:
     return [*eps, *directory.found(config_plugins, {ep.name: ep.dist for ep in eps})]
 
 
+def folder_problem(config_plugins: dict | None) -> str | None:
+    """A plugins folder named on purpose that does not exist (said, never fatal)."""
+    from orchestrator.plugin_host.directory import missing
+
+    return missing(config_plugins)
+
+
 def _file(found) -> str | None:
     from orchestrator.plugin_host.directory import FileFound
 
@@ -261,7 +273,9 @@ def listed(config_plugins: dict | None, reason: str) -> PluginManager:
 def load_off(infos: list[PluginInfo]) -> PluginManager:
     """Plugins that are off for the run, loaded into a manager of their own so that what
     they declare can be read (declared.off_declarations); the run never sees it."""
-    from orchestrator.plugin_host.directory import FileFound
+    from pathlib import Path
+
+    from orchestrator.plugin_host.directory import FileFound, unsafe
     from orchestrator.plugin_host.listing import Found
 
     pm = PluginManager()
@@ -269,6 +283,8 @@ def load_off(infos: list[PluginInfo]) -> PluginManager:
         info = PluginInfo(name=off.name, module=off.module, distribution=off.distribution,
                           version=off.version, builtin=off.builtin, file=off.file)
         pm.infos[off.name] = info
+        if off.file and unsafe(Path(off.file)):
+            continue  # a file someone else could have written is never run, even to ask it
         found = FileFound(off.name, off.file) if off.file else \
             Found(off.name, off.module, off.distribution, off.version)
         if info.builtin:
