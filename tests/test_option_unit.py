@@ -58,3 +58,17 @@ def test_a_plugin_declaring_one_loses_its_options_with_one_warning(orch_home):
     assert declared_options(pm, "fanout", warn=warnings.append) == []
     assert len(warnings) == 1 and warnings[0].startswith("plugin euros: register_options failed")
     assert "US dollars" in warnings[0]
+
+
+def test_the_kit_shows_a_plugins_options_as_an_mcp_client_sees_them(orch):
+    plugin = types.ModuleType("wordy")
+
+    @hookimpl
+    def register_options(command):
+        return [Option("max-words", type="int", min=1, help="At most N.", unit="words")]
+
+    plugin.register_options = register_options
+    tools = orch.mcp_tools(plugins=[plugin])
+    assert tools["fanout"]["inputSchema"]["properties"]["max_words"] == \
+        {"type": "integer", "minimum": 1, "description": "At most N. [unit: words]"}
+    assert "max_words" not in orch.mcp_tools()["fanout"]["inputSchema"]["properties"]
