@@ -216,3 +216,23 @@ def test_a_named_folder_that_is_missing_is_said(orch_home, tmp_path, monkeypatch
     monkeypatch.delenv("ORCH_PLUGINS_DIR")
     wrong = CliRunner().invoke(cli, ["--plugins-dir", str(tmp_path / "nope"), "plugins"])
     assert wrong.exit_code == 2 and "does not exist" in wrong.output
+
+
+def test_a_files_hooks_cross_the_runner_like_a_packages(orch, scripted_server, plugins_dir):
+    """The boundary holds for a file as for a package: an exit is isolated and named, a hook
+    past its declared deadline ends the leg PLUGIN_TIMEOUT (nothing sent)."""
+    (plugins_dir / "quitter.py").write_text(
+        "import sys\nfrom orchestrator.hookspecs import hookimpl\n\n"
+        "@hookimpl\ndef before_request(leg, request):\n    sys.exit(0)\n")
+    run = orch.run_leg("m", "hello", all_installed=True)
+    assert run.leg["status"] == "complete" and len(run.bodies) == 1
+    assert [e["plugin"] for e in run.record()["plugin_errors"]] == ["quitter"]
+    (plugins_dir / "quitter.py").unlink()
+    (plugins_dir / "slow.py").write_text(
+        "import threading\nfrom orchestrator.hookspecs import hookimpl\n"
+        "HOOK_DEADLINE_S = 0.3\n\n"
+        "@hookimpl\ndef before_request(leg, request):\n    threading.Event().wait(3)\n")
+    run = orch.run_leg("m", "hello", all_installed=True)
+    assert run.leg["status"] != "complete" and run.leg["reason"].startswith("PLUGIN_TIMEOUT:")
+    assert "plugin slow's before_request" in run.leg["reason"]
+    assert len(scripted_server.requests) == 1  # only the first run's request went out
