@@ -118,9 +118,11 @@ def _in_flight(row: dict[str, Any], fly: list, leg_id: str | None) -> None:
     billed = _billed_text(row) if row["input_tokens"] or row["output_tokens"] or \
         row["cost_usd"] else "nothing billed before the kill"
     reason = f"{billed}; {words(found)}: not sent again"
-    row.update(status="error", reason=reason, excluded=reason, passed=False,
+    row.update(status="error", reason=reason,
                in_flight_at_kill={"requests": found["requests"],
                                   "at_most_usd": found["at_most_usd"]})
+    row["excluded"] = None  # the kill's reason stands over any earlier one
+    trial.settle(row, Outcome(excluded=reason))  # never counted: the one place `passed` is written
     if leg_id is not None:
         row["leg_id"] = leg_id
 

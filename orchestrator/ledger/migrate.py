@@ -53,6 +53,11 @@ def ensure(engine: sa.Engine, location: str) -> None:
     with engine.connect() as conn:
         revision, tables = state(conn)
     if revision != HEAD:
+        # another process may be creating it right now (its tables made, not yet stamped):
+        # read again under the migrations' lock, which that process holds until it is done
+        with _exclusive(engine) as conn:
+            revision, tables = state(conn)
+    if revision != HEAD:
         if revision is None and not tables:
             upgrade(engine, location)  # a new ledger: made at head, under the lock
         else:
