@@ -138,6 +138,11 @@ def _log_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
         runtime.configure_logging()
 
 
+def _plugins_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value:  # read from argv before parsing already (directory.from_argv): said here too
+        os.environ["ORCH_PLUGINS_DIR"] = value
+
+
 # color=True: click never strips an escape sequence from what it echoes (it does when piped);
 # the outlet shows every one escaped instead, on a terminal and piped alike
 # (orchestrator/security/outlet.py): stripped, a model's ESC[2K would vanish unseen.
@@ -146,6 +151,11 @@ def _log_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
 @click.version_option(__version__, prog_name="orch")
 @click.option("--log-json", is_flag=True, expose_value=False, is_eager=True,
               callback=_log_json, help="Logs as JSON lines on stderr (default: one orch: line each).")
+@click.option("--plugins-dir", metavar="DIR", expose_value=False, is_eager=True,
+              type=click.Path(exists=True, file_okay=False),
+              callback=_plugins_dir,
+              help="Load every *.py in DIR as a plugin (default: config plugins.dir, else "
+                   "ORCH_HOME/plugins).")
 def cli() -> None:
     """orch: a second (and third, and fifth) opinion from several models at once.
 
@@ -226,6 +236,9 @@ def main() -> None:
 
 def _main() -> None:
     from orchestrator.daemon.job_argv import job_command
+    from orchestrator.plugin_host.directory import from_argv
+
+    from_argv(sys.argv[1:])  # --plugins-dir: its plugins' commands and options load first
 
     if job_command(sys.argv[1:]) is not None:  # a job a daemon may run (not --help)
         from orchestrator.daemon.client import delegate  # standard library only: no litellm

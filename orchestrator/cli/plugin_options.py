@@ -17,10 +17,10 @@ CEILINGS_ONLY = ("bench",)  # commands that render only the run ceilings (Option
 
 def click_option(option) -> click.Option:
     """One declaration as a click option (no default: a flag not given is not passed on)."""
-    kwargs: dict = {"help": option.help, "default": None}
+    kwargs: dict = {"help": option.described, "default": None}
     if option.type == "bool":
         return click.Option([option.flag], is_flag=True, default=None, flag_value=True,
-                            help=option.help)
+                            help=option.described)
     if option.type == "int":
         kwargs["type"] = click.IntRange(
             None if option.min is None else int(option.min),

@@ -9,6 +9,7 @@ would make the run differ from an in-process one. Standard library only (the cli
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
@@ -119,6 +120,18 @@ def check_listener(sock, path: Path) -> None:
                         f"as you (uid {os.getuid()}): not trusted; {_FIX}")
 
 
+def _plugin_files(config: bytes) -> dict:
+    """The plugins directory's files as they are now: a daemon that loaded other ones is
+    not the client's (directory.py)."""
+    from orchestrator.plugin_host.directory import stamps
+
+    try:
+        section = json.loads(config or b"{}").get("plugins")
+    except (ValueError, AttributeError):
+        section = None
+    return stamps(section if isinstance(section, dict) else None)
+
+
 def compat() -> dict:
     """What the daemon and a client must share for a job to run alike in both."""
     root = home().expanduser().absolute()
@@ -127,7 +140,8 @@ def compat() -> dict:
     except OSError:
         data = b""
     digest = hashlib.sha256(data)
-    for name in ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS"):  # which plugins load
+    for name in ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS", "ORCH_PLUGINS_DIR"):  # which load
         digest.update(f"\0{name}={os.environ.get(name, '')}".encode())
+    digest.update(json.dumps(_plugin_files(data)).encode())  # the single-file plugins
     return {"version": __version__, "protocol": PROTOCOL, "home": str(root),
             "config": digest.hexdigest()[:16]}

@@ -148,6 +148,8 @@ class Wave:
                                    config=config, dir=self.dir, options=spec.options,
                                    chair_model=spec.chair, later_models=spec.later,
                                    account=self.account)
+        for leg in self.legs:  # a leg hook reaches its wave (leg.wave.shared(...))
+            leg.ctx.wave = self.context
         self._legs_scope: anyio.CancelScope | None = None
         self._start_scope: anyio.CancelScope | None = None
         self._end_scope: anyio.CancelScope | None = None
@@ -165,7 +167,7 @@ class Wave:
                          record=record, config=self.config, dir=self.spec.runs_dir / leg_id,
                          kind=kind, max_steps=self.spec.max_steps, workspace=self.spec.workspace,
                          options=self.spec.options, history=list(history or []),
-                         account=self.account)
+                         account=self.account, wave=getattr(self, "context", None))
         return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
                    ledger=self.ledger.append if self.ledger else None, observe=self.observe,
                    tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id,
