@@ -9,6 +9,7 @@ one the ``bench-legacy`` extra)::
 
     python bench/bench_local.py [--tokens 64] [--reps 3] [--threads N] [--threads-batch N]
         [--server-flags "-fa off"] [--baseline-binary PATH] [--legacy] [--skip-engine]
+    python bench/bench_local.py --compare-threads 1,2 [--tokens 64] [--reps 3]
 
 Writes bench/results/local.json. Every request is the same raw-text completion of
 ``--tokens`` tokens (end-of-text banned through ``logit_bias``, so both servers generate
@@ -30,7 +31,13 @@ exactly that many), sent with urllib straight to the server:
   tokens/s of one.
 
 The "1 request" baseline runs on the very server (same flags, same slots) the 4 concurrent
-requests use, which is what a one-leg wave gets. The targets (issue 15, on 2 cores) are
+requests use, which is what a one-leg wave gets.
+
+``--compare-threads 1,2`` measures only that (1 request, then 4 at once, then 1 again) on the
+prebuilt server for each thread count side by side, the settings alternating round by
+round, each round with the load average it ran at (the machine may be shared: the load is
+the figure to read them by); ``auto`` is the count orch picks now (``local.settings.
+free_cores``). Writes ``bench/results/local_threads.json``. The targets (issue 15, on 2 cores) are
 printed at the end, met or not.
 """
 
@@ -323,12 +330,49 @@ def bench_engine(tokens: int, threads: int, reps: int, threads_batch: int | None
             "note": "orch-plain stops at the first blank line: answers vary in length"}
 
 
+def bench_threads(counts: list[str], tokens: int, reps: int, home: Path) -> dict:
+    """tok/s of 1 request and of 4 at once, per thread count, alternating round by round."""
+    from orchestrator.local.settings import free_cores
+
+    model = model_path()
+    rounds = []
+    for r in range(reps):
+        for given in counts:
+            threads = free_cores()[0] if given == "auto" else int(given)
+            load = os.getloadavg()[0]
+            port = free_port()
+            proc, _ = start(new_argv(model, port, threads, 4, home), port)
+            try:
+                complete(port, 8)
+                n1, w1 = concurrently([port], tokens)
+                n4, w4 = concurrently([port] * 4, tokens)
+                n1b, w1b = concurrently([port], tokens)
+            finally:
+                stop(proc)
+            one = (n1 / w1 + n1b / w1b) / 2
+            row = {"round": r, "setting": given, "threads": threads, "load_before": load,
+                   "load_after": os.getloadavg()[0], "tok_s_1": round(one, 1),
+                   "tok_s_4_total": round(n4 / w4, 1), "ratio_4_vs_1": round(n4 / w4 / one, 2)}
+            rounds.append(row)
+            print(row, flush=True)
+    out = {}
+    for given in counts:
+        mine = [x for x in rounds if x["setting"] == given]
+        one = statistics.median(x["tok_s_1"] for x in mine)
+        four = statistics.median(x["tok_s_4_total"] for x in mine)
+        out[given] = {"tok_s_1": round(one, 1), "tok_s_4_total": round(four, 1),
+                      "ratio_4_vs_1": round(four / one, 2),
+                      "load": [round(min(x["load_before"] for x in mine), 1),
+                               round(max(x["load_after"] for x in mine), 1)]}
+    return {"rounds": rounds, "median": out}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=64, help="output tokens per request")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None,
-                        help="llama.cpp threads (default: orch's, half the cores)")
+                        help="llama.cpp threads (default: orch's, the cores free now)")
     parser.add_argument("--threads-batch", type=int, default=None,
                         help="llama-server threads for steps of several tokens (several slots "
                         "or a prompt); default: orch's, the same as --threads")
@@ -342,8 +386,21 @@ def main() -> None:
                         help="compare with this llama-server binary (same flags) instead of "
                         "the one orch local build made")
     parser.add_argument("--skip-engine", action="store_true", help="no wave through orch")
+    parser.add_argument("--compare-threads", default=None, metavar="N,M,auto",
+                        help="only tok/s of 1 and 4 requests, per thread count side by side")
     args = parser.parse_args()
     offline()
+    if args.compare_threads:
+        counts = [c.strip() for c in args.compare_threads.split(",") if c.strip()]
+        home = Path(tempfile.mkdtemp(prefix="orch-bench-threads-"))
+        doc = bench_threads(counts, args.tokens, args.reps, home)
+        write_result("local_threads", {"machine": machine(), "tokens_per_request": args.tokens,
+                                       **doc})
+        for given, m in doc["median"].items():
+            print(f"  --threads {given}: 1 request {m['tok_s_1']} tok/s, 4 at once "
+                  f"{m['tok_s_4_total']} tok/s ({m['ratio_4_vs_1']}x), load {m['load'][0]}"
+                  f"-{m['load'][1]}")
+        return
     import xllamacpp
 
     from orchestrator.local import build

@@ -8,7 +8,7 @@ import stat
 import sys
 from pathlib import Path
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 
 MAX_CONTEXT_BYTES = 2_000_000
 
@@ -28,14 +28,30 @@ def read_prompt(prompt: str | None, prompt_file: str | None) -> str:
         regular_file(prompt_file, "--prompt-file")
         path = Path(prompt_file)
         if not path.is_file():
-            raise OrchError(f"prompt file {prompt_file} does not exist; check the path")
+            raise UsageProblem(f"prompt file {prompt_file} does not exist; check the path")
         text = path.read_text(encoding="utf-8", errors="replace")
     else:
         text = ""
     if not text.strip():
-        raise OrchError("the briefing is empty; pass --prompt TEXT, --prompt-file FILE, "
+        raise UsageProblem("the briefing is empty; pass --prompt TEXT, --prompt-file FILE, "
                         "or pipe it on stdin")
     return text
+
+
+def positional_prompt(words: tuple[str, ...] | list[str], prompt: str | None,
+                      prompt_file: str | None) -> str | None:
+    """The prompt given as the command's one argument (``orch fanout -m a,b "question"``),
+    the same as ``--prompt``; given twice, or as several unquoted words, a usage mistake."""
+    if not words:
+        return prompt
+    if len(words) > 1:
+        raise UsageProblem(f"the prompt is {len(words)} arguments ({' '.join(words)[:60]!r}); "
+                           "quote it as one: orch fanout -m MODELS \"your question\"")
+    if prompt is not None or prompt_file is not None:
+        given = "--prompt" if prompt is not None else "--prompt-file"
+        raise UsageProblem(f"the prompt is given twice (as an argument and with {given}); "
+                           "pass it one way")
+    return words[0]
 
 
 def prompt_source_name(prompt: str | None, prompt_file: str | None) -> str:
@@ -58,16 +74,16 @@ def read_context(paths: tuple[str, ...] | list[str]) -> str:
         path = Path(raw)
         regular_file(raw, "--context")
         if path.is_dir():
-            raise OrchError(f"--context {raw} is a directory; pass files (e.g. --context "
+            raise UsageProblem(f"--context {raw} is a directory; pass files (e.g. --context "
                             f"{raw}/main.py) or use the workspace tools")
         if not path.is_file():
-            raise OrchError(f"--context {raw} does not exist; check the path")
+            raise UsageProblem(f"--context {raw} does not exist; check the path")
         data = path.read_bytes()
         if b"\0" in data[:8192]:
-            raise OrchError(f"--context {raw} is a binary file; pass text files only")
+            raise UsageProblem(f"--context {raw} is a binary file; pass text files only")
         total += len(data)
         if total > MAX_CONTEXT_BYTES:
-            raise OrchError(f"context files add up to more than {MAX_CONTEXT_BYTES:,} bytes; "
+            raise UsageProblem(f"context files add up to more than {MAX_CONTEXT_BYTES:,} bytes; "
                             "pass fewer or smaller files")
         text = data.decode("utf-8", errors="replace")
         # a key orch itself sends is refused by check_briefing, naming the file and line;
@@ -77,11 +93,10 @@ def read_context(paths: tuple[str, ...] | list[str]) -> str:
             got = admit_text(text)
             text = got.text
             if got.withheld:
-                import click
+                from orchestrator.notices import say
 
-                click.echo(f"orch: --context {raw}: credential content withheld (rules: "
-                           f"{', '.join(got.withheld)}); the models see [withheld: RULE] "
-                           "instead", err=True)
+                say(f"--context {raw}: credential content withheld (rules: "
+                    f"{', '.join(got.withheld)}); the models see [withheld: RULE] instead")
         sections.append(f"### File: {raw}\n\n```\n{text.rstrip()}\n```")
     return "\n\n".join(sections)
 

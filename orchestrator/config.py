@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 
 SECTIONS = ("providers", "aliases", "councils", "variants", "plugins", "plugin_config", "defaults",
             "local", "serve")
@@ -99,7 +99,7 @@ class Config:
         entries = self.section(section)
         if name not in entries:
             known = ", ".join(sorted(entries)) or "none"
-            raise OrchError(f"no {noun} {name!r} ({listed}: {known})")
+            raise UsageProblem(f"no {noun} {name!r} ({listed}: {known})")
         del entries[name]
         self.save()
 

@@ -43,7 +43,7 @@ SCHEMA: dict[str, Any] = {
         "variants": _object_of({"type": "object"}),
         "plugins": {"type": "object",
                     "properties": {"enabled": _STRINGS, "disabled": _STRINGS,
-                                   "hook_deadline_s": _NUM}},
+                                   "hook_deadline_s": _NUM, "dir": _STR}},
         "plugin_config": _object_of({"type": "object"}),
         "defaults": {"type": "object",
                      "properties": {"models": _STRINGS, "chair": _STR,

@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 from orchestrator.config import Config
@@ -21,9 +22,10 @@ def config() -> Config:
 
 @functools.cache
 def plugin_manager(enabled: bool = True) -> PluginManager:
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
-    return load(config().section("plugins"), enabled=enabled, warn=stderr_warn)
+    return load(config().section("plugins"), enabled=enabled,
+                warn=lambda line: notice(line, "warning"))
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -100,6 +102,22 @@ def formatter(as_json: bool) -> logging.Formatter:
                     renderer])
 
 
+NOTICE_LOGGER = "orch.notice"  # human_line prints its records without a level word
+
+
+def notice(text: str, level: str = "notice", *, always: bool = False) -> None:
+    """One line on stderr through the log handler: ``orch: TEXT`` for a notice (kept under
+    ``-q`` only when ``always``), ``orch: LEVEL: TEXT`` otherwise. Faces and core say it
+    through ``orchestrator.notices.say``; the logging it rides on is this module's."""
+    configure_logging()
+    text = " ".join(str(text).split())
+    if level == "notice":
+        logging.getLogger(NOTICE_LOGGER).log(logging.ERROR if always else logging.WARNING,
+                                             "%s", text)
+    else:
+        logging.getLogger("orch").log(logging.getLevelName(level.upper()), "%s", text)
+
+
 def human_line(logger, method, event: dict) -> str:
     """``orch: warning: rate_limit_hold model=x wait_s=3`` (a traceback, when there is one,
     on the lines after it). One line each: on a terminal rich's live table prints it above
@@ -108,10 +126,13 @@ def human_line(logger, method, event: dict) -> str:
     level = event.pop("level", "info")
     text = str(event.pop("event", ""))
     trace = event.pop("exception", None)
+    if NOTICE_LOGGER in (event.get("logger"), event.get("logger_name")):
+        level = ""  # a notice (orchestrator/notices.py): `orch: TEXT`
     for key in ("timestamp", "logger", "logger_name", "_record", "_from_structlog"):
         event.pop(key, None)
     pairs = " ".join(f"{k}={v}" for k, v in event.items())
-    line = f"orch: {level}: {text}" + (f" {pairs}" if pairs else "")
+    line = f"orch: {level}: {text}" if level else f"orch: {text}"
+    line += f" {pairs}" if pairs else ""
     return f"{line}\n{trace}" if trace else line
 
 
@@ -144,9 +165,23 @@ def log():
     return structlog.get_logger("orch")
 
 
-@functools.cache
+_litellm_lock = threading.Lock()
+_litellm_module = None
+
+
 def litellm():
-    """Import litellm once, quietly: nothing on stdout, its loggers routed to ours."""
+    """Import litellm once, quietly: nothing on stdout, its loggers routed to ours. Safe
+    from any thread: a face may start the import on one (app/warm.py) while the wave starts
+    on another; whoever needs it first waits for that one import."""
+    global _litellm_module
+    if _litellm_module is None:
+        with _litellm_lock:
+            if _litellm_module is None:
+                _litellm_module = _import_litellm()
+    return _litellm_module
+
+
+def _import_litellm():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
     import gc

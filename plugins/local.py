@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from orchestrator.errors import OrchError, Refusal
+from orchestrator.errors import OrchError, Refusal, UsageProblem
 from orchestrator.hookspecs import hookimpl
 from orchestrator.local.llama_server import PLAIN, plain_stop
 
@@ -58,7 +58,7 @@ def resolve_model(spec, config):
 
     models = catalogue(_settings(config).models)
     if name not in models:
-        raise OrchError(f"no local model {name!r} (known: {', '.join(sorted(models))}); add a "
+        raise UsageProblem(f"no local model {name!r} (known: {', '.join(sorted(models))}); add a "
                         f"GGUF with `orch local add PATH --alias {name}`")
     return ResolvedModel(name=spec, provider=PROVIDER, litellm_model=f"openai/{name}",
                          input_cost_per_mtok=0.0, output_cost_per_mtok=0.0, declared=True,
@@ -126,11 +126,12 @@ async def wave_start(wave):
         wave.notice(text)
     wave.state[PROVIDER] = Lease(settings.idle_s)
     if started:
-        wave.notice(f"started the local model server (pid {state['server_pid']}, "
+        took = f" in {state['start_s']:g} s" if state.get("start_s") is not None else ""
+        wave.notice(f"started the local model server{took} (pid {state['server_pid']}, "
                     f"{state['url']}); it stops after "
                     f"{settings.idle_s / 60:g} idle minutes" if settings.idle_s else
-                    f"started the local model server (pid {state['server_pid']}, "
-                    f"{state['url']}); `orch server stop` stops it")
+                    f"started the local model server{took} (pid {state['server_pid']}, "
+                    f"{state['url']}); `orch local stop` stops it")
     return None
 
 
@@ -220,7 +221,7 @@ def _check_context(mine: dict, messages: list[dict]) -> None:
         raise Refusal("LOCAL_CONTEXT",
                       f"the prompt is {tokens} tokens and a slot of the local server holds "
                       f"{n_ctx} (`local.n_ctx`): raise `local.n_ctx` in config.json (the "
-                      "next server start uses it: `orch server stop`), or send less context")
+                      "next server start uses it: `orch local stop`), or send less context")
 
 
 def _count_tokens(base: str, text: str) -> int | None:

@@ -8,6 +8,12 @@ cap, or when one more step plus a summary would not fit, one final request goes 
 tools asking for what was found, the state of the work and what remains; the leg ends with
 that text, ``stopped: "budget"`` and ``finished: false``, and the wave exits 2.
 
+A conversation that grows makes each step dearer than the last, and the final request then
+comes well before 90 % (one more step plus a summary no longer fits): the notes would be
+skipped. So each note also falls due when only a few tool steps are left before the final
+request (3 for the 50 % note, 2 for 75 %, 1 for 90 %), counted with the steps growing as
+they have grown; its text then says how much is spent and how many steps are left.
+
 An endpoint that reports no usage (no counts at all on an answer) would leave the budget
 blind: such a step is *estimated* instead - the request anchored on the provider's last
 reported prompt size where there is one (the context guard's estimator), plus the answer's
@@ -36,6 +42,18 @@ NOTES = (
     (0.90, "Budget note: 90% of the budget for this task is spent. Your next reply must be "
            "the result."),
 )
+# A note is due at its mark, or when this many tool steps are left before the final request.
+STEPS_LEFT = {0.50: 3, 0.75: 2, 0.90: 1}
+AHEAD = max(STEPS_LEFT.values()) + 1  # how far ahead the steps are counted
+
+
+def ahead_text(level: float, fraction: float, left: int) -> str:
+    """A note due early, because few steps are left: what is spent and how many remain."""
+    instruction = dict(NOTES)[level].split(". ", 1)[1]
+    steps = f"{left} more step{'s' * (left != 1)}"
+    return (f"Budget note: {fraction:.0%} of the budget for this task is spent and the "
+            f"conversation grows with each step: {steps} with tools fit before the final "
+            f"request. {instruction}")
 FINAL_REQUEST = (
     "The budget for this task is spent and no tools are available any more. Reply now, "
     "without tools, with: what you found, the state of the work, and what remains to be done."
@@ -83,7 +101,8 @@ def estimated_tokens(leg, request, response) -> float:
 
 def _state(leg) -> dict:
     return leg.state.setdefault(NAME, {"t0": time.monotonic(), "used": 0.0, "last": 0.0,
-                                       "last_s": 0.0, "t_step": None, "notes": []})
+                                       "grew": 0.0, "last_s": 0.0, "t_step": None,
+                                       "notes": []})
 
 
 @hookimpl(trylast=True)
@@ -110,6 +129,7 @@ def step_end(leg, step):
                        "estimated from the sizes of the requests and answers (marked "
                        "estimated)")
     st["used"] += cost
+    st["grew"] = max(0.0, cost - st["last"]) if st["last"] else 0.0
     st["last"] = cost
     st["last_s"] = now - (st["t_step"] or st["t0"])
     st["t_step"] = now
@@ -121,6 +141,22 @@ def _record(leg, st: dict, tokens: int | None, seconds: float | None) -> None:
                    "used_seconds": round(time.monotonic() - st["t0"], 3),
                    "notes": [int(level * 100) for level in st["notes"]],
                    **({"estimated": True} if st.get("estimated") else {})})
+
+
+def steps_left(st: dict, tokens: int | None, seconds: float | None) -> int:
+    """Tool steps that fit before the final request (this one included), each step dearer
+    than the last by as much as the last grew; counted up to :data:`AHEAD`."""
+    used, last = st["used"], st["last"]
+    elapsed, last_s = time.monotonic() - st["t0"], st["last_s"]
+    for n in range(AHEAD):
+        full = (tokens and (used / tokens >= FINAL_AT or used + 2 * last > tokens)) or (
+            seconds and (elapsed / seconds >= FINAL_AT or elapsed + 2 * last_s > seconds))
+        if full:
+            return n
+        last += st["grew"]
+        used += last
+        elapsed += last_s
+    return AHEAD
 
 
 def spent(st: dict, tokens: int | None, seconds: float | None) -> tuple[float, bool]:
@@ -157,16 +193,24 @@ def before_request(leg, request):
                    f"{leg.model.name} for its result without tools at step {request.step}")
         return request.evolve(tools=None, messages=[
             *request.messages, {"role": "user", "content": FINAL_REQUEST}])
-    due = [(level, text) for level, text in NOTES if fraction >= level
-           and level not in st["notes"]]
+    left = steps_left(st, tokens, seconds)
+    due = [(level, text) for level, text in NOTES if level not in st["notes"]
+           and (fraction >= level or left <= STEPS_LEFT[level])]
     if not due:
         return None
     level, text = due[-1]  # past two marks in one step: the latest note says it all
+    if fraction < level:  # due because few steps are left, not because it is spent
+        text = ahead_text(level, fraction, left)
     st["notes"].extend(lv for lv, _ in due)
     st["step_note"] = (request.step, text)
     _record(leg, st, tokens, seconds)
-    leg.notice(f"turn budget: {int(level * 100)}% spent ({_spend(st, tokens, seconds)}); "
-               f"note appended at step {request.step}")
+    if fraction >= level:
+        leg.notice(f"turn budget: {int(level * 100)}% spent ({_spend(st, tokens, seconds)}); "
+                   f"note appended at step {request.step}")
+    else:
+        leg.notice(f"turn budget: the {int(level * 100)}% note, {left} tool step"
+                   f"{'s' * (left != 1)} before the final request ("
+                   f"{_spend(st, tokens, seconds)}); note appended at step {request.step}")
     return request.evolve(messages=[*request.messages, {"role": "user", "content": text}])
 
 

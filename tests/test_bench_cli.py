@@ -57,7 +57,7 @@ def test_init_writes_a_starter_and_never_overwrites(tmp_path, monkeypatch):
     text = (tmp_path / "bench.toml").read_text()
     assert "[[contestants]]" in text
     again = bench("--init")
-    assert again.exit_code == 1 and "already exists" in again.output
+    assert again.exit_code == 2 and "already exists" in again.output
     assert (tmp_path / "bench.toml").read_text() == text
 
 
@@ -146,7 +146,7 @@ def test_duplicate_and_bad_input_is_one_line(orch, tmp_path):
     none = bench("--models", "scripted/a", "--yes")
     assert none.exit_code == 1 and "no tasks" in none.output
     missing = bench("report", str(tmp_path / "nope.json"))
-    assert missing.exit_code == 1 and "does not exist" in missing.output
+    assert missing.exit_code == 2 and "does not exist" in missing.output
 
 
 @both_ways

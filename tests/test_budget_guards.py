@@ -139,7 +139,8 @@ def test_starvation_refuses_and_never_contacts_the_server(orch, scripted_server,
     assert scripted_server.count() == 0
     assert result.exit_code == 1  # the only leg refused: nothing completed
     assert "Reason: OUTPUT_STARVATION: refused (scripted/m): context estimate " in result.stdout
-    assert "Note: output starvation: refused (scripted/m): context estimate" in result.stdout
+    assert "orch: scripted/m (" in result.stderr  # the leg's note: one line on stderr
+    assert "): output starvation: refused (scripted/m): context estimate" in result.stderr
     assert "window 6000, output budget 1000" in result.stdout
     row = ledger(orch_home)[-1]
     assert row["status"] == "refused" and row["reason"].startswith("OUTPUT_STARVATION")
@@ -257,8 +258,11 @@ def test_length_with_text_completes_truncated_with_a_note(orch, scripted_server)
     result = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "go",
                                       "--output-budget", "64", "--tools", "none"])
     assert result.exit_code == 0, result.output
-    assert "Note: answer truncated: scripted/m stopped at the output reservation (64 tokens" \
-        in result.stdout
+    assert "answer truncated" not in result.stdout  # the answer is the output; the note is not
+    notes = [line for line in result.stderr.splitlines() if "answer truncated" in line]
+    assert len(notes) == 1 and notes[0].startswith("orch: scripted/m (")
+    assert "): answer truncated: scripted/m stopped at the output reservation (64 tokens" \
+        in notes[0]
     doc = json.loads(CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "go",
                                               "--output-budget", "64", "--tools", "none",
                                               "--json"]).stdout)

@@ -59,6 +59,38 @@ def test_notes_at_50_75_90_then_one_final_request_without_tools(orch, scripted_s
     assert run.doc["degraded"] == [f"stopped on a budget before finishing: {leg['leg_id']}"]
 
 
+def test_a_growing_conversation_gets_every_note_before_the_final_request(orch, scripted_server):
+    """Each request resends the whole, growing conversation: step k costs 60k + 10 tokens.
+    By the budget's marks alone the leg would go from the 50 % note (request 10, 56 %)
+    straight to the final request (request 12, 81 %: one more step and a summary no longer
+    fit); counted in steps left, the notes come at 3, 2 and 1 steps before it."""
+    orch.provider()
+
+    def growing(body, n):
+        usage = {"prompt_tokens": 60 * (n + 1), "completion_tokens": 10}
+        if not body.get("tools"):
+            return Reply(text="Found: most of it.", usage=usage)
+        return Reply(tool_calls=[{"name": "echo", "arguments": {"i": n}}], usage=usage)
+
+    scripted_server.script("m", growing)
+    run = orch.run_leg("m", "find the bug", plugins=[("echo", Echo())], max_steps=40,
+                       options={"leg_tokens": 5000})
+    last = {i + 1: b["messages"][-1].get("content") for i, b in enumerate(run.bodies)}
+    assert len(run.bodies) == 12 and last[12] == FINAL_REQUEST
+    notes = {i: text for i, text in last.items() if text.startswith("Budget note:")}
+    assert sorted(notes) == [9, 10, 11]
+    assert notes[9].startswith("Budget note: 45% of the budget for this task is spent and the "
+                               "conversation grows with each step: 3 more steps with tools fit")
+    assert notes[9].endswith(NOTE[50].split(". ", 1)[1])
+    assert "2 more steps" in notes[10] and notes[10].endswith(NOTE[75].split(". ", 1)[1])
+    assert "1 more step " in notes[11] and notes[11].endswith(NOTE[90].split(". ", 1)[1])
+    assert run.leg["turn_budget"]["notes"] == [50, 75, 90]
+    said = [n for n in run.leg["notes"] if n.startswith("turn budget: the 90% note")]
+    assert said == ["turn budget: the 90% note, 1 tool step before the final request (3,400 "
+                    "of 5,000 tokens); note appended at step 11"]
+    assert run.leg["stopped"] == "budget" and run.leg["answer"] == "Found: most of it."
+
+
 def test_one_more_step_and_a_summary_that_would_not_fit_ends_early(orch, scripted_server):
     orch.provider()
     scripted_server.script("m", lambda body, n: Reply(

@@ -27,8 +27,8 @@ def orch(home):
         result = runner.invoke(cli, list(args), catch_exceptions=False)
         if ok:
             assert result.exit_code == 0, result.output
-        else:
-            assert result.exit_code == 1, result.output
+        else:  # a usage mistake: one line, exit 2
+            assert result.exit_code == 2, result.output
             assert result.stderr.startswith("orch: error: ")
             assert result.stderr.count("\n") == 1  # one line, no traceback
         return result

@@ -88,7 +88,10 @@ def test_off_keeps_the_run_in_process_and_starts_nothing(orch, xdg, tmp_path, mo
         monkeypatch.setenv("ORCH_DAEMON", "off")
     result = client(argv)
     assert result.exit_code == 0, result.stderr
-    assert NOTE not in result.stderr and result.stderr.strip() == ""
+    # only the wave's closing line (said with --json too: orchestrator/notices.py)
+    assert NOTE not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("orch: wave "), result.stderr
     time.sleep(1.0)  # a spawned daemon would be a process by now
     assert serve_processes(tmp_path) == []
     assert not (xdg / "orch").exists()  # no lock, no log, no socket

@@ -71,7 +71,7 @@ def test_three_legs_holding_an_answer_beat_the_one_holding_another(orch, scripte
         [(1, True), (2, True), (3, True), (4, False)]
     human = invoke(["fanout", "-m", ",".join(f"scripted/{m}" for m in MODELS), "-p", "Q?",
                     "--tools", "none", "--rounds", "2"])
-    assert "Round 2: 4 legs · 0 changed · 1 vote · 3 declined" in human.stdout
+    assert "round 2: 4 legs · 0 changed · 1 vote · 3 declined" in human.stderr
     # orch ui's deliberation page (rendered in-process) says the same
     from orchestrator.ui.views import View
 

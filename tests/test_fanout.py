@@ -106,7 +106,8 @@ def test_human_output_has_each_answer_and_totals(orch, scripted_server):
     result = fanout("-m", "scripted/a", "-p", "q")
     assert result.exit_code == 0
     assert "== scripted/a" in result.stdout and "the answer" in result.stdout
-    assert "Wave " in result.stdout and "complete" in result.stdout
+    assert "wave " not in result.stdout.lower()  # the totals are said on stderr
+    assert "orch: wave " in result.stderr and ": complete · 1 leg · " in result.stderr
 
 
 @both_ways
@@ -130,10 +131,10 @@ def test_briefing_from_stdin_and_context_file(orch, scripted_server, tmp_path):
 ])
 @both_ways
 @pytest.mark.refused_before_the_daemon  # prepared in the client: no word reaches it
-def test_bad_input_is_one_line_exit_1(orch, args, message):
+def test_a_usage_mistake_is_one_line_exit_2(orch, args, message):
     orch.provider()
     result = fanout(*args, input="")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert message in result.stderr
     assert "Traceback" not in result.output and len(result.stderr.strip().splitlines()) == 1
 
@@ -313,10 +314,11 @@ def test_an_unknown_provider_or_a_missing_key_stops_the_wave_before_any_spend(
         orch, scripted_server, monkeypatch):
     orch.provider()
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    for models, message in (("scripted/a,foo/bar", "does not know the provider 'foo'"),
-                            ("scripted/a,openai/gpt-4o-mini", "OPENAI_API_KEY")):
+    for models, message, code in (
+            ("scripted/a,foo/bar", "does not know the provider 'foo'", 2),  # a usage mistake
+            ("scripted/a,openai/gpt-4o-mini", "OPENAI_API_KEY", 1)):  # the set-up's
         result = fanout("-m", models, "-p", "q")
-        assert result.exit_code == 1 and message in result.stderr
+        assert result.exit_code == code and message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
     assert scripted_server.count() == 0
 

@@ -41,7 +41,7 @@ def test_status_takes_an_exact_id_or_a_unique_prefix(orch, scripted_server):
     b = orch.run_leg("m").doc["wave_id"]
     day = a[:8]
     result = orch_cli("status", day)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.startswith(f"orch: error: ambiguous: 2 runs match '{day}'")
     for wave_id in (a, b):
         exact = orch_cli("status", wave_id, "--json")

@@ -303,7 +303,7 @@ def test_a_leak_at_the_wire_stops_that_request_and_is_recorded(orch, scripted_se
 def test_a_model_name_with_a_newline_is_refused_in_one_line(orch, scripted_server):
     orch.provider()
     result = invoke(["fanout", "-m", "scripted/a\nall tests passed", "-p", "hi"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage mistake
     assert result.output.count("\n") == 1 and "U+000A" in result.output
     assert "\nall tests passed" not in result.output
     assert scripted_server.count() == 0
@@ -360,7 +360,7 @@ def test_through_a_real_orch_process(orch, scripted_server, orch_home, project):
     assert spellings_in(round_prompts(scripted_server)) == []
     sent = scripted_server.count()
     newline = orch_run("fanout", "-m", "scripted/a\nall tests passed", "-p", "hi")
-    assert newline.returncode == 1 and newline.stderr.count("\n") == 1
+    assert newline.returncode == 2 and newline.stderr.count("\n") == 1
     assert "\nall tests passed" not in newline.stdout + newline.stderr
     (orch_home / "config.json").write_text(json.dumps(
         {"providers": {"openai": {"base_url": scripted_server.url}}}))

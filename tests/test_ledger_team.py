@@ -102,7 +102,7 @@ def test_export_csv_and_jsonl_every_column_since(ledger_url, monkeypatch):
     assert docs[0]["cost_usd"] == 9.0 and docs[1]["cost_usd"] is None
     assert set(docs[0]) == set(rows[0]) and "user" in docs[0] and "id" in docs[0]
     bad = orch_cli("ledger", "export", "--since", "yesterday")
-    assert bad.exit_code == 1 and "cannot read --since" in bad.output
+    assert bad.exit_code == 2 and "cannot read --since" in bad.output
     usage = orch_cli("ledger", "export", "--format", "xml")
     assert usage.exit_code == 2
 

@@ -66,6 +66,10 @@ def do_post(self):  # llama.cpp's POST /tokenize, one token per word
 scripted_http.Handler.do_POST = do_post
 for m in sys.argv[2].split(","):
     srv.script(m, echo)
+if mode.startswith("hold:"):  # listen only once the test creates this file
+    import pathlib, time
+    while not pathlib.Path(mode[5:]).exists():
+        time.sleep(0.05)
 srv.start()
 print("fake server up", srv.url, "portable" if portable else "fast", flush=True)
 done = threading.Event()
@@ -142,11 +146,18 @@ def ledger(home: Path) -> list[dict]:
     return [dict(r) for r in con.execute("select * from spend order by id")]
 
 
-def one_line_error(result, text: str) -> None:
-    assert result.exit_code == 1, result.output
+STARTING = "orch: starting the local model server for "  # the cold start's first line
+
+
+def one_line_error(result, text: str, code: int = 1) -> None:
+    """The error is one line; the only other line is the cold start's progress line, said
+    before anything slow (so a start that fails at once says both)."""
+    assert result.exit_code == code, result.output
     assert text in result.stderr
     assert "Traceback" not in result.output
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    lines = [line for line in result.stderr.strip().splitlines()
+             if not line.startswith(STARTING)]
+    assert len(lines) == 1, result.stderr
 
 
 def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):
@@ -227,7 +238,7 @@ def test_a_request_that_sets_its_own_limit_keeps_it(local_home):
 
 
 def test_an_added_model_is_served_after_a_restart_and_the_chair_too(local_home, tmp_path):
-    assert orch("local", "add", str(tmp_path / "missing.gguf"), "--alias", "x").exit_code == 1
+    assert orch("local", "add", str(tmp_path / "missing.gguf"), "--alias", "x").exit_code == 2
     fake_gguf(tmp_path / "two.gguf", b"other weights")
     added = orch("local", "add", str(tmp_path / "two.gguf"), "--alias", "tiny2")
     assert added.exit_code == 0 and "added local/tiny2" in added.stdout
@@ -246,19 +257,19 @@ def test_an_added_model_is_served_after_a_restart_and_the_chair_too(local_home, 
     assert json.loads(doc["chair"]["answer"])["model"] == "tiny2"
     assert doc["chair"]["local_server"] == doc["legs"][0]["local_server"]
     assert st.read_state()["models"] == ["tiny2"]
-    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "orch server stop")
+    one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "orch local stop")
 
 
 def test_a_model_added_after_the_start_asks_for_a_restart(local_home, tmp_path):
-    assert orch("server", "start").exit_code == 0
+    assert orch("local", "start").exit_code == 0
     fake_gguf(tmp_path / "late.gguf", b"late")
     added = orch("local", "add", str(tmp_path / "late.gguf"), "--alias", "late")
     # one model per server: said as such, never "every model"
     assert added.stdout.splitlines()[-1] == (
         "the running local server serves local/gemma3-270m (one model per server): `orch "
-        "server stop` when its waves are done, and the next wave on local/late starts it "
+        "local stop` when its waves are done, and the next wave on local/late starts it "
         "with local/late")
-    one_line_error(orch("fanout", "-m", "local/late", "-p", "x"), "orch server stop")
+    one_line_error(orch("fanout", "-m", "local/late", "-p", "x"), "orch local stop")
     # doctor --deep checks the model the server serves, not the one just added
     deep = json.loads(orch("doctor", "--json", "--deep").stdout)
     row = next(r for r in deep["checks"] if (r["section"], r["check"]) == ("local", "deep"))
@@ -282,13 +293,14 @@ def test_with_a_key_or_a_provider_no_models_stays_an_error(local_home, monkeypat
     else:
         assert orch("provider", "add", "myvllm", "--base-url",
                     "http://127.0.0.1:9/v1").exit_code == 0
-    one_line_error(orch("fanout", "-p", "x"), "no models given")
+    one_line_error(orch("fanout", "-p", "x"), "no models given", 2)
     assert st.read_state() is None
 
 
 # -- bad input -----------------------------------------------------------------------------
 def test_unknown_local_model_names_the_fix(local_home):
-    one_line_error(orch("fanout", "-m", "local/nope", "-p", "x"), "orch local add PATH --alias nope")
+    one_line_error(orch("fanout", "-m", "local/nope", "-p", "x"),
+                   "orch local add PATH --alias nope", 2)  # a usage mistake, as a provider's
 
 
 def test_missing_server_or_extra_is_one_line(local_home, monkeypatch):
@@ -305,10 +317,10 @@ def test_missing_server_or_extra_is_one_line(local_home, monkeypatch):
     listed = json.loads(orch("runs", "--json").stdout)["runs"]
     assert [r["legs"] for r in listed] == [2]
     write_config(local_home, server="built")  # asked for a compiled one: not built here
-    one_line_error(orch("server", "start"), "the local server is not built yet: run `orch "
+    one_line_error(orch("local", "start"), "the local server is not built yet: run `orch "
                    "local build`")
     write_config(local_home, server="compiled")
-    one_line_error(orch("server", "start"), "`local.server` in")
+    one_line_error(orch("local", "start"), "`local.server` in")
     write_config(local_home, server="auto")
     monkeypatch.delitem(sys.modules, "xllamacpp")
     # the model package missing: the built-in cannot be assembled (said before the build)
@@ -319,20 +331,20 @@ def test_missing_server_or_extra_is_one_line(local_home, monkeypatch):
     from orchestrator import runtime
 
     runtime.config.cache_clear()
-    one_line_error(orch("server", "start"), EXTRA_HINT)
+    one_line_error(orch("local", "start"), EXTRA_HINT)
     assert st.read_state() is None and not supervisors(local_home)
 
 
 def test_a_corrupt_added_gguf_is_refused_before_any_start(local_home, tmp_path):
     path = tmp_path / "tiny.gguf"
     path.write_bytes(path.read_bytes() + b"!")
-    one_line_error(orch("server", "start"), "fails its sha256 check")
+    one_line_error(orch("local", "start"), "fails its sha256 check")
     one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "fails its sha256")
     assert st.read_state() is None and not supervisors(local_home)
     # nothing was sent: the leg's row says so, at $0 (runs and spend count the same legs)
     assert [(r["status"], r["cost_usd"]) for r in ledger(local_home)] == [("error", 0.0)]
     path.unlink()
-    one_line_error(orch("server", "start"), "is missing")
+    one_line_error(orch("local", "start"), "is missing")
 
 
 def test_a_corrupt_builtin_gguf_fails_the_pinned_digest(local_home):
@@ -344,7 +356,7 @@ def test_a_corrupt_builtin_gguf_fails_the_pinned_digest(local_home):
     runtime.config.cache_clear()
     models_dir().mkdir(parents=True)
     (models_dir() / BUILTIN_FILE).write_bytes(b"GGUF truncated download")
-    result = orch("server", "start")
+    result = orch("local", "start")
     one_line_error(result, "fails its sha256 check")
     assert "pinned a5fd3b62230a" in result.stderr and "rm " in result.stderr
 
@@ -352,9 +364,9 @@ def test_a_corrupt_builtin_gguf_fails_the_pinned_digest(local_home):
 def test_local_add_refuses_what_is_not_gguf_and_bad_aliases(local_home, tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("hello")
-    one_line_error(orch("local", "add", str(text), "--alias", "notes"), "is not a GGUF file")
-    one_line_error(orch("local", "add", str(text), "--alias", "a/b"), "bad alias")
-    one_line_error(orch("local", "remove", "ghost"), "no added local model")
+    one_line_error(orch("local", "add", str(text), "--alias", "notes"), "is not a GGUF file", 2)
+    one_line_error(orch("local", "add", str(text), "--alias", "a/b"), "bad alias", 2)
+    one_line_error(orch("local", "remove", "ghost"), "no added local model", 2)
 
 
 # -- ports ---------------------------------------------------------------------------------
@@ -364,7 +376,7 @@ def test_a_configured_port_in_use_is_a_clear_error(local_home):
         busy.listen()
         port = busy.getsockname()[1]
         write_config(local_home, port=port)
-        one_line_error(orch("server", "start"), f"port {port} on 127.0.0.1 is already in use")
+        one_line_error(orch("local", "start"), f"port {port} on 127.0.0.1 is already in use")
     assert st.read_state() is None
 
 
@@ -375,7 +387,7 @@ def test_a_fixed_port_starts_again_at_once_after_a_stop(local_home):
     write_config(local_home, port=port)
     first = orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json")
     assert first.exit_code == 0, first.output
-    assert orch("server", "stop").exit_code == 0
+    assert orch("local", "stop").exit_code == 0
     lingering = subprocess.run(["ss", "-Htan", "state", "time-wait", f"sport = :{port}"],
                                capture_output=True, text=True).stdout
     assert lingering.strip(), "the stop left no TIME-WAIT socket: this test proves nothing"
@@ -405,7 +417,7 @@ def test_a_port_taken_between_check_and_bind_is_replaced(local_home, monkeypatch
 # -- sharing and concurrency ---------------------------------------------------------------
 def test_two_starts_at_once_end_with_one_server(local_home):
     env = dict(os.environ, ORCH_HOME=str(local_home))
-    procs = [subprocess.Popen([*ORCH, "server", "start", "--json"], env=env,
+    procs = [subprocess.Popen([*ORCH, "local", "start", "--json"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     docs = []
@@ -422,7 +434,7 @@ def test_the_shared_server_holds_no_secrets(local_home, monkeypatch):
     secret = "sk-test-TOPSECRET-0123456789abcdef"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     monkeypatch.setenv("MY_SERVICE_TOKEN", secret)
-    assert orch("server", "start").exit_code == 0
+    assert orch("local", "start").exit_code == 0
     state = st.read_state()
     for pid in (state["pid"], state["server_pid"]):
         environ = Path(f"/proc/{pid}/environ").read_bytes()
@@ -431,20 +443,20 @@ def test_the_shared_server_holds_no_secrets(local_home, monkeypatch):
 
 
 def test_server_cli_start_status_stop(local_home):
-    assert json.loads(orch("server", "status", "--json").stdout) == {"status": "stopped"}
-    started = orch("server", "start")
+    assert json.loads(orch("local", "status", "--json").stdout) == {"status": "stopped"}
+    started = orch("local", "start")
     assert started.exit_code == 0 and "local server started" in started.stdout
-    assert "already running" in orch("server", "start").stdout
-    doc = json.loads(orch("server", "status", "--json").stdout)
+    assert "already running" in orch("local", "start").stdout
+    doc = json.loads(orch("local", "status", "--json").stdout)
     assert doc["status"] == "running" and doc["health"] == "ok"
     assert doc["served"] == ["gemma3-270m", "tiny2"]  # what the live server lists
     assert doc["restarts"] == 0 and doc["idle_s"] == 900
-    assert "running" in orch("server", "status").stdout
+    assert "running" in orch("local", "status").stdout
     server_pid = doc["server_pid"]
-    stopped = orch("server", "stop")
+    stopped = orch("local", "stop")
     assert stopped.exit_code == 0 and f"pid {server_pid}" in stopped.stdout
     assert not st.pid_alive(server_pid) and st.read_state() is None
-    assert "no local server is running" in orch("server", "stop").stdout
+    assert "no local server is running" in orch("local", "stop").stdout
 
 
 # -- faults --------------------------------------------------------------------------------
@@ -513,16 +525,16 @@ def test_a_crash_loop_stops_after_three_restarts_with_a_clear_error(local_home):
     manager.ensure(_settings(), {"gemma3-270m"})
     wait_for(lambda: (st.read_state() or {}).get("status") == "failed", timeout=30,
              what="the supervisor to give up")
-    doc = json.loads(orch("server", "status", "--json").stdout)
+    doc = json.loads(orch("local", "status", "--json").stdout)
     assert doc["status"] == "failed" and doc["restarts"] == 3
     result = orch("fanout", "-m", "local/gemma3-270m", "-p", "x")
     one_line_error(result, "crashed 4 times within 5 minutes")
-    assert "orch server start" in result.stderr
+    assert "orch local start" in result.stderr
     assert not supervisors(local_home)
-    # `orch server start` is the deliberate retry: it starts a fresh server
+    # `orch local start` is the deliberate retry: it starts a fresh server
     write_config(local_home, server_command=["{python}", "-c", FAKE_SERVER, "{port}",
                                              "gemma3-270m"])
-    assert orch("server", "start").exit_code == 0
+    assert orch("local", "start").exit_code == 0
     assert st.read_state()["restarts"] == 0
 
 
@@ -563,11 +575,11 @@ def test_sigill_on_the_first_completion_restarts_once_on_the_portable_path(local
     log = (local_home / "local" / "server.log").read_text()
     assert "died with SIGILL (illegal instruction): likely cause:" in log
     assert log.count("fake server up http") == 2 and log.count("died with SIGILL") == 1
-    status = orch("server", "status")
+    status = orch("local", "status")
     assert "path: portable (" in status.stdout and "SIGILL" in status.stdout
     # the next start goes straight to the portable path: one start, no SIGILL
-    assert orch("server", "stop").exit_code == 0
-    started = orch("server", "start")
+    assert orch("local", "stop").exit_code == 0
+    started = orch("local", "start")
     assert started.exit_code == 0 and "portable path" in started.stdout
     log = (local_home / "local" / "server.log").read_text()
     assert log.count("fake server up http") == 3 and log.count("died with SIGILL") == 1
@@ -584,7 +596,7 @@ def test_sigill_on_the_portable_path_too_is_one_line_with_the_remedy(local_home)
 
 def test_a_server_that_loads_but_cannot_generate_is_never_ready(local_home):
     write_config(local_home, server_command=[*FAKE, "broken"])
-    result = orch("server", "start")
+    result = orch("local", "start")
     one_line_error(result, "loaded but could not generate one token")
     assert "HTTP 500" in result.stderr
     assert st.read_state() is None and not supervisors(local_home)
@@ -611,7 +623,7 @@ def test_slots_follow_the_wave_up_to_the_configured_maximum(local_home):
     assert json.loads(doc["legs"][0]["answer"])["argv"] == ["3", "512"]
     state = st.read_state()
     assert state["slots"] == 3 and state["n_ctx_per_slot"] == 512
-    assert "slots: 3 × 512 tokens" in orch("server", "status").stdout
+    assert "slots: 3 × 512 tokens" in orch("local", "status").stdout
 
 
 def seed_llama_server() -> None:
@@ -648,6 +660,74 @@ def test_threads_for_one_token_and_for_several_reach_llama_servers_command_line(
     doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
     argv = json.loads(doc["legs"][0]["answer"])["argv"]
     assert flag(argv, "--threads") == "1" and flag(argv, "--threads-batch") == "2"
+
+
+@pytest.mark.parametrize("cores, load, threads", [
+    (2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 13.0, 1), (8, 3.2, 5), (1, 0.0, 1),
+])
+def test_the_server_gets_the_cores_free_as_it_starts(cores, load, threads):
+    from orchestrator.local.settings import free_cores
+
+    got, why = free_cores(cores, load)
+    assert got == threads and why.startswith(f"{threads} of {cores} cores free (load {load:.1f})")
+
+
+def test_the_thread_setting_is_chosen_at_the_start_and_said(local_home, monkeypatch):
+    """No `local.n_threads`: an idle 2-core machine gives the server both cores, a busy one
+    a single thread (docs/performance.md); the start line and `orch local status` say it;
+    `local.n_threads` pins it."""
+    seed_llama_server()
+    write_config(local_home, server_command=None, server="built")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    for load, threads in ((0.2, "2"), (9.5, "1")):
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        result = orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x",
+                      "--json")
+        argv = json.loads(json.loads(result.stdout)["legs"][0]["answer"])["argv"]
+        assert flag(argv, "--threads") == threads and flag(argv, "--threads-batch") == threads
+        started = [ln for ln in result.stderr.splitlines() if "starting the local" in ln]
+        assert started == [f"orch: starting the local model server for local/gemma3-270m (2 "
+                           f"slots, {threads} thread{'s' * (threads == '2')}); the first answer "
+                           "waits for it"]
+        shown = orch("local", "status").stdout
+        assert f"  threads: {threads} (steps of several slots: {threads}; {threads} of 2 " \
+               f"cores free (load {load:.1f}) as the server started)" in shown
+        manager.stop()
+    write_config(local_home, n_threads=2)
+    doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)
+    assert flag(json.loads(doc["legs"][0]["answer"])["argv"], "--threads") == "2"
+    assert "  threads: 2 (steps of several slots: 2; local.n_threads)" in orch("local", "status").stdout
+
+
+def test_a_cold_start_says_so_on_stderr_before_the_server_answers(local_home, tmp_path):
+    """The real `orch`, with --json: the first line on stderr says the server is starting,
+    while the stand-in server is still held back (it listens once the test lets it)."""
+    release = tmp_path / "release"
+    write_config(local_home, server_command=[*FAKE, f"hold:{release}", "{slots}", "{n_ctx}"])
+    env = dict(os.environ, ORCH_HOME=str(local_home))
+    proc = subprocess.Popen([*ORCH, "fanout", "-m", "local/gemma3-270m", "-p", "x", "--json"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stderr.readline()
+        assert first.startswith("orch: starting the local model server for local/gemma3-270m")
+        assert not release.exists()  # said while the server is held back, not after
+        assert (st.read_state() or {}).get("status") != st.RUNNING
+    finally:
+        release.touch()
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["status"] == "complete"  # stdout: the document, nothing else
+    assert sum("starting the local model server" in ln for ln in [first, *err.splitlines()]) == 1
+    assert any(ln.startswith("orch: started the local model server in ") for ln in
+               err.splitlines())
+
+
+def test_the_old_spelling_orch_server_still_works_and_says_the_new_one(local_home):
+    old = orch("server", "status", "--json")
+    assert old.exit_code == 0 and json.loads(old.stdout) == {"status": "stopped"}
+    assert old.stderr == ("orch: `orch server` is now `orch local` (orch local start|stop|"
+                          "status); the old spelling still works\n")
+    assert orch("local", "status", "--json").stderr == ""
 
 
 @pytest.mark.parametrize("value", [0, 1.5, "2", True])
@@ -692,7 +772,7 @@ def test_a_moved_corrupt_model_is_still_refused_at_its_new_place(local_home):
     old = data.old_models_dir() / BUILTIN_FILE
     old.parent.mkdir(parents=True)
     old.write_bytes(b"GGUF truncated")
-    result = orch("server", "start")
+    result = orch("local", "start")
     one_line_error(result, "fails its sha256 check")
     assert str(data.models_dir() / BUILTIN_FILE) in result.stderr and not old.exists()
 
@@ -772,7 +852,7 @@ def test_the_guards_check_the_running_servers_slot_until_its_next_start(local_ho
     """A changed `local.n_ctx` applies at the next server start: until then the slot the
     server has is the window the context guard checks, as the LOCAL_CONTEXT count does."""
     write_config(local_home, n_ctx=128)
-    assert orch("server", "start").exit_code == 0
+    assert orch("local", "start").exit_code == 0
     write_config(local_home, n_ctx=8192)  # not running yet
     leg = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "word " * 100,
                           "--json").stdout)["legs"][0]
@@ -821,7 +901,11 @@ def test_a_council_whose_local_server_cannot_start_says_why_in_one_line(local_ho
     result = orch("council", "run", "-p", "Review.", "--tools", "none",
                   "-m", "local/gemma3-270m,local/gemma3-270m@hot",
                   "--chair", "local/gemma3-270m@cold")
-    one_line_error(result, "orch: error: the local server needs xllamacpp (llama.cpp")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("orch: error:")]
+    assert len(errors) == 1 and "the local server needs xllamacpp (llama.cpp" in errors[0]
+    # the rest are the run's notices, one `orch:` line each (the start, the chair, the totals)
+    assert all(line.startswith("orch: ") for line in result.stderr.splitlines())
     assert "internal" not in result.stderr
 
 

@@ -117,7 +117,7 @@ def test_readme_command_1_then_a_four_leg_wave_decodes_concurrently(orch_home):
             assert leg["answer"].strip(), "the model wrote nothing"
             assert leg["usage"]["output_tokens"] > 0 and leg["cost_source"] == "free"
             assert leg["local_server"]["slots"] == 4
-        status = json.loads(run(orch_home, [str(BIN / "orch"), "server", "status",
+        status = json.loads(run(orch_home, [str(BIN / "orch"), "local", "status",
                                             "--json"]).stdout)
         assert status["status"] == "running" and status["slots"] == 4
         assert status["path"] in ("fast", "portable")
@@ -133,7 +133,7 @@ def test_readme_command_1_then_a_four_leg_wave_decodes_concurrently(orch_home):
         assert status["server"].startswith("prebuilt (xllamacpp ")
         assert not (data_home(orch_home) / "llama-server").exists()  # nothing compiled
     finally:
-        stopped = run(orch_home, [str(BIN / "orch"), "server", "stop", "--json"])
+        stopped = run(orch_home, [str(BIN / "orch"), "local", "stop", "--json"])
     assert stopped.returncode == 0 and json.loads(stopped.stdout)["stopped"] is True
     server_pid = json.loads(stopped.stdout)["pid"]
     from orchestrator.local.state import pid_alive, read_state
@@ -159,7 +159,7 @@ def test_bench_reading_suite_completes_on_the_embedded_model(assembled):
         assert con.execute("select count(*) from spend where run_id = ?",
                            (doc["bench_id"],)).fetchone()[0] == len(doc["trials"])
     finally:
-        run(orch_home, [orch, "server", "stop"], timeout=60)
+        run(orch_home, [orch, "local", "stop"], timeout=60)
 
 
 def test_a_council_completes_every_stage_on_the_embedded_model(assembled):
@@ -184,7 +184,7 @@ def test_a_council_completes_every_stage_on_the_embedded_model(assembled):
         stages = {s["name"] for s in doc["stages"]}
         assert {"review", "judge", "chair-1"} <= stages, stages
     finally:
-        run(orch_home, [orch, "server", "stop"], timeout=60)
+        run(orch_home, [orch, "local", "stop"], timeout=60)
 
 
 def test_a_text_tool_call_the_embedded_model_writes_is_executed(assembled, tmp_path):
@@ -213,4 +213,4 @@ def test_a_text_tool_call_the_embedded_model_writes_is_executed(assembled, tmp_p
         assert any("pelican" in r["result"] for r in reads), [
             (r.get("tool"), r.get("result", "")[:80]) for r in records if r.get("type") == "tool"]
     finally:
-        run(orch_home, [orch, "server", "stop"], timeout=60)
+        run(orch_home, [orch, "local", "stop"], timeout=60)

@@ -324,13 +324,15 @@ def test_default_models_is_isolated_like_every_hook(orch, scripted_server, orch_
                        ORCH_DISABLE_PLUGINS="local")
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["legs"][0]["answer"] == "default answer"
-    assert ran.stderr.splitlines() == [
+    *said, totals = ran.stderr.splitlines()
+    assert said == [
         "orch: warning: plugin zraise: default_models failed and was skipped: RuntimeError: "
         "no defaults today",
         "orch: warning: plugin ywrong: default_models failed and was skipped: WrongAnswer: "
         "default_models returned a list; it must return {\"models\": [names], \"notice\": "
         "\"one line\"} or None",
         "orch: running scripted/m by default"]
+    assert totals.startswith("orch: wave ")  # the run's closing line, also with --json
 
 
 RESOLVER_WRONG = """
@@ -350,9 +352,11 @@ def test_resolve_model_answering_a_str_is_skipped_not_an_internal_error(
                        site=site)
     assert ran.returncode == 0, ran.stderr
     assert "internal error" not in ran.stderr
-    assert ran.stderr.splitlines() == [
+    *said, totals = ran.stderr.splitlines()
+    assert said == [
         "orch: warning: plugin resolver: resolve_model failed and was skipped: WrongAnswer: "
         "resolve_model returned a str; it must return a ResolvedModel or None"]
+    assert totals.startswith("orch: wave ")  # the run's closing line, also with --json
 
 
 COMMANDS_BLOCK = """

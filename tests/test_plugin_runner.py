@@ -4,7 +4,8 @@ The call sites are enumerated from the source (``ast`` over ``orchestrator/`` an
 ``plugins/``): a pluggy hook called directly (``pm.hook.X(...)``), a hook implementation's
 function called (``impl.function(...)``), the implementations or plugin objects fetched
 (``get_hookimpls``, ``get_plugin``, ``list_name_plugin``), an entry point imported
-(``ep.load()``, ``EntryPoint(...)``), a plugin's declaration read by name
+(``ep.load()``, ``EntryPoint(...)``), a plugin file run (``loader.exec_module(...)``), a
+plugin's declaration read by name
 (``getattr(plugin, "FAIL_CLOSED")``, ``getattr(plugin, "register_options")``). Each may
 appear only in the runner's own modules, and there only on a line that says why it is
 safe (``# runner: ...``: inside a worker call, on the plugin loop, a built-in inline).
@@ -28,6 +29,7 @@ RUNNER = {
     "orchestrator/plugin_host/snapshot.py",
     "orchestrator/plugin_host/plugin_loop.py",
     "orchestrator/plugin_host/declared.py",
+    "orchestrator/plugin_host/directory.py",  # a plugin file's import, inside import_plugin
     "orchestrator/tools.py",  # a built-in's tool, inline; a third party's through the runner
 }
 MARK = "# runner:"
@@ -35,7 +37,7 @@ MARK = "# runner:"
 FETCHERS = {"get_hookimpls", "get_plugin", "get_plugins", "list_name_plugin",
             "list_plugin_distinfo"}
 ENTRY_POINTS = {"ep", "entry", "entry_point", "found"}
-DECLARATIONS = {"FAIL_CLOSED", "HOOK_DEADLINE_S", "CONFIG_SCHEMA", "NAME"}
+DECLARATIONS = {"FAIL_CLOSED", "HOOK_DEADLINE_S", "CONFIG_SCHEMA", "NAME", "AFTER", "BEFORE"}
 
 
 def hook_names() -> set[str]:
@@ -65,9 +67,15 @@ def raw_sites(source: str, hooks: set[str]) -> list[tuple[int, str]]:
                 found.append((node.lineno, f"{func.value.id}.load()"))
             elif func.attr == "EntryPoint":
                 found.append((node.lineno, "EntryPoint(...)"))
+            elif func.attr == "exec_module":  # a plugin file run (directory.py)
+                found.append((node.lineno, ".exec_module(...)"))
             elif func.attr == "hook" or (isinstance(func.value, ast.Attribute)
                                           and func.value.attr == "hook"):
                 found.append((node.lineno, "pm.hook call"))
+            elif func.attr == "import_file":
+                found.append((node.lineno, ".import_file(...)"))
+        if isinstance(func, ast.Name) and func.id == "import_file":  # directory.py's import
+            found.append((node.lineno, "import_file(...)"))
         elif isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
             name = node.args[1]
             if isinstance(name, ast.Constant) and (name.value in DECLARATIONS
@@ -112,6 +120,9 @@ def test_no_call_into_plugin_code_escapes_the_runner():
     "declare = getattr(plugin, 'register_options', None)",
     "pm.get_plugin('tiers').decide(model)",
     "pm.list_name_plugin()",
+    "spec.loader.exec_module(module)",
+    "directory.import_file(name, path)",
+    "getattr(plugin, 'AFTER', ())",
 ])
 def test_each_way_around_the_runner_is_found(snippet):
     """The enumeration itself: every shape of a direct call is seen (so the test above

@@ -63,7 +63,7 @@ def test_q_still_shows_errors(orch, scripted_server, monkeypatch):
     orch.provider()
     done = fanout_here("-q", "--context", str(orch.home / "no-such-file"),
                        monkeypatch=monkeypatch)
-    assert done.exit_code == 1
+    assert done.exit_code == 2  # a usage mistake
     assert done.stderr.startswith("orch: error:") and "no-such-file" in done.stderr
 
 

@@ -70,7 +70,7 @@ def test_bad_filters_are_one_line_errors(orch_home):
     bad_status = runs("--status", "finished")
     assert bad_status.exit_code == 2 and "choose from running, complete" in bad_status.output
     bad_since = runs("--since", "last tuesday")
-    assert bad_since.exit_code == 1
+    assert bad_since.exit_code == 2  # a usage mistake, like --status above
     assert bad_since.output.startswith("orch: error: cannot read --since 'last tuesday'")
     assert runs().stdout == "no runs yet (orch fanout starts one)\n"
 
@@ -86,7 +86,7 @@ def test_show_is_status_for_waves_and_run_json_for_councils(three_runs):
     human = runs("show", f"council-{council}").stdout
     assert human.startswith(f"Council {council}: ") and "seat " in human
     missing = runs("show", "nope")
-    assert missing.exit_code == 1 and "no run 'nope'" in missing.output
+    assert missing.exit_code == 2 and "no run 'nope'" in missing.output
 
 
 def test_every_command_finds_a_run_by_a_unique_prefix_and_status_alone_shows_the_latest(
@@ -99,9 +99,9 @@ def test_every_command_finds_a_run_by_a_unique_prefix_and_status_alone_shows_the
     assert status().stdout.startswith(f"Council {council}: ")  # the latest run
     assert json.loads(status("--json").stdout)["run_id"] == council
     ambiguous = runs("show", "2")
-    assert ambiguous.exit_code == 1 and "ambiguous: 3 runs match '2'" in ambiguous.output
+    assert ambiguous.exit_code == 2 and "ambiguous: 3 runs match '2'" in ambiguous.output
     nowhere = status("nope")
-    assert nowhere.exit_code == 1 and "`orch runs` lists them" in nowhere.output
+    assert nowhere.exit_code == 2 and "`orch runs` lists them" in nowhere.output
     assert "ls" not in nowhere.output.split()
 
 
@@ -137,7 +137,7 @@ def test_gc_removes_old_folders_and_the_ledger_keeps_its_rows(three_runs, orch_h
     assert after == before
     assert set(listed()) == {mixed, council}
     bad = runs("gc", "--older-than", "soon")
-    assert bad.exit_code == 1 and "--older-than 'soon'" in bad.output
+    assert bad.exit_code == 2 and "--older-than 'soon'" in bad.output
     assert runs("gc").exit_code == 2  # --older-than is required
 
 

@@ -112,7 +112,7 @@ def test_empty_ledger_is_friendly(orch, home):
 
 @pytest.mark.parametrize("since", ["yesterday", "7 days", "-1d"])
 def test_bad_since_is_one_line_error(orch, home, since):
-    result = orch("--since", since, code=1)
+    result = orch("--since", since, code=2)
     assert result.stdout == ""
     assert result.stderr.startswith("orch: error: cannot read --since")
     assert result.stderr.count("\n") == 1
@@ -140,7 +140,7 @@ def test_a_since_reaching_before_year_one_is_one_line(tmp_path, monkeypatch):
     from orchestrator.cli import cli
 
     result = CliRunner().invoke(cli, ["spend", "--since", "99999999d"])
-    assert result.exit_code == 1 and "--since all" in result.stderr
+    assert result.exit_code == 2 and "--since all" in result.stderr
     assert "Traceback" not in result.output
 
 

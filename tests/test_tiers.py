@@ -202,7 +202,7 @@ def test_set_tier_pins_a_model_by_its_canonical_name(orch, scripted_server, ws):
     assert orch.run_leg("reviewer-70b", "q", workspace=ws).leg["tier_source"] == "name"
 
     bad = model_cli("set-tier", "nope", "minimal")
-    assert bad.exit_code == 1 and "has no provider" in bad.stderr
+    assert bad.exit_code == 2 and "has no provider" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
     assert model_cli("set-tier", "scripted/x", "tiny").exit_code == 2  # click names the choices
 

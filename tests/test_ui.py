@@ -75,7 +75,8 @@ def routes(wave_id: str) -> list[str]:
     return ["/", "/?status=complete", "/spend", "/spend?since=all&by=user", "/spend/chart.svg",
             f"/wave/{wave_id}", f"/wave/{wave_id}/legs.json", "/static/ui.css",
             "/static/ui.js", "/static/council.css", "/council/x/", "/council/x/run.json",
-            "/bench/x", "/bench/x/chart/0.svg", "/no/such/page", "/../../etc/passwd"]
+            "/bench/x", "/bench/x/chart/0.svg", "/search?q=plan", "/no/such/page",
+            "/../../etc/passwd"]
 
 
 def test_no_token_is_403_on_every_route(waves, ui):
@@ -510,3 +511,33 @@ def test_the_runs_summaries_are_read_once_and_follow_each_record(waves, orch, mo
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_search_box_finds_runs_by_their_text_and_marks_the_words_inert(waves, ui, browser,
+                                                                           orch_home):
+    """The runs page's search box, typed into and submitted in Chromium: the wave whose
+    prompt and hostile answer hold the word is found (the same search as `orch runs
+    search`), linked, each match marked, and nothing in the model's text runs."""
+    doc = waves[0].doc
+    browser.open(ui.url)
+    browser.eval("document.querySelector('#search-box input').value = 'pwned';"
+                 "document.querySelector('#search-box').submit()")
+    browser.wait_for("document.querySelector('#summary') !== null")
+    assert browser.eval("location.pathname + location.search") == "/search?q=pwned"
+    links = browser.eval("[...document.querySelectorAll('a.run-id')]"
+                         ".map(a => [a.textContent, a.getAttribute('href')])")
+    assert links == [[doc["wave_id"], f"/wave/{doc['wave_id']}"]]
+    marks = browser.eval("[...document.querySelectorAll('li.hit mark')].map(m => m.textContent)")
+    assert marks and {m.lower() for m in marks} == {"pwned"}
+    fields = browser.eval("[...document.querySelectorAll('li.hit')].map(li => li.textContent)")
+    assert any("scripted/bravo answer:" in f for f in fields), fields
+    assert browser.eval("typeof window.pwned") == "undefined"
+    assert browser.eval("document.scripts.length") == 0
+    # the search's own refusals are one line, as on the command line; no words: the form
+    from orchestrator.ui.views import View
+
+    view = View(orch_home / "runs", cache_dir=orch_home / "ui-cache")
+    bad = view("/search", {"q": ['"']})
+    assert bad.status == 400 and bad.body.decode().count("\n") == 1
+    assert b'id="search-form"' in view("/search", {}).body
+    assert b"No runs match" in view("/search", {"q": ["no-such-word-q7"]}).body

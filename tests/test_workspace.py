@@ -284,5 +284,5 @@ def test_fanout_tools_and_workspace_flags_are_recorded_on_the_wave(orch, scripte
     assert "tools" not in scripted_server.requests_for("o")[0].body
 
     bad = fanout("-m", "scripted/o", "-p", "q", "--workspace", str(tmp_path / "nowhere"))
-    assert bad.exit_code == 1 and "is not a directory" in bad.stderr
+    assert bad.exit_code == 2 and "is not a directory" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1

@@ -66,7 +66,7 @@ def test_credential_files_never_reach_the_provider(orch_home, scripted_server, h
     env = {"HOME": str(home)}
     refused = orch("fanout", "-m", "scripted/m", "-p", "Look around.", "--workspace",
                    str(home), env=env)
-    assert refused.exit_code == 1 and "--workspace-any" in refused.stderr
+    assert refused.exit_code == 2 and "--workspace-any" in refused.stderr
     result = orch("fanout", "-m", "scripted/m", "-p", "Look around.", "--workspace", str(home),
                   "--workspace-any", "--json", env=env)
     assert result.exit_code == 0, result.output
@@ -151,8 +151,9 @@ def test_the_default_workspace_is_the_git_work_tree_and_never_home(orch_home, sc
     monkeypatch.chdir(outside)
     result = orch("fanout", "-m", "scripted/m", "-p", "q", "--json")
     assert result.exit_code == 0, result.output
-    assert result.stderr == ("orch: no workspace: pass --workspace DIR to give models read "
-                             "access\n")
+    said = result.stderr.splitlines()  # the notice, then the wave's totals (also with --json)
+    assert said[0] == "orch: no workspace: pass --workspace DIR to give models read access"
+    assert len(said) == 2 and said[1].startswith("orch: wave ")
     assert "tools" not in scripted_server.requests[-1].body
     assert json.loads(result.stdout)["options"]["workspace"] is None
     quiet = orch("fanout", "-m", "scripted/m", "-p", "q", "--tools", "none", "-q")
@@ -165,12 +166,12 @@ def test_the_default_workspace_is_the_git_work_tree_and_never_home(orch_home, sc
     assert "no workspace" in result.stderr and "tools" not in scripted_server.requests[-1].body
     for wide in (str(outside), "/"):
         refused = orch("fanout", "-m", "scripted/m", "-p", "q", "--workspace", wide)
-        assert refused.exit_code == 1 and "--workspace-any" in refused.stderr
+        assert refused.exit_code == 2 and "--workspace-any" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
     sent = len(scripted_server.requests)
     council = orch("council", "run", "-m", "scripted/a,scripted/b", "--chair", "scripted/c",
                    "-p", "q", "--workspace", "/")
-    assert council.exit_code == 1 and "--workspace-any" in council.stderr
+    assert council.exit_code == 2 and "--workspace-any" in council.stderr
     assert len(scripted_server.requests) == sent
 
 
@@ -181,7 +182,7 @@ def test_the_default_workspace_is_the_git_work_tree_and_never_home(orch_home, sc
 ])
 def test_provider_add_refuses_a_base_url_that_carries_a_credential(orch_home, url):
     result = orch("provider", "add", "gw", "--base-url", url)
-    assert result.exit_code == 1 and "--api-key-env" in result.stderr
+    assert result.exit_code == 2 and "--api-key-env" in result.stderr
     assert "abc123def456" not in result.stderr and "s3cr3t" not in result.stderr
     assert "tok-0123" not in result.stderr
     assert not (orch_home / "config.json").exists()

@@ -78,8 +78,9 @@ def resolve(plan) -> tuple[dict[str, Any], dict[str, Any]]:
     from orchestrator.bakeoff.run import TierPin
     from orchestrator.budget_guards import require_guards
     from orchestrator.models.resolve import resolve_all
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.fail_closed import require_loaded
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
     cfg = runtime.config()
     resolved, pms = {}, {}
@@ -156,7 +157,7 @@ def load_results(file: Path) -> dict[str, Any]:
         if not isinstance(doc, dict) or "trials" not in doc or "settings" not in doc:
             raise ValueError("not an orch bench results file")
     except FileNotFoundError:
-        raise OrchError(f"{file} does not exist; pass a results file from ORCH_HOME/bench/") \
+        raise UsageProblem(f"{file} does not exist; pass a results file from ORCH_HOME/bench/") \
             from None
     except (OSError, ValueError) as exc:
         raise OrchError(f"{file} cannot be read as bench results: {exc}") from None
@@ -194,9 +195,9 @@ def prepare_bench(request: Bench | BenchResume):
     notices += [notice] if notice else []
     bench.junit = Path(request.junit_xml).absolute() if request.junit_xml else None
     if bench.junit is not None and bench.junit.is_dir():
-        raise OrchError(f"--junit-xml {request.junit_xml} is a directory; pass a file name")
+        raise UsageProblem(f"--junit-xml {request.junit_xml} is a directory; pass a file name")
     if bench.path.exists() and bench.path.is_dir():
-        raise OrchError(f"--out {bench.path} is a directory; pass a file name")
+        raise UsageProblem(f"--out {bench.path} is a directory; pass a file name")
     bench.maxfail = request.maxfail
     bench.estimate = estimate(plan, bench.resolved)
     models = [m for r in bench.resolved.values() for m in models_of(r)]

@@ -11,7 +11,7 @@ from typing import Any
 
 from orchestrator.app.budgets import require_budget_plugins
 from orchestrator.app.requests import Council
-from orchestrator.errors import OrchError
+from orchestrator.errors import UsageProblem
 
 
 @dataclass
@@ -49,7 +49,7 @@ def prepare_council(request: Council):
     specs = choose_models(request.models, request.council, cfg)
     chair = request.chair or cfg.defaults.get("chair")
     if not chair:
-        raise OrchError("no chair: pass --chair MODEL (a model that is not a seat) or set "
+        raise UsageProblem("no chair: pass --chair MODEL (a model that is not a seat) or set "
                         "`defaults.chair` in config.json")
     root, notice = choose_workspace(request.workspace, allow_any=request.workspace_any)
     pm = runtime.plugin_manager(enabled=not request.no_plugins)

@@ -4,8 +4,6 @@ through the hook boundary)."""
 
 from __future__ import annotations
 
-import sys
-
 from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.addressing import parse_model_list
 
@@ -25,7 +23,7 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
     if council:
         if council not in cfg.councils:
             known = ", ".join(sorted(cfg.councils)) or "none saved yet"
-            raise OrchError(f"no saved council {council!r} (known: {known}); save one with "
+            raise UsageProblem(f"no saved council {council!r} (known: {known}); save one with "
                             "`orch council save NAME --models a,b,c`")
         return list(cfg.councils[council])
     if models is not None:
@@ -38,12 +36,13 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
     pm = pm or runtime.plugin_manager()
     chosen = default_models(pm, cfg)
     if chosen:  # a plugin's default (the local plugin: the embedded model on a bare machine)
+        from orchestrator.notices import say
         from orchestrator.plugin_host.boundary import capped
 
-        print(capped(chosen["notice"]), file=sys.stderr)
+        say(capped(str(chosen["notice"]).removeprefix("orch: ")))
         return list(chosen["models"])
     if pm.implementers("default_models"):  # a default exists, just not here (keys set)
-        raise OrchError("no models given; pass --models a,b,c (or --council NAME, or set "
+        raise UsageProblem("no models given; pass --models a,b,c (or --council NAME, or set "
                         "`defaults.models` in config.json)")
     raise NoModels("no models: pass --models, add a provider, or enable the local plugin")
 
@@ -51,9 +50,9 @@ def choose_models(models: str | None, council: str | None, cfg, pm=None) -> list
 def default_models(pm, cfg) -> dict | None:
     """The first plugin's default models, through the hook boundary: a plugin that raises,
     answers the wrong shape or takes too long is skipped with one warning naming it."""
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.boundary import said
     from orchestrator.plugin_host.hooks import HookRunner
-    from orchestrator.plugin_host.plugins import stderr_warn
 
     def skipped(plugin: str, hook: str, exc: BaseException) -> None:
         stderr_warn(f"plugin {plugin}: {hook} failed and was skipped: {said(exc)}")

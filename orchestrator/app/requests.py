@@ -131,10 +131,15 @@ def fanout(*, retry_failed: str | None = None, models: str | None = None,
            chair: str | None = None, synthesis: str | None = None,
            aggregate: str | None = None, rounds: int = 1, peers: int | None = None,
            tools: str | None = None, max_legs: int = DEFAULT_MAX_LEGS,
-           **common: Any) -> Fanout | Retry:
+           words: tuple[str, ...] = (), **common: Any) -> Fanout | Retry:
     """A fanout, or the retry of a wave (``retry_failed``), from plain values: the checks
     of values that make no run together, shared by every face (``prompt_flags``: the
-    prompt's flags the face was given, ``--prompt``/``--prompt-file``; a retry reads none)."""
+    prompt's flags the face was given, ``--prompt``/``--prompt-file``; a retry reads none;
+    ``words``: the prompt given as the command's argument, ``orch fanout -m a,b "why"``, the
+    same as ``--prompt``, so a face reads no prompt when they are given)."""
+    if words:
+        prompt, prompt_source = given_as_argument(words, prompt_flags), "--prompt"
+        prompt_flags = (*prompt_flags, "PROMPT")
     if peers is not None and rounds == 1:
         raise UsageProblem("--peers only applies to a deliberation; add --rounds N (N ≥ 2)")
     if retry_failed:
@@ -151,3 +156,14 @@ def fanout(*, retry_failed: str | None = None, models: str | None = None,
                   council=council, context=tuple(context), chair=chair, synthesis=synthesis,
                   aggregate=aggregate, rounds=rounds,
                   peers=peers, tools=tools, max_legs=max_legs, **common)
+
+
+def given_as_argument(words: tuple[str, ...], prompt_flags: tuple[str, ...]) -> str:
+    """The prompt given as the command's one argument; given twice (with ``--prompt`` or
+    ``--prompt-file`` too) or as several unquoted words, a usage mistake (exit 2)."""
+    from orchestrator.briefing import positional_prompt, read_prompt
+
+    flag = prompt_flags[0] if prompt_flags else None
+    text = positional_prompt(words, "" if flag == "--prompt" else None,
+                             "" if flag and flag != "--prompt" else None)
+    return read_prompt(text, None)  # an empty one is said as --prompt's is

@@ -26,8 +26,8 @@ def _moment(option: str, text: str):
 
     try:
         return parse_since(text)
-    except OrchError as exc:
-        raise OrchError(str(exc).replace("--since", option)) from None
+    except OrchError as exc:  # a usage mistake stays one (exit 2)
+        raise type(exc)(str(exc).replace("--since", option)) from None
 
 
 def _statuses(values: tuple[str, ...]) -> set[str]:

@@ -1,5 +1,5 @@
 """Finding past runs by their text, as every face does it: ``orch runs search``, `orch mcp`'s
-runs tool (``action: search``) and, later, the web view's search box. A missing SQLite ledger
+runs tool (``action: search``) and `orch ui`'s search page. A missing SQLite ledger
 finds nothing and is not created."""
 
 from __future__ import annotations

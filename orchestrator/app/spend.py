@@ -3,7 +3,6 @@ mcp`'s spend tool (a missing SQLite file is no spend, never a new database)."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from orchestrator.ledger.spend import Ledger, parse_since
@@ -23,8 +22,9 @@ def spend_json(since_text: str, group_by: str | None) -> dict[str, Any]:
                 "bound_cost_usd": 0.0, "groups": [], "in_flight_at_kill": in_flight(since)}
     ledger = Ledger()
     if ledger.replayed:  # rows an earlier command could not write in time (the outbox)
-        print(f"replayed {_count(ledger.replayed, 'row')} from the ledger outbox",
-              file=sys.stderr)
+        from orchestrator.notices import say
+
+        say(f"replayed {_count(ledger.replayed, 'row')} from the ledger outbox")
     return {**ledger.rollup(since=since, group_by=group_by),
             "in_flight_at_kill": in_flight(since)}
 

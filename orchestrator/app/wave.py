@@ -7,14 +7,13 @@ client): budgets' plugins, ``plugin_config``, models, keys, briefing, names, wor
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.app.budgets import require_budget_plugins
 from orchestrator.app.requests import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN, Fanout, Retry
 from orchestrator.briefing import check_briefing
-from orchestrator.errors import OrchError, UsageProblem
+from orchestrator.errors import UsageProblem
 from orchestrator.models.addressing import check_key
 from orchestrator.models.resolve import resolve_all
 from orchestrator.security.workspace_root import choose as choose_workspace
@@ -77,7 +76,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
 
     check_outcome(chair=chair, rounds=rounds, aggregate=aggregate, synthesis=synthesis)
     if len(specs) > max_legs:
-        raise OrchError(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
+        raise UsageProblem(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
     pm = pm or runtime.plugin_manager(enabled=not no_plugins)
     require_budget_plugins(budgets, pm, no_plugins, cfg, kept_from)
@@ -94,7 +93,9 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
     root, notice = choose_workspace(workspace, allow_any=workspace_any)
     if notice and (tools_mode or "read") == "read" and not quiet:
         if notices is None:
-            print(f"orch: {notice}", file=sys.stderr)
+            from orchestrator.notices import say
+
+            say(notice)
         else:
             notices.append(notice)
     spec = WaveSpec(models=resolved, briefing=briefing, runs_dir=runs.absolute(),

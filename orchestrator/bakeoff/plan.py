@@ -15,7 +15,7 @@ from typing import Any
 from orchestrator.bakeoff.contestants import Contestant, check_unique, parse_contestant
 from orchestrator.bakeoff.guard import CHECK_MEMORY_MB, CHECK_TIMEOUT_S
 from orchestrator.bakeoff.tasks import SUITES_DIR, Task, load_tasks, suite_dir
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 
 DEFAULT_PROMPT = "{task}"
 DEFAULT_TRIALS, DEFAULT_JOBS, DEFAULT_TIMEOUT_S = 3, 8, 600.0
@@ -140,7 +140,7 @@ def read_config(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise OrchError(f"config {path} does not exist; write one with `orch bench --init`") \
+        raise UsageProblem(f"config {path} does not exist; write one with `orch bench --init`") \
             from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise OrchError(f"config {path} cannot be read: {exc}; fix its TOML") from None

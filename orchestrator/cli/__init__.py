@@ -23,7 +23,7 @@ COMMANDS = {
     "council": "orchestrator.cli.council:council",
     "plugins": "orchestrator.cli.plugins_cmd:plugins",
     "model": "orchestrator.cli.model_cmds:model",
-    "server": "orchestrator.cli.server_cmds:server",
+    "server": "orchestrator.cli.server_cmds:server",  # the old `orch local` start|stop|status
     "local": "orchestrator.cli.server_cmds:local",
     "doctor": "orchestrator.cli.doctor:doctor",
     "runs": "orchestrator.cli.runs:runs",
@@ -55,11 +55,19 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help without importing every command module: keep `orch --help` fast.
-        rows = [(name, SUMMARIES.get(name, "")) for name in COMMANDS]
+        rows = [(name, SUMMARIES[name]) for name in COMMANDS if name in SUMMARIES]
         rows += [(n, c.get_short_help_str(60)) for n, c in self.commands.items()
                  if n not in COMMANDS]
         with formatter.section("Commands"):
             formatter.write_dl(sorted(rows))
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.exceptions.ClickException as exc:  # `orch --bogus`: one line too
+            from orchestrator.cli.usage import one_line
+
+            raise one_line(exc) from None
 
     def invoke(self, ctx: click.Context):
         from orchestrator.security.scrubbed_io import scrubbed_output
@@ -79,8 +87,11 @@ class LazyGroup(click.Group):
         except Terminated:
             click.echo("orch: terminated", err=True)
             ctx.exit(143)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort,
-                BrokenPipeError):
+        except click.exceptions.ClickException as exc:  # a usage mistake: one line, exit 2
+            from orchestrator.cli.usage import one_line
+
+            raise one_line(exc) from None
+        except (click.exceptions.Exit, click.exceptions.Abort, BrokenPipeError):
             raise  # BrokenPipeError: stdout's reader left; main() ends quietly
         except Exception as exc:  # a bug, not bad input: still one line, the trace in the log
             from orchestrator.runtime import log
@@ -104,8 +115,8 @@ SUMMARIES = {
     "council": "Multi-model review and saved model lists (council run|save|list|stats).",
     "plugins": "List plugins: where each came from, its hooks, whether it loaded.",
     "model": "Per-model settings: capability tier (model set-tier|tiers).",
-    "server": "The shared local model server (server start|stop|status).",
-    "local": "The local server's binary and GGUF models (local build|add|list|remove).",
+    "local": "The embedded local model: its server (local start|stop|status), binary and "
+             "GGUF models (local build|add|list|remove).",
     "doctor": "Check the set-up: keys, endpoints, names, variants, local model, plugins.",
     "runs": "List past waves and councils; show, search, tail or clean them up (runs show|search|tail|gc).",
     "models": "Every model you can address, with window, ceiling, prices and abilities.",
@@ -127,6 +138,11 @@ def _log_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
         runtime.configure_logging()
 
 
+def _plugins_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value:  # read from argv before parsing already (directory.from_argv): said here too
+        os.environ["ORCH_PLUGINS_DIR"] = value
+
+
 # color=True: click never strips an escape sequence from what it echoes (it does when piped);
 # the outlet shows every one escaped instead, on a terminal and piped alike
 # (orchestrator/security/outlet.py): stripped, a model's ESC[2K would vanish unseen.
@@ -135,6 +151,11 @@ def _log_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
 @click.version_option(__version__, prog_name="orch")
 @click.option("--log-json", is_flag=True, expose_value=False, is_eager=True,
               callback=_log_json, help="Logs as JSON lines on stderr (default: one orch: line each).")
+@click.option("--plugins-dir", metavar="DIR", expose_value=False, is_eager=True,
+              type=click.Path(exists=True, file_okay=False),
+              callback=_plugins_dir,
+              help="Load every *.py in DIR as a plugin (default: config plugins.dir, else "
+                   "ORCH_HOME/plugins).")
 def cli() -> None:
     """orch: a second (and third, and fifth) opinion from several models at once.
 
@@ -148,6 +169,10 @@ def cli() -> None:
     (default warning): one line each (orch: LEVEL: ...), JSON lines only with --log-json;
     stdout carries only each command's output.
     """
+    from orchestrator import runtime
+
+    if runtime.job_logging is None:  # each command starts at LOG_LEVEL: an earlier -q in
+        runtime.configure_logging.cache_clear()  # this process (CliRunner) does not linger
 
 
 def _command_word() -> str | None:
@@ -165,8 +190,9 @@ def _register_plugin_commands() -> None:
     if word in COMMANDS:
         return  # a built-in command runs: plugin commands can't be what was asked for
     from orchestrator import runtime
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.declared import add_commands
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
     if word in (None, "--help", "-h", "--version"):  # the command list (or a TAB on the
         # command word): only the plugins that can add a command; the built-ins declare
@@ -209,6 +235,9 @@ def main() -> None:
 
 
 def _main() -> None:
+    from orchestrator.plugin_host.directory import from_argv
+
+    from_argv(sys.argv[1:])  # --plugins-dir: its plugins' commands and options load first
     try:
         _register_plugin_commands()
     except OrchError as exc:

@@ -9,7 +9,7 @@ import click
 
 from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.plugin_options import PluginOptionsCommand, PluginOptionsGroup
-from orchestrator.errors import OrchError
+from orchestrator.errors import UsageProblem
 
 
 @click.group(cls=PluginOptionsGroup, plugin_command="bench", invoke_without_command=True)
@@ -158,7 +158,7 @@ def _init(path: Path) -> int:
     from orchestrator.bakeoff.plan import STARTER
 
     if path.exists():
-        raise OrchError(f"{path} already exists; edit it, or pass --config OTHER.toml with "
+        raise UsageProblem(f"{path} already exists; edit it, or pass --config OTHER.toml with "
                         "--init to write a new one")
     path.write_text(STARTER, encoding="utf-8")
     click.echo(f"wrote {path}; next: orch bench --config {path} --dry-run")
@@ -179,7 +179,9 @@ def _selftest(config_path, builtin, cases, as_json, unsafe) -> int:
     bench = plan_mod.read_config(config_path).get("bench", {}) if config_path else {}
     path, notice = choose_sandbox(any(t.verify for _, ts in loaded for t in ts), unsafe)
     if notice:
-        click.echo(f"orch: {notice}", err=True)
+        from orchestrator.notices import say
+
+        say(notice, "warning")
     guard = Guard.of(path, plan_mod.check_settings(bench if isinstance(bench, dict) else {},
                                                    ceiling_keys()))
     rows = []

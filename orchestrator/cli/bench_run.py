@@ -16,7 +16,8 @@ from orchestrator.app.bench import load_results, models_of
 from orchestrator.app.bench_run import analyse, trial_line
 from orchestrator.bakeoff import contestants as cmd
 from orchestrator.bakeoff.plan import Plan, describe_estimate, estimate
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
+from orchestrator.notices import say
 
 
 def check_contestants(plan: Plan, resolved: dict[str, Any], unsafe: bool = False) -> int:
@@ -193,7 +194,7 @@ def run(prepared, *, yes: bool, as_json: bool, quiet: bool, no_daemon: bool = Fa
     from orchestrator.cli.running import run as run_prepared
 
     if prepared.nothing is not None:
-        click.echo(prepared.nothing, err=True)
+        say(prepared.nothing)
         sys.exit(0)
     bench = prepared.plan
     confirm(prepared, yes)
@@ -202,7 +203,7 @@ def run(prepared, *, yes: bool, as_json: bool, quiet: bool, no_daemon: bool = Fa
     doc, code, where = run_prepared(prepared, renderer=Renderer(
         quiet=quiet, display=progress, trials=progress.trial), no_daemon=no_daemon)
     if where.get("nothing"):
-        click.echo(where["nothing"], err=True)
+        say(where["nothing"])
         sys.exit(0)
     results(doc, where, as_json=as_json)
     sys.exit(code)
@@ -223,11 +224,9 @@ def results(doc: dict[str, Any], where: dict[str, Any], *, as_json: bool) -> Non
         click.echo(report.terminal(doc))
     stop = doc.get("interrupted")
     if stop:  # everything measured so far is on disk: say where, in one line
-        click.echo(f"orch: {'stopped' if not stop['signal'] else 'interrupted'} "
-                   f"({stop['signal_name']}) after "
-                   f"{len(stop['complete'])} of {stop['planned']} trials; partial results: "
-                   f"{path} (report: {md}; `orch bench resume {path}` runs the rest)",
-                   err=True)
+        say(f"{'stopped' if not stop['signal'] else 'interrupted'} ({stop['signal_name']}) "
+            f"after {len(stop['complete'])} of {stop['planned']} trials; partial results: "
+            f"{path} (report: {md}; `orch bench resume {path}` runs the rest)", always=True)
         return
     click.echo(f"results: {path}\nreport: {md} · {page}", err=True)
 
@@ -255,9 +254,9 @@ def show(file: Path, task: str | None, contestant: str | None) -> None:
     tasks = doc["settings"].get("tasks") or sorted({r["task"] for r in doc["trials"]})
     names = [c["name"] for c in doc["settings"].get("contestants") or []]
     if task is not None and task not in tasks:
-        raise OrchError(f"no task {task!r} in {file}; its tasks: {', '.join(tasks[:20])}")
+        raise UsageProblem(f"no task {task!r} in {file}; its tasks: {', '.join(tasks[:20])}")
     if contestant is not None and contestant not in names:
-        raise OrchError(f"no contestant {contestant!r} in {file}; its contestants: "
+        raise UsageProblem(f"no contestant {contestant!r} in {file}; its contestants: "
                         f"{', '.join(names)}")
     if contestant is None:
         lines = browse.listing(doc, task)

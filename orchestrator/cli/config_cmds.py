@@ -16,7 +16,7 @@ import click
 
 from orchestrator import keys
 from orchestrator.config import Config
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.addressing import resolve
 from orchestrator.models.names import NAME_RE, RESERVED_PROVIDERS, provider_problem  # noqa: F401
 from orchestrator.security.secrets import mask_url
@@ -37,7 +37,7 @@ def check_name(kind: str, name: str) -> str:
     if not NAME_RE.match(name):
         bad = "".join(sorted({c for c in name if c in "/@, "}))
         why = f" (it contains {bad!r})" if bad else ""
-        raise OrchError(
+        raise UsageProblem(
             f"{kind} name {name!r} is not a simple name{why}; use letters, digits, - _ ."
         )
     return name
@@ -66,12 +66,12 @@ def _key_env_name_for(provider_id: str) -> str:
 def _check_key_env(provider_id: str, value: str) -> str:
     # Never echo `value`: if it is a key, repeating it would print it to the terminal and logs.
     if not value:
-        raise OrchError("--api-key-env needs the name of an environment variable, e.g. MY_API_KEY")
+        raise UsageProblem("--api-key-env needs the name of an environment variable, e.g. MY_API_KEY")
     if value.startswith("$") and ENV_NAME_RE.match(value[1:]):
         value = value[1:]  # a quoted '$VAR' means the variable VAR
     if _looks_like_key(value):
         env = _key_env_name_for(provider_id)
-        raise OrchError(
+        raise UsageProblem(
             "--api-key-env takes the NAME of an environment variable, not the key itself, and "
             f"that value looks like a key, so nothing was saved; run `export {env}=...` and pass "
             f"--api-key-env {env}"
@@ -83,20 +83,20 @@ def _check_base_url(url: str) -> str:
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise OrchError(
+        raise UsageProblem(
             f"base URL {url!r} must start with http:// or https:// and name a host, "
             "e.g. http://127.0.0.1:8000/v1"
         )
     # Never echo the URL here: the credential would be printed.
     if "@" in parts.netloc:
-        raise OrchError(
+        raise UsageProblem(
             "base URL must not carry credentials (user:password@ or token@ before the host); "
             "put the key in an environment variable and pass its name with --api-key-env"
         )
     keys = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True)
                    if _CREDENTIAL_PARAM.search(k)})
     if keys:
-        raise OrchError(
+        raise UsageProblem(
             f"base URL must not carry a credential in its query ({', '.join(keys)}=...); put "
             "the key in an environment variable and pass its name with --api-key-env"
         )
@@ -105,7 +105,7 @@ def _check_base_url(url: str) -> str:
 
 def _check_cost(flag: str, value: float) -> float:
     if not math.isfinite(value) or value < 0:
-        raise OrchError(f"{flag} must be a number >= 0 (dollars per million tokens), got {value}")
+        raise UsageProblem(f"{flag} must be a number >= 0 (dollars per million tokens), got {value}")
     return value
 
 
@@ -188,12 +188,12 @@ def provider_add(provider_id: str, base_url: str, api_key_env: str | None,
     check_name("provider", provider_id)
     problem = provider_problem(provider_id)  # the rule config.json is loaded with
     if problem:
-        raise OrchError(f"{problem}; pick another ID, e.g. my-{provider_id.lower()}")
+        raise UsageProblem(f"{problem}; pick another ID, e.g. my-{provider_id.lower()}")
     entry: dict[str, Any] = {"base_url": _check_base_url(base_url)}
     if api_key_env is not None:
         entry["api_key_env"] = _check_key_env(provider_id, api_key_env.strip())
     if (input_cost_per_mtok is None) != (output_cost_per_mtok is None):
-        raise OrchError(
+        raise UsageProblem(
             "give both --input-cost-per-mtok and --output-cost-per-mtok, or neither"
         )
     if input_cost_per_mtok is not None and output_cost_per_mtok is not None:
@@ -202,7 +202,7 @@ def provider_add(provider_id: str, base_url: str, api_key_env: str | None,
                                                     output_cost_per_mtok)
     if max_output_tokens is not None:
         if max_output_tokens < 1:
-            raise OrchError(f"--max-output-tokens must be at least 1, got {max_output_tokens}")
+            raise UsageProblem(f"--max-output-tokens must be at least 1, got {max_output_tokens}")
         entry["max_output_tokens"] = max_output_tokens
 
     config = Config.load()
@@ -298,7 +298,7 @@ def alias_set(name: str, model: str) -> None:
     try:
         resolved = resolve(name, config)
     except OrchError as exc:  # a loop or a bad target: refuse before anything is saved
-        raise OrchError(f"alias {name}: {exc}") from None
+        raise UsageProblem(f"alias {name}: {exc}") from None
     config.save()
     verb = f"replaced alias {name} (was {old})" if old is not None else f"alias {name}"
     shown = f" = {resolved.name}" if resolved.name != model else ""

@@ -15,7 +15,7 @@ from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.params import FiniteFloat
 from orchestrator.cli.plugin_options import PluginOptionsCommand
 from orchestrator.config import Config
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.addressing import parse_model_list, resolve
 
 
@@ -56,7 +56,7 @@ def council_save(name: str, models_text: str) -> None:
     check_name("council", name)
     models = parse_model_list(models_text)
     if len(models) < 2:
-        raise OrchError(f"a council needs at least 2 models, got {len(models)}; "
+        raise UsageProblem(f"a council needs at least 2 models, got {len(models)}; "
                         "pass --models a,b[,c...]")
     config = Config.load()
     resolved = []
@@ -64,11 +64,11 @@ def council_save(name: str, models_text: str) -> None:
         try:
             resolved.append(resolve(spec, config).name)
         except OrchError as exc:
-            raise OrchError(f"council {name}: {exc}") from None
+            raise UsageProblem(f"council {name}: {exc}") from None
     # compared after aliases expand: `fast` and the model it names would sit on two seats
     dupes = sorted({m for m in resolved if resolved.count(m) > 1})
     if dupes:
-        raise OrchError(f"{', '.join(dupes)} listed twice; to run a model twice give each copy "
+        raise UsageProblem(f"{', '.join(dupes)} listed twice; to run a model twice give each copy "
                         "a variant (e.g. MODEL@hot,MODEL@cold)")
     old = config.councils.get(name)
     config.councils[name] = models
@@ -174,7 +174,8 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
     from orchestrator.briefing import prompt_source_name, read_prompt
     from orchestrator.cli.common import print_json
     from orchestrator.cli.running import Renderer, run
-    from orchestrator.council.display import print_run
+    from orchestrator.council.display import print_run, say_run
+    from orchestrator.notices import say
 
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
@@ -192,8 +193,9 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
         print_json(doc)
     else:
         print_run(doc, extra.get("tally"), extra.get("synthesis"))
+    say_run(doc)
     if doc["error"]:
-        click.echo(f"orch: error: {doc['error']}", err=True)
+        say(doc["error"], "error")
     sys.exit(code)
 
 

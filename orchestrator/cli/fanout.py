@@ -61,20 +61,23 @@ from orchestrator.cli.plugin_options import PluginOptionsCommand
 @click.option("--no-validate-models", "no_validate", is_flag=True,
               help="Send model names as given, even ones the provider's list does not have.")
 @no_daemon_option
+@click.argument("words", nargs=-1, metavar="[PROMPT]")
 def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggregate, rounds,
            peers, timeout_min,
            max_steps,
            tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
-           no_validate, no_daemon, budgets):
+           no_validate, no_daemon, budgets, words):
     """Run one briefing on several models at once and print every answer.
 
     All legs run concurrently on one shared server; each leg's tokens and dollars go to the
     spend ledger (orch spend), its files to RUNS_DIR/<wave_id>-<n>/. Exit code: 0 all legs
     complete, 2 partial, 1 none complete, 130/143 interrupted.
 
+    PROMPT, the briefing, may be given as the one argument instead of --prompt.
+
     \b
     Examples:
-      orch fanout -m openai/gpt-4o-mini,myvllm/qwen3-8b -p "Why does this test flake?" \\
+      orch fanout -m openai/gpt-4o-mini,myvllm/qwen3-8b "Why does this test flake?" \\
                   -c tests/test_x.py
       git diff | orch fanout --council reviewers --chair anthropic/claude-sonnet-4-5
       orch fanout --retry-failed 20261130-101500-ab12
@@ -87,10 +90,10 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
     request = requests.fanout(
-        retry_failed=retry_failed, models=models, council=council,
-        prompt=None if retry_failed else read_prompt(prompt, prompt_file),
+        retry_failed=retry_failed, models=models, council=council, words=tuple(words),
+        prompt=None if retry_failed or words else read_prompt(prompt, prompt_file),
         prompt_flags=tuple(f for f, v in (("--prompt", prompt), ("--prompt-file", prompt_file))
-                           if v),
+                           if v is not None),
         prompt_source=prompt_source_name(prompt, prompt_file), context=tuple(context),
         chair=chair, synthesis=synthesis, aggregate=aggregate, rounds=rounds, peers=peers,
         tools=tools_mode, max_legs=max_legs,
@@ -111,11 +114,17 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
 
         for line in [*synthesis_lines(doc.get("synthesis")), *vote_lines(doc.get("aggregate"))]:
             click.echo(line)
+    say_run(doc)
     sys.exit(code)
 
 
 def _money(value) -> str:
     return "unknown" if value is None else f"${value:.4f}"
+
+
+def _estimated(doc: dict) -> str:
+    """A provider reported no usage for some answer: the counts shown are estimates."""
+    return " (estimated)" if doc.get("usage_estimated") else ""
 
 
 def answer_groups(doc: dict) -> list[list[dict]]:
@@ -146,13 +155,14 @@ def _leg_head(leg: dict) -> None:
     u = leg["usage"]
     title = "chair: " if leg.get("kind") == "chair" else ""
     click.echo(f"== {title}{leg['model']} ({leg['leg_id']}) · {leg['status']} · "
-               f"{u['input_tokens']}+{u['output_tokens']} tok · {_money(leg['cost_usd'])} · "
-               f"{leg['duration_s']:.1f}s")
+               f"{u['input_tokens']}+{u['output_tokens']} tok{_estimated(leg)} · "
+               f"{_money(leg['cost_usd'])} · {leg['duration_s']:.1f}s")
     if leg.get("reason"):
         click.echo(f"Reason: {leg['reason']}")
 
 
 def print_human(doc: dict) -> None:
+    """The answers on stdout (what the run says about itself: :func:`say_run`)."""
     from orchestrator.security.secrets import scrub_doc
 
     doc = scrub_doc(doc)  # answers and reasons are free text: key shapes masked too
@@ -162,8 +172,6 @@ def print_human(doc: dict) -> None:
             _leg_head(leg)
             if leg.get("answer") and not shared:
                 click.echo(leg["answer"].rstrip())
-            for note in leg.get("notes") or []:
-                click.echo(f"Note: {note}")
             if not shared:
                 click.echo("")
         if shared:  # one answer held by several legs: printed once, with their names
@@ -171,22 +179,42 @@ def print_human(doc: dict) -> None:
                        f"({len(group)} legs, the same answer):")
             click.echo(group[0]["answer"].rstrip())
             click.echo("")
+
+
+def say_run(doc: dict) -> None:
+    """What the run says about itself, as ``orch:`` lines on stderr, with or without
+    ``--json``: each leg's notes, the wave's notices, what degraded it, its totals and
+    files."""
+    from orchestrator.notices import say
+    from orchestrator.security.secrets import scrub_doc
+
+    doc = scrub_doc(doc)
+    legs = [*doc["legs"], *([doc["chair"]] if doc.get("chair") else []),
+            *([doc["chair_repair"]] if doc.get("chair_repair") else [])]
+    for leg in legs:
+        title = "chair " if leg.get("kind") == "chair" else ""
+        for note in leg.get("notes") or []:
+            say(f"{title}{leg['model']} ({leg['leg_id']}): {note}")
     for notice in doc.get("notices") or []:
-        click.echo(f"Notice: {notice}")
+        say(notice)
     for reason in doc.get("degraded") or []:  # budgets stopped work: exit 2 (docs/budgets.md)
-        click.echo(f"Degraded: {reason}")
+        say(f"degraded: {reason}", "warning")
+    say(wave_totals(doc))
+
+
+def wave_totals(doc: dict) -> str:
+    """The wave's one closing line: status, legs, tokens, dollars, where its files are."""
     u = doc["usage"]
     exact = "" if doc["cost_exact"] else " (a floor: some legs' cost is unknown)"
     legs = len(doc["legs"])
-    click.echo(f"Wave {doc['wave_id']}: {doc['status']} · {legs} leg{'s' * (legs != 1)} · "
-               f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
-               f"{_money(doc['cost_usd'])}{exact}")
-    click.echo(f"Runs: {doc['runs_dir']}/{doc['wave_id']}")
+    return (f"wave {doc['wave_id']}: {doc['status']} · {legs} leg{'s' * (legs != 1)} · "
+            f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens{_estimated(doc)} · "
+            f"{_money(doc['cost_usd'])}{exact} · files: {doc['runs_dir']}/{doc['wave_id']}")
 
 
-def outcome_lines(doc: dict[str, Any]) -> list[str]:
-    """The rounds, the stop rule and the winner, as the human output ends."""
-    lines = []
+def outcome_lines(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """What the run says about its rounds and stop rule (stderr), and its winner (stdout)."""
+    about = []
     for r in doc.get("rounds") or []:
         cast = sum(1 for leg in r["legs"] if leg.get("vote"))
         counted = sum(1 for leg in r["legs"] if (leg.get("vote") or {}).get("answer_digest"))
@@ -195,26 +223,33 @@ def outcome_lines(doc: dict[str, Any]) -> list[str]:
             else f"{cast} votes cast, {counted} counted"
         votes += f" · {declined} declined" if declined else ""
         cost = "unknown" if not r["cost_exact"] and not r["cost_usd"] else f"${r['cost_usd']:.4f}"
-        lines.append(f"Round {r['round']}: {len(r['legs'])} legs · {r['changed']} changed · "
+        about.append(f"round {r['round']}: {len(r['legs'])} legs · {r['changed']} changed · "
                      f"{votes} · {r['requests']} requests · {cost}")
     stop = doc.get("stop")
     if stop:
-        lines.append(f"Stopped: {stop['rule']} after round {stop['after_round']}"
+        about.append(f"stopped: {stop['rule']} after round {stop['after_round']}"
                      + (f" (also: {', '.join(stop['also'])})" if stop.get("also") else ""))
     win = doc.get("winner")
+    result = []
     if win:
         tie = f"; tie broken by {win['tie_break']}" if win.get("tie_break") else ""
         held = f"held by {win['holders']} of {len(doc.get('legs') or [])} legs"
         if win.get("by") == "holders":
-            lines.append(f"Winner: {', '.join(win['models'])} ({held}; no vote counted{tie})")
+            result.append(f"Winner: {', '.join(win['models'])} ({held}; no vote counted{tie})")
         else:
             support = win.get("support", win["holders"] + win["votes"])
-            lines.append(f"Winner by support: {', '.join(win['models'])} (support {support}: "
-                         f"{held} + {win['votes']} vote{'' if win['votes'] == 1 else 's'} "
-                         f"from other legs in round {win['votes_round']}{tie})")
-    return lines
+            result.append(f"Winner by support: {', '.join(win['models'])} (support {support}: "
+                          f"{held} + {win['votes']} vote{'' if win['votes'] == 1 else 's'} "
+                          f"from other legs in round {win['votes_round']}{tie})")
+    return about, result
 
 
 def print_outcome(doc: dict[str, Any]) -> None:
-    for line in outcome_lines(doc):
+    """The winner on stdout; the rounds and the stop rule said on stderr."""
+    from orchestrator.notices import say
+
+    about, result = outcome_lines(doc)
+    for line in result:
         click.echo(line)
+    for line in about:
+        say(line)

@@ -12,7 +12,7 @@ import json
 import click
 
 from orchestrator.config import Config
-from orchestrator.errors import OrchError
+from orchestrator.errors import UsageProblem
 
 SECTION = "tiers"
 
@@ -22,7 +22,7 @@ def _canonical(spec: str, cfg: Config) -> str:
     from orchestrator.models.resolve import resolve_all
 
     if not spec.strip():
-        raise OrchError("empty model name; pass PROVIDER/MODEL, e.g. myvllm/qwen3-4b")
+        raise UsageProblem("empty model name; pass PROVIDER/MODEL, e.g. myvllm/qwen3-4b")
     return resolve_all([spec], cfg, runtime.plugin_manager())[0].base_name
 
 

@@ -17,10 +17,10 @@ CEILINGS_ONLY = ("bench",)  # commands that render only the run ceilings (Option
 
 def click_option(option) -> click.Option:
     """One declaration as a click option (no default: a flag not given is not passed on)."""
-    kwargs: dict = {"help": option.help, "default": None}
+    kwargs: dict = {"help": option.described, "default": None}
     if option.type == "bool":
         return click.Option([option.flag], is_flag=True, default=None, flag_value=True,
-                            help=option.help)
+                            help=option.described)
     if option.type == "int":
         kwargs["type"] = click.IntRange(
             None if option.min is None else int(option.min),
@@ -59,13 +59,14 @@ def _declared(command: str, reserved=()) -> list:
     if hit is not None:
         options, warnings = hit
         if warnings:
-            from orchestrator.plugin_host.plugins import stderr_warn
+            from orchestrator.notices import warn as stderr_warn
 
             for line in warnings:
                 stderr_warn(line)
         return options
+    from orchestrator.notices import warn as stderr_warn
     from orchestrator.plugin_host.declared import declared_options, timed_out
-    from orchestrator.plugin_host.plugins import load, stderr_warn
+    from orchestrator.plugin_host.plugins import load
 
     warnings: list[str] = []
 
@@ -122,7 +123,7 @@ class PluginOptions:
         line on stderr says why they are missing."""
         self.plugin_options(ctx)
         if BROKEN in ctx.meta:
-            from orchestrator.plugin_host.plugins import stderr_warn
+            from orchestrator.notices import warn as stderr_warn
 
             stderr_warn(f"the plugins' options are not shown: {ctx.meta[BROKEN]}")
         return super().get_help(ctx)

@@ -22,6 +22,7 @@ from orchestrator.events import (
     RoundStarted,
     TrialEnded,
 )
+from orchestrator.notices import say
 
 
 class Renderer:
@@ -49,11 +50,10 @@ class Renderer:
 
             self.progress(SimpleNamespace(record=LegRecord.from_dict(event.leg)))
         elif isinstance(event, Notice):
-            click.echo(f"orch: {event.text}", err=True)
+            say(event.text)
         elif isinstance(event, RoundStarted) and not self.quiet:
             idle = f" ({event.idle} read only their own answer)" if event.idle else ""
-            click.echo(f"orch: round {event.round}/{event.of}: {event.legs} legs{idle}",
-                       err=True)
+            say(f"round {event.round}/{event.of}: {event.legs} legs{idle}")
         elif isinstance(event, Log):
             sys.stderr.write(event.line if event.line.endswith("\n") else event.line + "\n")
             sys.stderr.flush()
@@ -66,7 +66,7 @@ def run(prepared, *, renderer: Renderer, no_daemon: bool = False
     """(document, exit code, extra) of the prepared run, its events rendered meanwhile. A
     failure the run says is an ``OrchError`` (exit code and line kept)."""
     if prepared.nothing is not None:
-        click.echo(prepared.nothing, err=True)
+        say(prepared.nothing)
         sys.exit(0)
     if not no_daemon and prepared.unfit_for_daemon is None:
         outcome = _on_daemon(prepared, renderer)
@@ -75,10 +75,10 @@ def run(prepared, *, renderer: Renderer, no_daemon: bool = False
     import anyio
 
     from orchestrator.app.start import start
-    from orchestrator.app.warm import import_litellm_quietly
+    from orchestrator.app.warm import import_litellm_meanwhile
 
-    if prepared.models:  # its seconds before the progress display starts
-        import_litellm_quietly()
+    if prepared.models:  # meanwhile the run starts: its first lines said
+        import_litellm_meanwhile()
     handle = start(prepared, handle_signals=True)
 
     async def main():

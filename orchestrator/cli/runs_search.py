@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from orchestrator.ledger.search import DEFAULT_LIMIT
+from orchestrator.notices import say
 
 INDEX_WORDS = {"fts5": "SQLite FTS5", "tsvector": "PostgreSQL tsvector",
                "scan": "a scan (this SQLite has no FTS5)", "none": "no ledger yet"}
@@ -89,11 +90,11 @@ def search(text, limit, since, as_json, reindex, runs_dir):
             else:
                 click.echo(line)
             return
-        click.echo(f"orch: {line}", err=True)
+        say(line)
     found = searched(words, limit=limit, since=since)
     if found.index == "scan":
-        click.echo("orch: note: this Python's SQLite has no FTS5: the search read every "
-                   "indexed leg (slower; docs/operations.md)", err=True)
+        say("note: this Python's SQLite has no FTS5: the search read every indexed leg "
+            "(slower; docs/operations.md)")
     if as_json:
         print_json(found.to_dict())
         return

@@ -1,6 +1,10 @@
-"""``orch server start|stop|status`` and ``orch local build|add|list|remove``: the one local
-model server every orch process shares, the llama-server binary it runs, and the GGUF files it
-serves."""
+"""``orch local``: the embedded local model — ``start|stop|status`` of the one local model
+server every orch process shares, ``build`` of the llama-server binary it may run, and
+``add|list|remove`` of the GGUF files it serves.
+
+One noun per concept: ``orch local`` is the local model (its server included), ``orch serve``
+is orch's own warm daemon. ``orch server`` (this group's old name, a letter from ``serve``)
+still works and says the new spelling."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.common import print_json
-from orchestrator.errors import OrchError
+from orchestrator.errors import UsageProblem
 
 
 def _settings():
@@ -21,22 +25,38 @@ def _settings():
 
 
 @click.group()
-def server() -> None:
-    """The local model server: started on first use of a local/... model, shared by every
-    orch process of this user, stopped after `local.idle_minutes` (default 15) unused.
+def local() -> None:
+    """The embedded local model: its server, binary and GGUF models, each as local/ALIAS (the
+    built-in is local/gemma3-270m). The server starts on first use of a local/... model, is
+    shared by every orch process of this user, and stops after `local.idle_minutes`
+    (default 15) unused.
 
     \b
     Examples:
-      orch server start          # start it now (e.g. before timing a wave)
-      orch server status --json
-      orch server stop
+      orch local start           # start the server now (e.g. before timing a wave)
+      orch local status --json
+      orch local stop
+      orch local add ~/models/qwen2.5-0.5b-q4.gguf --alias qwen0.5b
+      orch fanout -m local/gemma3-270m,local/qwen0.5b "..."
+      orch local list
+      orch local build           # optional: compile a native llama-server (10-45 min)
     """
 
 
-@server.command()
+@click.group()
+def server() -> None:
+    """Renamed `orch local start|stop|status` (one noun per concept: `orch serve` is orch's
+    daemon). This spelling still works and says the new one."""
+    from orchestrator.notices import say
+
+    say("`orch server` is now `orch local` (orch local start|stop|status); "
+        "the old spelling still works")
+
+
+@local.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the server's state as JSON.")
 def start(as_json):
-    """Start the server (or find it running), with every configured model."""
+    """Start the local model server (or find it running), with every configured model."""
     from orchestrator.local.manager import ensure
 
     t0 = time.monotonic()
@@ -45,8 +65,10 @@ def start(as_json):
     if as_json:
         print_json({**state, "started": started, "start_s": round(elapsed, 3)})
         return
+    from orchestrator.notices import say
+
     for text in state.get("notices") or []:
-        click.echo(f"Notice: {text}", err=True)
+        say(text)
     verb = f"started in {elapsed:.1f} s" if started else "already running"
     click.echo(f"local server {verb}: {state['url']} · pid {state['server_pid']} · "
                f"models: {', '.join(state['models'])} · {state.get('slots')} "
@@ -54,10 +76,10 @@ def start(as_json):
                f"{state.get('path')} path")
 
 
-@server.command()
+@local.command()
 @click.option("--json", "as_json", is_flag=True, help="Print what was stopped as JSON.")
 def stop(as_json):
-    """Stop the server and its supervisor (legs in flight end with a connection error)."""
+    """Stop the local model server and its supervisor (legs in flight end with a connection error)."""
     from orchestrator.local.manager import stop as stop_server
 
     state = stop_server()
@@ -72,10 +94,10 @@ def stop(as_json):
                    f"{state.get('port')})")
 
 
-@server.command()
+@local.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the state and health as JSON.")
 def status(as_json):
-    """Is the server running, on which port, serving what, restarted how often."""
+    """Is the local model server running, on which port, serving what, restarted how often."""
     from orchestrator.local.manager import status as server_status
 
     doc = server_status()
@@ -92,6 +114,9 @@ def status(as_json):
                f"supervisor: {doc.get('pid')}")
     click.echo(f"  models: {', '.join(doc.get('served') or doc.get('models') or [])}  "
                f"slots: {doc.get('slots')} × {doc.get('n_ctx_per_slot')} tokens of context")
+    if doc.get("threads"):
+        click.echo(f"  threads: {doc['threads']} (steps of several slots: "
+                   f"{doc.get('threads_batch') or doc['threads']}; {doc.get('threads_reason')})")
     click.echo(f"  server: {doc.get('server')}  path: {doc.get('path')}"
                + (f" ({doc['path_reason']})" if doc.get("path_reason") else ""))
     idle = doc.get("idle_s") or 0
@@ -99,20 +124,6 @@ def status(as_json):
                f"idle stop: {f'{idle / 60:g} min' if idle else 'off'}  "
                f"last used: {doc.get('last_used_s_ago')} s ago")
     click.echo(f"  log: {doc.get('log')}")
-
-
-@click.group()
-def local() -> None:
-    """GGUF models the local server serves, each as local/ALIAS (the built-in is
-    local/gemma3-270m).
-
-    \b
-    Examples:
-      orch local build           # optional: compile a native llama-server (10-45 min)
-      orch local add ~/models/qwen2.5-0.5b-q4.gguf --alias qwen0.5b
-      orch fanout -m local/gemma3-270m,local/qwen0.5b -p "..."
-      orch local list
-    """
 
 
 @local.command()
@@ -155,9 +166,9 @@ def add(path, alias, chat_format):
     lm.check_alias(alias)
     path = path.expanduser().resolve()
     if not path.is_file():
-        raise OrchError(f"{path} does not exist; pass the path of a .gguf file")
+        raise UsageProblem(f"{path} does not exist; pass the path of a .gguf file")
     if not lm.is_gguf(path):
-        raise OrchError(f"{path} is not a GGUF file (it does not start with 'GGUF'); "
+        raise UsageProblem(f"{path} is not a GGUF file (it does not start with 'GGUF'); "
                         "llama.cpp serves GGUF models only")
     digest = lm.sha256_file(path)
     cfg = runtime.config()
@@ -174,7 +185,7 @@ def add(path, alias, chat_format):
     if state is not None and alias not in state.get("models", []):
         served = ", ".join(f"local/{m}" for m in state.get("models") or []) or "another model"
         click.echo(f"the running local server serves {served} (one model per server): "
-                   f"`orch server stop` when its waves are done, and the next wave on "
+                   f"`orch local stop` when its waves are done, and the next wave on "
                    f"local/{alias} starts it with local/{alias}")
 
 
@@ -188,7 +199,7 @@ def remove(alias):
     models = (cfg.data.get("local") or {}).get("models") or {}
     if alias not in models:
         known = ", ".join(sorted(models)) or "none added"
-        raise OrchError(f"no added local model {alias!r} (added: {known})")
+        raise UsageProblem(f"no added local model {alias!r} (added: {known})")
     del models[alias]
     cfg.save()
     runtime.config.cache_clear()
@@ -218,3 +229,7 @@ def list_models(as_json):
             "assembled on first use" if row["builtin"] else "MISSING")
         tags = [t for t, on in (("built-in", row["builtin"]), ("served", row["served"])) if on]
         click.echo(f"{row['model']:<28} {where:<24} {', '.join(tags):<18} {row['path']}")
+
+
+for _command in (start, stop, status):  # the old spelling runs the same commands
+    server.add_command(_command)

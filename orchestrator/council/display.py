@@ -33,7 +33,7 @@ def print_run(doc: dict[str, Any], tally: dict[str, Any] | None,
     click.echo("Seats:")
     for s in doc["seats"]:
         if s["status"] != "reviewed":
-            click.echo(f"  {s['model']}: did not review — {s['reason']}")
+            click.echo(f"  {s['model']}: did not review — {lost_reason(s)}")
             continue
         cred = "no street-cred" if s["street_cred"] is None else \
             f"street-cred {s['street_cred']:.2f}"
@@ -47,16 +47,26 @@ def print_run(doc: dict[str, Any], tally: dict[str, Any] | None,
         click.echo("")
         click.echo(f"== chair: {doc['chair']['model']}")
         click.echo(synthesis.rstrip())
-    click.echo("")
+
+
+def say_run(doc: dict[str, Any]) -> None:
+    """What the run says about itself, as ``orch:`` lines on stderr: its notices, its
+    totals, where its report is (also with ``--json``)."""
+    from orchestrator.notices import say
+
     for notice in doc.get("notices") or []:
-        click.echo(f"Notice: {notice}")
+        say(notice)
     u = doc["usage"]
     floor = "" if doc["cost_exact"] else " (a floor: some costs are unknown)"
-    click.echo(f"Council {doc['run_id']}: {doc['requests']} requests · "
-               f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
-               f"{_money(doc['cost_usd'])}{floor}")
-    click.echo(f"Report: {doc['dir']}/report.md")
-    click.echo(f"Page:   {doc['dir']}/report.html (open it in a browser)")
+    say(f"council {doc['run_id']}: {doc['status']} · {doc['requests']} requests · "
+        f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens · "
+        f"{_money(doc['cost_usd'])}{floor} · report: {doc['dir']}/report.md, "
+        f"{doc['dir']}/report.html (open it in a browser)")
+
+
+def lost_reason(seat: dict[str, Any]) -> str:
+    """Why a seat did not review; an interrupted run's seat may have no reason of its own."""
+    return seat.get("reason") or "the run was interrupted before its review was read"
 
 
 def print_stats(stats: list[dict[str, Any]]) -> None:

@@ -3,7 +3,8 @@
 At least two seats, no seat twice, a chair that sat on no seat (a variant of a seat's model
 may chair: it shares the weights, not the review), every model resolving with
 its key present, and the context (``git diff``, files) assembled once. Each failure is one
-line naming the problem and the fix (OrchError, exit 1); nothing has been sent.
+line naming the problem and the fix (a usage mistake exits 2, anything else 1); nothing has
+been sent.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.briefing import MAX_CONTEXT_BYTES, check_briefing, compose, read_context
-from orchestrator.errors import OrchError
+from orchestrator.errors import UsageProblem
 from orchestrator.models.addressing import BUILTIN_VARIANTS, ResolvedModel, check_key
 
 
@@ -31,19 +32,19 @@ def check_bench(seats: list[ResolvedModel], chair: ResolvedModel) -> list[str]:
     """Refuse a bench that cannot run; the notices for one that can (a chair that is a
     variant of a seat's model shares that seat's weights, and the run says so once)."""
     if len(seats) < 2:
-        raise OrchError(f"a council needs at least 2 seats, got {len(seats)}; pass "
+        raise UsageProblem(f"a council needs at least 2 seats, got {len(seats)}; pass "
                         "--models a,b[,c...] or --council NAME")
     names = [s.name for s in seats]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise OrchError(f"{', '.join(twice)} sits on two seats; to seat one model twice give "
+        raise UsageProblem(f"{', '.join(twice)} sits on two seats; to seat one model twice give "
                         "each copy a variant (e.g. MODEL@hot,MODEL@cold)")
     same = next((s for s in seats if (s.base_name, s.variant) == (chair.base_name,
                                                                     chair.variant)), None)
     if same is not None:
         taken = {s.variant for s in seats if s.base_name == chair.base_name}
         free = next((v for v in BUILTIN_VARIANTS if v not in taken), "NAME")
-        raise OrchError(f"the chair {chair.name} is also a seat ({same.name}: same model, same "
+        raise UsageProblem(f"the chair {chair.name} is also a seat ({same.name}: same model, same "
                         "variant); the chair must not judge its own review: pass another "
                         f"model or another variant as --chair (e.g. {chair.base_name}@{free})")
     shared = [s.name for s in seats if s.base_name == chair.base_name]
@@ -66,7 +67,6 @@ def assemble(prompt: str, diff: str | None, paths: tuple[str, ...] | list[str],
     """The composed briefing, read once and shared by every seat, and what went into it
     (what the intake withheld from the diff too). ``rules``: the workspace's ``deny`` and
     ``allow`` (plugin_config.workspace), which the diff's files follow as the tools' do."""
-    import sys
 
     from orchestrator.intake.diff import read_diff, section
 
@@ -75,8 +75,9 @@ def assemble(prompt: str, diff: str | None, paths: tuple[str, ...] | list[str],
         read = read_diff(diff, cwd, max_bytes=MAX_CONTEXT_BYTES, **(rules or {}))
         sections.append(section(diff, read))
         if read.note():
-            print(f"orch: --diff {diff}: {read.note()}; the models see [withheld: ...] "
-                  "instead", file=sys.stderr)
+            from orchestrator.notices import say
+
+            say(f"--diff {diff}: {read.note()}; the models see [withheld: ...] instead")
             context.update(read.to_dict())
     files = read_context(paths)
     if files:

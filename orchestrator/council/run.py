@@ -217,6 +217,7 @@ class CouncilRun:
             self.status = "degraded" if self.degraded else "complete"
         except Interrupted:
             self.status = "aborted"
+            self._interrupted_reviews()
         except Quorum as exc:
             self.status, self.error = "quorum", f"COUNCIL_QUORUM: {exc}"
         except PreflightError as exc:  # options a seat or the chair cannot take: none sent
@@ -281,6 +282,25 @@ class CouncilRun:
                     self.notice(f"seat {review.model} gave no readable findings block "
                                 f"({review.problem}); its prose is kept and it counts as "
                                 "non-conforming")
+
+    def _interrupted_reviews(self) -> None:
+        """A signal before the reviews were read leaves each seat's own words: its leg's
+        status and reason, and what it was billed (an answer paid for but never read)."""
+        for review in self.reviews:
+            if review.usable or review.reason:
+                continue
+            legs = [r for r in self.records if r.kind == "seat" and r.model == review.model]
+            if not legs:
+                review.reason = "the run was interrupted before its review began"
+                continue
+            rec = legs[-1]
+            review.legs = review.legs or [r.leg_id for r in legs]
+            why = f"the run was interrupted: its leg ended {rec.status}"
+            why += f" ({rec.reason})" if rec.reason else ""
+            if rec.billed:
+                cost = "cost unknown" if rec.cost_usd is None else f"${rec.cost_usd:.4f}"
+                why += f"; its answer was billed ({cost}) and not read"
+            review.reason = why
 
     async def _judging(self) -> None:
         judges = [m for m, r in zip(self.plan.seats, self.reviews, strict=True) if r.usable]

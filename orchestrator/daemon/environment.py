@@ -25,7 +25,8 @@ ALLOWED = frozenset({
     "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
     # orch's own settings (which plugins load is part of what a client checks it shares)
     "ORCH_HOME", "ORCH_DATA_HOME", "ORCH_RUNS_DIR", "ORCH_OUTBOX_DIR", "ORCH_PLUGINS",
-    "ORCH_DISABLE_PLUGINS", "ORCH_DAEMON", "ORCH_USER", "ORCH_LOG_JSON", "ORCH_PG_BINDIR",
+    "ORCH_DISABLE_PLUGINS", "ORCH_PLUGINS_DIR", "ORCH_DAEMON", "ORCH_USER", "ORCH_LOG_JSON",
+    "ORCH_PG_BINDIR",
     "ORCH_HOOK_DEADLINE_S", "ORCH_LEDGER_URL", "LOG_LEVEL",
     # litellm's offline switches, read at its import
     "LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_MODE", "LITELLM_OFFLINE_MODE", "LITELLM_LOG",

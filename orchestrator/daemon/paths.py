@@ -16,6 +16,7 @@ make the run differ from an in-process one. Standard library only (the client pa
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import tempfile
@@ -33,8 +34,8 @@ PROTOCOL = 2
 # its record goes: app/declared.py): a daemon whose own differ from the client's would run
 # it differently, so it is not used (each is one the daemon's allow-list keeps:
 # environment.py).
-SETTINGS = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS", "ORCH_RUNS_DIR", "ORCH_DATA_HOME",
-            "ORCH_HOOK_DEADLINE_S",
+SETTINGS = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS", "ORCH_PLUGINS_DIR", "ORCH_RUNS_DIR",
+            "ORCH_DATA_HOME", "ORCH_HOOK_DEADLINE_S",
             "LITELLM_LOCAL_MODEL_COST_MAP", "LITELLM_MODE", "LITELLM_OFFLINE_MODE",
             "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PYTHONPATH")
@@ -238,6 +239,18 @@ def check_listener(sock, path: Path) -> None:
                         f"as you (uid {os.getuid()}): not trusted; {_FIX}")
 
 
+def _plugin_files(config: bytes) -> dict:
+    """The plugins directory's files as they are now: a daemon that loaded other ones is
+    not the client's (directory.py)."""
+    from orchestrator.plugin_host.directory import stamps
+
+    try:
+        section = json.loads(config or b"{}").get("plugins")
+    except (ValueError, AttributeError):
+        section = None
+    return stamps(section if isinstance(section, dict) else None)
+
+
 def compat() -> dict:
     """What the daemon and a client must share for a run to run alike in both."""
     root = home().expanduser().absolute()
@@ -248,5 +261,6 @@ def compat() -> dict:
     digest = hashlib.sha256(data)
     for name in SETTINGS:  # which plugins load, which ledger, which proxy...
         digest.update(f"\0{name}={os.environ.get(name, '')}".encode())
+    digest.update(json.dumps(_plugin_files(data)).encode())  # the single-file plugins
     return {"version": __version__, "protocol": PROTOCOL, "home": str(root),
             "config": digest.hexdigest()[:16]}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,8 @@ class LegContext:
     tier: str = "default"  # "minimal" or "default"; the tiers plugin decides at leg_start
     history: list[dict[str, Any]] = field(default_factory=list)  # turns before the briefing
     account: Any = None  # the run's Account (orchestrator/account): spend and open claims
+    # the wave this leg is part of: leg.wave.shared(plugin) is the wave-wide state
+    wave: WaveContext | None = field(default=None, repr=False, compare=False)
 
     @property
     def model_name(self) -> str:
@@ -64,15 +68,13 @@ class LegContext:
         self.record.extra[key] = value
 
     def notice(self, text: str) -> None:
-        """A one-line Note shown with the leg's answer and logged on stderr."""
+        """A one-line note on the leg's record (``notes``), said once by the face that
+        shows the run (``orch fanout``: an ``orch:`` line on stderr, orchestrator/notices.py)."""
         if self.record.late("leg.notice(...)"):
             return
         text = capped(text, 1000)
         if text not in self.record.notes:
             self.record.notes.append(text)
-            from orchestrator.runtime import log
-
-            log().warning("notice", leg_id=self.leg_id, model=self.model.name, note=text)
 
     def plugin_config(self, plugin: str) -> dict[str, Any]:
         return self.config.plugin_config(plugin)
@@ -92,13 +94,25 @@ class WaveContext:
     later_models: list[ResolvedModel] = field(default_factory=list)  # a council's chair
     status: str = "running"
     notices: list[str] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)  # per-plugin, this wave's only
     account: Any = None  # the run's Account (orchestrator/account): spend and open claims
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if abandoned_site() is not None and self._late(f"wave.{name} = ..."):
             return
         object.__setattr__(self, name, value)
+
+    def shared(self, plugin: str, make: Callable[[], Any] = dict) -> Any:
+        """``state[plugin]``, made by ``make()`` the first time: the one place a plugin keeps
+        what all the wave's legs share (a leg hook reaches it as ``leg.wave.shared(...)``).
+        Made under a lock, since legs run their hooks at once; it lives as long as the wave,
+        so nothing needs cleaning up in ``wave_end``. Guard what you change in it yourself
+        (e.g. keep a ``threading.Lock`` in it)."""
+        with self._lock:
+            if plugin not in self.state:
+                self.state[plugin] = make()
+            return self.state[plugin]
 
     def notice(self, text: str) -> None:
         if self._late("wave.notice(...)"):

@@ -272,10 +272,10 @@ class LedgerSink:
         leg = str(row.get("leg_id"))
         if isinstance(where, OSError):
             lost = scrub(f"ledger: {why}; outbox: {_brief(where)}")
-            if not self._errors:  # a log line: in orch serve it reaches the run's client
-                from orchestrator.runtime import log
+            if not self._errors:
+                from orchestrator.notices import say
 
-                log().warning(f"the spend ledger could not record a row: {lost}")
+                say(f"the spend ledger could not record a row: {lost}", "warning")
             self._errors[leg] = f"{row.get('leg_id')}: {lost}"
             self._outcome[id(row)] = LedgerLost(lost)
             return

@@ -21,7 +21,7 @@ from orchestrator.intake import Admitted, Leaked, Policy, admit
 from orchestrator.models.server import Server
 from orchestrator.plugin_host.boundary import said
 from orchestrator.plugin_host.hooks import HookRunner
-from orchestrator.request import Request, Response
+from orchestrator.request import Request, Response, Usage
 from orchestrator.security.credential_content import note
 from orchestrator.security.secrets import scrub
 from orchestrator.store import BackgroundWriter, JsonlFile
@@ -324,7 +324,8 @@ class Leg:
                 admitted = self._admit(await self._tools_rejected(exc, request, step, final))
                 response, claim = await self._send(admitted)
             request = admitted.request
-            self._bill(response, claim)  # before any hook can end the leg: billed is recorded
+            # before any hook can end the leg: billed is recorded
+            self._bill(response, request, claim)
             await self._ledger_row(in_flight=True)  # durable before anything else happens
             response = await self.hooks.pipeline("after_response", "response", response,
                                                  self.plugin_error, leg=ctx, request=request)
@@ -419,10 +420,12 @@ class Leg:
         """Every request that goes on the wire, gate retries included, answered or not."""
         self.record.requests += 1
 
-    def _bill(self, response: Response, claim: float | None = None) -> None:
+    def _bill(self, response: Response, request: Request, claim: float | None = None) -> None:
         """The provider's usage and cost go on the record the moment they arrive; an answer
         whose cost could not be read from its usage holds its ``claim`` (the record's
-        bound), and the run's account drops the claim."""
+        bound), and the run's account drops the claim. An answer with no counts at all is
+        estimated for the eye (``LegRecord.estimate``), never billed: the ledger keeps what
+        the provider said."""
         record = self.record
         record.billed += 1
         record.usage = record.usage + response.usage
@@ -432,6 +435,10 @@ class Leg:
             self.ctx.account.settle(self.ctx, response)
         if response.usage_note:
             self.ctx.notice(response.usage_note)
+        if not (response.usage.input_tokens or response.usage.output_tokens):
+            record.unreported += 1
+            record.estimate = record.estimate + estimated_usage(self.ctx.model, request,
+                                                                response)
 
     def _build(self, step: int, final: bool) -> Request:
         ctx = self.ctx
@@ -522,3 +529,18 @@ def _describe(exc: BaseException) -> str:
 def _strip_directive(text: str) -> str:
     """A parent or chair reading the answer must not take the stop directive as its own."""
     return (text or "").replace(FINAL_STEP_DIRECTIVE, "").strip()
+
+
+def estimated_usage(model, request: Request, response: Response) -> Usage:
+    """An answer's usage when its provider reported none: the request's messages and tools,
+    and the answer's text and tool calls, estimated (models/estimate.py)."""
+    from orchestrator.models.estimate import estimate_messages, estimate_text
+
+    name = model.litellm_model
+    answer = (response.text or "") + "".join(f"{c.name}{c.arguments}"
+                                             for c in response.tool_calls)
+    try:
+        return Usage(estimate_messages(request.messages, request.tools, model=name),
+                     estimate_text(answer, name) if answer else 0)
+    except Exception:  # an estimate is for the eye: it never ends a leg
+        return Usage()

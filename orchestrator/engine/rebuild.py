@@ -13,7 +13,7 @@ from typing import Any
 
 from orchestrator.engine.record import ABORTED, RUNNING, LegRecord, now_iso
 from orchestrator.engine.wave import build_document, wave_status
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.ledger.in_flight import IN_FLIGHT
 from orchestrator.pids import same_process
 from orchestrator.store import read_json
@@ -25,7 +25,7 @@ def resolve_wave_id(runs_dir: Path, given: str) -> str:
     """``given`` if a wave has that exact id, else the one wave whose id starts with it."""
     given = given.strip()
     if not given or "/" in given or given in (".", ".."):
-        raise OrchError(f"{given!r} is not a wave id; pass one as printed by orch fanout "
+        raise UsageProblem(f"{given!r} is not a wave id; pass one as printed by orch fanout "
                         "(e.g. 20261130-101500-0123456789abcdef) or a unique prefix of it")
     if (runs_dir / given / "wave.json").is_file():
         return given
@@ -33,11 +33,11 @@ def resolve_wave_id(runs_dir: Path, given: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise OrchError(f"no wave {given!r} under {runs_dir}; `orch runs` lists the runs "
+        raise UsageProblem(f"no wave {given!r} under {runs_dir}; `orch runs` lists the runs "
                         "(waves, councils, benches), or pass --runs-dir")
     shown = ", ".join(matches[:SHOWN_MATCHES]) + (", ..." if len(matches) > SHOWN_MATCHES
                                                   else "")
-    raise OrchError(f"ambiguous: {len(matches)} waves match {given!r} ({shown}); give more "
+    raise UsageProblem(f"ambiguous: {len(matches)} waves match {given!r} ({shown}); give more "
                     "of the id")
 
 

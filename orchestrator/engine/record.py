@@ -40,6 +40,10 @@ class LegRecord:
     steps: int = 0
     requests: int = 0
     billed: int = 0  # answers whose usage is on this record: the ledger row's ``seq``
+    # answers whose provider reported no usage at all, and their estimated counts: shown
+    # (``usage``, marked ``usage_estimated``), never billed (the ledger keeps ``usage``)
+    unreported: int = 0
+    estimate: Usage = field(default_factory=Usage)
     unread: int = 0  # answers whose cost could not be read from their usage
     # the most the leg can have cost once an answer's cost was not read: read costs plus
     # each such answer's claim (unknown is not zero); None while every cost was read, or
@@ -126,12 +130,20 @@ class LegRecord:
         if _SOURCE_RANK.get(source, 0) > _SOURCE_RANK.get(self.cost_source, 0):
             self.cost_source = source
 
+    def shown_usage(self) -> Usage:
+        """What the leg used as far as anyone can say: the provider's counts, plus the
+        estimate of each answer that reported none."""
+        return self.usage + self.estimate if self.unreported else self.usage
+
     def to_dict(self) -> dict[str, Any]:
-        """The wave-document shape (``orch fanout --json``), plus the leg's extras."""
+        """The wave-document shape (``orch fanout --json``), plus the leg's extras. A leg
+        whose provider reported no usage for some answer shows the estimate in ``usage``,
+        marked ``usage_estimated``; ``usage_reported`` keeps the provider's own counts."""
         doc = {
             "leg_id": self.leg_id, "wave_id": self.wave_id, "kind": self.kind,
             "model": self.model, "provider": self.provider, "status": self.status,
-            "reason": self.reason, "answer": self.answer, "usage": self.usage.to_dict(),
+            "reason": self.reason, "answer": self.answer,
+            "usage": self.shown_usage().to_dict(),
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 8),
             "cost_source": self.cost_source, "duration_s": self.duration_s,
             "finish_reason": self.finish_reason, "steps": self.steps, "requests": self.requests,
@@ -143,6 +155,9 @@ class LegRecord:
             "variant": self.variant, "sampling": self.sampling, "notes": self.notes,
             "plugin_errors": self.plugin_errors,
         }
+        if self.unreported:
+            doc.update(usage_estimated=True, usage_reported=self.usage.to_dict(),
+                       unreported=self.unreported)
         for key, value in self.extra.items():  # a plugin's field never replaces orch's own
             doc.setdefault(key, value)
         return doc
@@ -150,10 +165,16 @@ class LegRecord:
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> LegRecord:
         known = {f for f in cls.__dataclass_fields__ if not f.startswith("_")}
-        kwargs = {k: v for k, v in doc.items() if k in known and k not in ("usage", "extra")}
+        shown_keys = ("usage_estimated", "usage_reported")
+        kwargs = {k: v for k, v in doc.items()
+                  if k in known and k not in ("usage", "extra", "estimate")}
         rec = cls(**kwargs)
-        rec.usage = Usage(**(doc.get("usage") or {}))
-        rec.extra = {k: v for k, v in doc.items() if k not in known}
+        shown = Usage(**(doc.get("usage") or {}))
+        rec.usage = Usage(**(doc.get("usage_reported") or doc.get("usage") or {}))
+        if doc.get("usage_estimated"):
+            rec.estimate = Usage(*(a - b for a, b in zip(
+                shown.to_dict().values(), rec.usage.to_dict().values(), strict=True)))
+        rec.extra = {k: v for k, v in doc.items() if k not in known and k not in shown_keys}
         return rec
 
     def ledger_row(self, *, tag: str | None, project_dir: str | None,

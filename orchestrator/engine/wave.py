@@ -111,6 +111,8 @@ class Wave:
                                    config=config, dir=self.dir, options=spec.options,
                                    chair_model=spec.chair, later_models=spec.later,
                                    account=self.account)
+        for leg in self.legs:  # a leg hook reaches its wave (leg.wave.shared(...))
+            leg.ctx.wave = self.context
         self._legs_scope: anyio.CancelScope | None = None
         self._start_scope: anyio.CancelScope | None = None
         self._end_scope: anyio.CancelScope | None = None
@@ -128,7 +130,7 @@ class Wave:
                          record=record, config=self.config, dir=self.spec.runs_dir / leg_id,
                          kind=kind, max_steps=self.spec.max_steps, workspace=self.spec.workspace,
                          options=self.spec.options, history=list(history or []),
-                         account=self.account)
+                         account=self.account, wave=getattr(self, "context", None))
         return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
                    ledger=self.ledger.append if self.ledger else None, observe=self.observe,
                    tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id,
@@ -327,10 +329,7 @@ class Wave:
         doc["notices"] = [*doc["notices"], text]
         doc["exit_code"] = EXIT_PARTIAL if doc["exit_code"] == EXIT_COMPLETE else \
             doc["exit_code"]
-        from orchestrator.runtime import log
-
-        log().warning(text)  # a log line: in orch serve it reaches the run's client
-        return doc
+        return doc  # the notice is said by the face, with the others
 
     def _close_journal(self) -> None:
         """Every leg's end is recorded (ledger or outbox): its requests are settled, so the
@@ -491,7 +490,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
     engine/degraded.py). ``chair_repair``: a structured synthesis's repair prompt, billed
     with the wave, not counted in its status."""
     everything = legs + ([chair] if chair else []) + ([chair_repair] if chair_repair else [])
-    usage = sum((r.usage for r in everything), Usage())
+    usage = sum((r.shown_usage() for r in everything), Usage())
     known = [r.cost_usd for r in everything if r.cost_usd is not None]
     unread = [r for r in everything if r.unread]
     doc = {
@@ -502,6 +501,7 @@ def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
         "chair": chair.to_dict() if chair else None,
         **({"chair_repair": chair_repair.to_dict()} if chair_repair else {}),
         "usage": usage.to_dict(),
+        **({"usage_estimated": True} if any(r.unreported for r in everything) else {}),
         "cost_usd": round(sum(known), 8),
         # an answer whose cost could not be read is never exact, whatever was computed
         "cost_exact": len(known) == len(everything) and not unread,

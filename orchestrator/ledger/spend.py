@@ -25,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.ledger import connection as ledger_engine
 from orchestrator.ledger import migrate as ledger_migrate
 from orchestrator.ledger.connection import BUSY_TIMEOUT_MS, default_url
@@ -464,12 +464,12 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
         try:
             return (now or utcnow()) - timedelta(**{_UNITS[unit]: int(amount)})
         except OverflowError:
-            raise OrchError(f"--since {text!r} reaches back before the year 1; use "
+            raise UsageProblem(f"--since {text!r} reaches back before the year 1; use "
                             "--since all for everything") from None
     try:
         moment = datetime.fromisoformat(cleaned)
     except ValueError:
-        raise OrchError(
+        raise UsageProblem(
             f"cannot read --since {text!r}: use 30m, 24h, 7d, 2w, or an ISO date or datetime "
             "such as 2025-01-31 or 2025-01-31T09:00 (UTC unless an offset is given)"
         ) from None

@@ -18,7 +18,7 @@ PROVIDER_KEYS = (
     "HUGGINGFACE_API_KEY", "CEREBRAS_API_KEY", "DEEPINFRA_API_KEY", "AWS_ACCESS_KEY_ID",
 )
 
-NOTICE = (f"orch: no models given and no provider key or provider configured: using the local "
+NOTICE = (f"no models given and no provider key or provider configured: using the local "
           f"model {DEFAULT_MODEL} (a small base model; pass --models to choose)")
 
 

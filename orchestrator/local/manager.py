@@ -46,7 +46,7 @@ def ensure(settings: LocalSettings, need: Collection[str] = (), *, slots: int = 
     it. ``need``: the alias the wave uses (one server holds one model). ``slots``: how many
     legs will decode at once; the server gets min(slots, ``local.max_slots``), and a running
     one with fewer is restarted for more when no slot is busy. ``retry_failed``: start again
-    even if the server failed within the restart window (``orch server start``). Notices for
+    even if the server failed within the restart window (``orch local start``). Notices for
     the user (a moved model file) come back in the state's ``notices``. ``abandoned()``
     true: nobody waits any more (an interrupted job in ``orch serve``, where this thread
     outlives it): stop waiting and let go of the lock, undoing a start this call began, so
@@ -66,14 +66,15 @@ def ensure(settings: LocalSettings, need: Collection[str] = (), *, slots: int = 
         if state is not None:
             _clear_stale(state, retry_failed)
         notices: list[str] = []
+        t0 = time.monotonic()
         state = _launch(settings, alias, want, notices, abandoned)
         _check_served(state, need)
         st.touch_last_used()
-        return {**state, "notices": notices}, True
+        return {**state, "notices": notices, "start_s": round(time.monotonic() - t0, 1)}, True
 
 
 def status() -> dict[str, Any]:
-    """What ``orch server status`` shows: the state file plus a live health check."""
+    """What ``orch local status`` shows: the state file plus a live health check."""
     state = st.read_state()
     if state is None:
         return {"status": "stopped"}
@@ -160,6 +161,7 @@ def _launch(settings: LocalSettings, alias: str, slots: int, notices: list[str],
     if alias not in models:
         raise OrchError(f"no local model {alias!r} (known: {', '.join(sorted(models))})")
     model = models[alias]
+    _say_starting(settings, alias, slots)
     choice = None if settings.server_command else choose(settings.server)
     path = prepare(model, notices)
     for _attempt in range(PORT_ATTEMPTS):
@@ -176,6 +178,17 @@ def _launch(settings: LocalSettings, alias: str, slots: int, notices: list[str],
                 raise OrchError(_port_message(port)) from None
     raise OrchError(f"could not find a free port for the local server in {PORT_ATTEMPTS} "
                     f"tries; set `local.port` in config.json (see {st.log_path()})")
+
+
+def _say_starting(settings: LocalSettings, alias: str, slots: int) -> None:
+    """The cold start's first line, said before anything slow (the model file, the server's
+    start): a run that waits for the server is never silent, with ``--json`` too."""
+    from orchestrator.notices import say
+
+    threads = settings.n_threads
+    say(f"starting the local model server for local/{alias} ({slots} slot"
+        f"{'s' * (slots != 1)}, {threads} thread{'s' * (threads != 1)}); the first answer "
+        "waits for it")
 
 
 def _pick_port(settings: LocalSettings) -> int:
@@ -204,7 +217,7 @@ def free_port() -> int:
 def port_in_use(port: int) -> bool:
     """Something listens on ``port``. ``SO_REUSEADDR`` as the server's own bind has it: the
     TIME-WAIT sockets a server leaves for a minute after it stops do not count, so a fixed
-    ``local.port`` starts again at once after ``orch server stop`` or a restart for slots."""
+    ``local.port`` starts again at once after ``orch local stop`` or a restart for slots."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -268,6 +281,8 @@ def _spawn(settings: LocalSettings, model: LocalModel, path: Path, port: int, sl
         "portable_env": llama.PORTABLE_ENV, "path": cpu_path, "path_reason": reason,
         "path_file": str(st.path_file()), "warmup_model": model.alias,
         "start_timeout_s": settings.start_timeout_s, "slots": slots,
+        "threads": settings.n_threads, "threads_batch": settings.n_threads_batch
+        or settings.n_threads, "threads_reason": settings.threads_reason,
         "n_ctx_per_slot": settings.n_ctx, "host": HOST, "port": port,
         "models": [model.alias], "idle_s": settings.idle_s, "max_restarts": MAX_RESTARTS,
         "window_s": WINDOW_S, "state": str(st.state_path()), "lock": str(st.lock_path()),
@@ -334,7 +349,7 @@ def _check_served(state: dict[str, Any], need: Collection[str]) -> None:
     missing = sorted(set(need) - set(state["models"]))  # what orch started it with
     if missing:
         raise OrchError(f"the running local server serves local/{state['models'][0]}, not "
-                        f"local/{missing[0]} (one model per server); run `orch server stop` "
+                        f"local/{missing[0]} (one model per server); run `orch local stop` "
                         "when its waves are done: the next use starts it with this model")
 
 
@@ -344,7 +359,7 @@ def _clear_stale(state: dict[str, Any], retry_failed: bool) -> None:
     failed_at = state.get("failed_at") or 0
     if (state.get("status") == st.FAILED and not retry_failed
             and time.time() - failed_at < WINDOW_S):
-        raise OrchError(state.get("error") or "the local server failed; run `orch server start`")
+        raise OrchError(state.get("error") or "the local server failed; run `orch local start`")
     _kill_orphan(state)
     st.clear_state()
 

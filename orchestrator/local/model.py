@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.local.data import migrate, models_dir
 from orchestrator.local.llama_server import PLAIN
 
@@ -55,7 +55,7 @@ def catalogue(user_models: dict[str, dict] | None) -> dict[str, LocalModel]:
 
 def check_alias(alias: str) -> str:
     if not _ALIAS.match(alias or ""):
-        raise OrchError(f"bad alias {alias!r}: use letters, digits, '.', '_' or '-' "
+        raise UsageProblem(f"bad alias {alias!r}: use letters, digits, '.', '_' or '-' "
                         "(it becomes the model name local/ALIAS)")
     return alias
 

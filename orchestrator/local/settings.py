@@ -26,6 +26,7 @@ class LocalSettings:
     default_alias: str = "gemma3-270m"
     n_threads: int = 2
     n_threads_batch: int | None = None  # steps of several tokens (slots, prompts); None: n_threads
+    threads_reason: str = "local.n_threads"  # why n_threads is what it is (orch local status)
     idle_s: float = 15 * 60.0  # 0: never stop for idleness
     port: int = 0  # 0: pick a free port
     max_tokens: int = 512  # cap a base model's completion unless the request sets one; 0: none
@@ -53,10 +54,13 @@ class LocalSettings:
                 isinstance(v, dict) and isinstance(v.get("path"), str) for v in models.values()):
             raise OrchError(f"`{SECTION}.models` in {cfg.path} must map an alias to "
                             "{\"path\": ..., \"sha256\": ...}; add models with `orch local add`")
+        threads, why = (None, "local.n_threads") if raw.get("n_threads") is not None \
+            else free_cores()
         return cls(
             n_ctx=_number(raw, "n_ctx", 8192, int, 128, cfg),
             max_slots=_number(raw, "max_slots", 4, int, 1, cfg, top=64),
-            n_threads=_number(raw, "n_threads", default_threads(), int, 1, cfg),
+            n_threads=_number(raw, "n_threads", threads, int, 1, cfg),
+            threads_reason=why,
             n_threads_batch=_number(raw, "n_threads_batch", None, int, 1, cfg),
             idle_s=_number(raw, "idle_minutes", 15, float, 0, cfg) * 60.0,
             port=_number(raw, "port", 0, int, 0, cfg, top=65535),
@@ -69,10 +73,28 @@ class LocalSettings:
 
 
 def default_threads() -> int:
-    """Half the cores (llama.cpp's own default is every physical core). Its threads spin while
-    they wait for each other, so on a busy machine more threads is much slower, not faster
-    (docs/performance.md)."""
-    return max(1, (os.cpu_count() or 1) // 2)
+    """The threads the local server gets unless ``local.n_threads`` says: :func:`free_cores`."""
+    return free_cores()[0]
+
+
+def free_cores(cores: int | None = None, load: float | None = None) -> tuple[int, str]:
+    """(threads, why): the cores free as the server starts, at least one. On an idle machine
+    every core: a decode step of several slots then uses them all, and 4 local legs decode
+    at 1.3x+ the tokens/s of one (docs/performance.md). On a busy one a single thread:
+    llama.cpp's threads meet at a barrier every step, and a thread waiting for a core that
+    another program holds stalls them all (2 threads ran 8x slower than 1 at load 13 on 2
+    cores). ``cores``: usable cores (default: this process's CPU affinity); ``load``: the
+    1-minute load average (default: now)."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    threads = max(1, min(cores, int(cores - load + 0.5)))
+    return threads, f"{threads} of {cores} cores free (load {load:.1f}) as the server started"
 
 
 def _number(raw: dict, key: str, default, kind, low, cfg: Config, top=None):

@@ -80,6 +80,8 @@ class Supervisor:
             "ready_once": False, "log": self.log_file, "argv": self._argv(),
             "path": self.path, "path_reason": spec.get("path_reason"),
             "slots": spec.get("slots"), "n_ctx_per_slot": spec.get("n_ctx_per_slot"),
+            "threads": spec.get("threads"), "threads_batch": spec.get("threads_batch"),
+            "threads_reason": spec.get("threads_reason"),
             "server": self.servers[self.path],
         }
 
@@ -178,7 +180,7 @@ class Supervisor:
             return self._fail(
                 f"the local server crashed {len(recent) + 1} times within "
                 f"{self.window_s / 60:g} minutes (last: {diagnose(code, self.path)}): "
-                f"{tail or 'no output'}; see {self.log_file}, fix it, then `orch server start`",
+                f"{tail or 'no output'}; see {self.log_file}, fix it, then `orch local start`",
                 now)
         recent.append(now)
         self.state.update(recent_restarts=recent, restarts=self.state["restarts"] + 1,
@@ -261,7 +263,7 @@ _REMEDIES = {
                     PORTABLE: "even the portable path faults, so this CPU lacks the build's "
                               "baseline (AVX2, FMA, F16C): run orch on a newer x86-64 CPU"},
     signal.SIGSEGV: "check the model file (`orch local list`) and see the log",
-    signal.SIGBUS: "do not replace model files while the server runs; `orch server start`",
+    signal.SIGBUS: "do not replace model files while the server runs; `orch local start`",
     signal.SIGKILL: "free memory, or lower `local.max_slots` / `local.n_ctx`",
     signal.SIGABRT: "the log's last lines name the check",
 }

@@ -240,7 +240,7 @@ def option_property(option) -> dict[str, Any]:
             prop["exclusiveMinimum" if option.min_open else "minimum"] = option.min
         if option.max is not None:
             prop["maximum"] = option.max
-    prop["description"] = option.mcp_help or option.help
+    prop["description"] = option.mcp_help or option.described
     return prop
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.config import Config
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.names import check_model_name, reserved
 from orchestrator.security.secrets import (
     register_identifier,
@@ -79,7 +79,7 @@ def resolve(spec: str, config: Config, _seen: tuple[str, ...] = (),
     may claim the name (``local/...``); then declared providers; then litellm's own names."""
     spec = spec.strip()
     if not spec:
-        raise OrchError("empty model name; pass models as --models a,b,c")
+        raise UsageProblem("empty model name; pass models as --models a,b,c")
     check_model_name(spec)  # a newline or an escape in a name would forge an output line
     base, variant = split_variant(spec)
     if base in config.aliases:
@@ -92,7 +92,7 @@ def resolve(spec: str, config: Config, _seen: tuple[str, ...] = (),
         return resolved
     provider, sep, model = base.partition("/")
     if not sep or not model or not provider:
-        raise OrchError(
+        raise UsageProblem(
             f"model {spec!r} has no provider; write PROVIDER/MODEL (e.g. openai/gpt-4o-mini) "
             "or define an alias with `orch alias set`"
         )
@@ -126,7 +126,7 @@ def _with_variant(model: ResolvedModel, variant: str, config: Config) -> Resolve
     settings = config.variants.get(variant, BUILTIN_VARIANTS.get(variant))
     if settings is None:
         known = sorted({*BUILTIN_VARIANTS, *config.variants})
-        raise OrchError(
+        raise UsageProblem(
             f"unknown variant @{variant} on {model.name}; known: {', '.join(known)} "
             "(add one under `variants` in config.json)"
         )
@@ -154,7 +154,7 @@ def check_key(model: ResolvedModel) -> None:
                             "export it (or `orch provider add` without --api-key-env)")
         return
     if not key_names.known_to_litellm(model.provider):
-        raise OrchError(f"model {model.name}: litellm does not know the provider "
+        raise UsageProblem(f"model {model.name}: litellm does not know the provider "
                         f"{model.provider!r}; declare it with `orch provider add "
                         f"{model.provider} --base-url URL` or fix the name")
     if key_names.tabled(model.provider):

@@ -69,11 +69,11 @@ def provider_models(pid: str, entry: dict, *, refresh: bool = False,
     if gone:
         say = warn or _stderr
         if not models:
-            say(f"orch: {pid} now lists no models (it listed {len(old)}); keeping the cached "
+            say(f"{pid} now lists no models (it listed {len(old)}); keeping the cached "
                 "list - `orch models --refresh` once the server is up")
             return old, "stale cache"
         shown = ", ".join(gone[:5]) + (f" (+{len(gone) - 5})" if len(gone) > 5 else "")
-        say(f"orch: {pid} now lists {len(models)} models, {len(gone)} fewer than before: "
+        say(f"{pid} now lists {len(models)} models, {len(gone)} fewer than before: "
             f"{shown}")
     cache = cache if isinstance(cache, dict) else {}
     cache[pid] = {"base_url": entry["base_url"], "fetched_at": time.time(), "models": models}
@@ -85,9 +85,9 @@ def provider_models(pid: str, entry: dict, *, refresh: bool = False,
 
 
 def _stderr(line: str) -> None:
-    import sys
+    from orchestrator.notices import say
 
-    print(line, file=sys.stderr)
+    say(line, "warning")
 
 
 def keyed_litellm_models() -> list[str]:

@@ -65,12 +65,12 @@ def model_name_problem(name: str) -> str | None:
 
 
 def check_model_name(name: str) -> str:
-    """``name``, or a one-line OrchError naming what is wrong."""
-    from orchestrator.errors import OrchError
+    """``name``, or a one-line usage error naming what is wrong."""
+    from orchestrator.errors import UsageProblem
 
     problem = model_name_problem(name)
     if problem:
-        raise OrchError(f"model name '{shown(name)}' {problem}; model names are printable, "
+        raise UsageProblem(f"model name '{shown(name)}' {problem}; model names are printable, "
                         "without spaces or commas (PROVIDER/MODEL[@VARIANT])")
     return name
 

@@ -17,7 +17,7 @@ def resolver(pm, warn=None):
     runner = HookRunner(pm, config=_config())
     warned: set[str] = set()
     if warn is None:
-        from orchestrator.plugin_host.plugins import stderr_warn as warn
+        from orchestrator.notices import warn
 
     def on_error(plugin: str, hook: str, exc: BaseException) -> None:
         if plugin not in warned:

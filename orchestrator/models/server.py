@@ -92,7 +92,7 @@ class Server:
             try:
                 return await lm.acompletion(**kwargs)
             except Exception as exc:
-                raise provider_error(exc) from None
+                raise unreachable(provider_error(exc), model) from None
             finally:
                 self.in_flight -= 1
 
@@ -300,6 +300,41 @@ def _cost(model: ResolvedModel, raw: Any, usage: Usage,
         return float(cost), "priced"
     except (TypeError, ValueError):
         return None, "unknown"
+
+
+def endpoint(model: ResolvedModel) -> str:
+    """The URL a model's requests go to (its declared base URL, else litellm's default for
+    its provider), without any user:password in it; the provider's name when unknown."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = model.api_base
+    if not url:
+        try:
+            from orchestrator.runtime import litellm
+
+            url = litellm().get_api_base(model.litellm_model, {})
+        except Exception:
+            url = None
+    if not url:
+        return f"{model.provider}'s API"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit(parts._replace(netloc=netloc)) if netloc else url
+    except ValueError:
+        return f"{model.provider}'s API"
+
+
+def unreachable(error: ProviderError, model: ResolvedModel) -> ProviderError:
+    """A connection failure named by where it went and what checks it."""
+    if error.reason != "connection":
+        return error
+    fix = ("`orch local status` shows the server, `orch doctor` checks the set-up"
+           if model.provider == "local" else
+           "is it up and the base URL right? `orch doctor` checks every endpoint")
+    return ProviderError("connection", f"cannot reach {endpoint(model)} ({error.message}); "
+                         f"{fix}", error.status, error.retry_after)
 
 
 # "litellm.InternalServerError: InternalServerError: OpenAIException - boom" -> "boom": the

@@ -103,6 +103,6 @@ def one_token(settings) -> Check:
             raise OrchError("the server answered without choices")
     except (OrchError, OSError, ValueError, KeyError) as exc:
         return Check(SECTION, "deep", FAIL, f"one token from local/{alias}: {exc}",
-                     "orch server status; its log is under ORCH_HOME/local")
+                     "orch local status; its log is under ORCH_HOME/local")
     return Check(SECTION, "deep", OK, f"local/{alias} generated a token in "
                  f"{time.monotonic() - t0:.1f} s")

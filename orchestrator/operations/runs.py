@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.operations.benches import LINK
 from orchestrator.operations.run_index import RunIndex
 from orchestrator.operations.run_summary import STATUSES, RunEntry, current
@@ -51,9 +51,9 @@ def find(runs_dir: Path, run_id: str, bench_dir: Path | None = None,
     if matches:
         shown = ", ".join(f"{e.kind} {e.id}" for e in matches[:SHOWN_MATCHES])
         more = ", ..." if len(matches) > SHOWN_MATCHES else ""
-        raise OrchError(f"ambiguous: {len(matches)} runs match {run_id!r} ({shown}{more}); "
+        raise UsageProblem(f"ambiguous: {len(matches)} runs match {run_id!r} ({shown}{more}); "
                         "give more of the id")
-    raise OrchError(f"no run {run_id!r} under {runs_dir}; `orch runs` lists them "
+    raise UsageProblem(f"no run {run_id!r} under {runs_dir}; `orch runs` lists them "
                     "(or pass --runs-dir)")
 
 

@@ -49,6 +49,7 @@ from orchestrator.plugin_host.boundary import (
 )
 from orchestrator.plugin_host.deadline import DEADLINE_S, WAVE_DEADLINE_S, hook_deadline_s
 from orchestrator.plugin_host.handover import Run, hand_over
+from orchestrator.plugin_host.order import arrange
 
 __all__ = ["HookRunner", "HookTimeout", "PluginExit", "ErrorSink"]
 
@@ -146,7 +147,8 @@ class HookRunner:
 
     def impls(self, name: str) -> list[_Impl]:
         """Implementations in pluggy's call order: wrappers (outermost first), then the rest,
-        ``tryfirst`` first and ``trylast`` last. Old-style hookwrappers are never called."""
+        ``tryfirst`` first and ``trylast`` last, then moved where a plugin's ``AFTER`` /
+        ``BEFORE`` says (order.py). Old-style hookwrappers are never called."""
         if name not in self._impls:
             caller = getattr(self.pm.hook, name)  # runner: implementations, not called
             is_builtin = getattr(self.pm, "is_builtin", lambda _name: False)
@@ -158,6 +160,8 @@ class HookRunner:
                       i.plugin_name in self.held)
                 for i in reversed(caller.get_hookimpls())  # runner: wrapped in _Impl
                 if not i.hookwrapper]
+            if declared is not None:  # AFTER / BEFORE, as the plugins declared them
+                self._impls[name] = arrange(self._impls[name], name, declared)
         return self._impls[name]
 
     def steps(self, name: str) -> list:

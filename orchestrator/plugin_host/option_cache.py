@@ -6,7 +6,8 @@ A cache of the declarations, never a second source: an entry is used only while 
 the declarations were read from is unchanged: the command, the plugin selection (config's
 ``plugins`` section, ``ORCH_PLUGINS``, ``ORCH_DISABLE_PLUGINS``), ``sys.path`` with the
 modification time of each of its folders (installing or removing a distribution adds or
-removes its ``.dist-info`` there), and the size and modification time of every file the
+removes its ``.dist-info`` there), the plugins directory's files (added, removed or edited:
+directory.stamps), and the size and modification time of every file the
 declaring plugins' code came from. Anything else, or any doubt (a file that cannot be read or
 written, an option that does not round-trip through JSON), reads the plugins as before.
 """
@@ -23,14 +24,16 @@ from orchestrator.plugin_host.remembered import cache_file as _cache_file
 from orchestrator.plugin_host.remembered import installed, recall, remember, stamp
 
 VERSION = 1
-ENV = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS")
+ENV = ("ORCH_PLUGINS", "ORCH_DISABLE_PLUGINS", "ORCH_PLUGINS_DIR")
 
 
 def key(command: str, reserved, plugins_section: dict | None) -> dict[str, Any]:
     """What the declarations depend on, besides the declaring files (stamped on write)."""
+    from orchestrator.plugin_host import directory
+
     return {"v": VERSION, "command": command, "reserved": sorted(reserved),
             "plugins": plugins_section or {}, "env": {n: os.environ.get(n) for n in ENV},
-            **installed()}
+            "files": directory.stamps(plugins_section), **installed()}
 
 
 def cache_file(home: Path, command: str) -> Path:

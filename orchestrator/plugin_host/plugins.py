@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, field
 
 import pluggy
@@ -40,6 +39,7 @@ class PluginInfo:
     warnings: list[str] = field(default_factory=list)
     declared: Declared = field(default_factory=Declared)  # its constants, read once
     files: list[str] = field(default_factory=list)  # where its code came from
+    file: str | None = None  # a single-file plugin's path (directory.py)
 
     @property
     def key_variables(self) -> tuple[str, ...]:
@@ -50,13 +50,18 @@ class PluginInfo:
     def source(self) -> str:
         if self.builtin:
             return "built-in"
+        if self.file:
+            from orchestrator.plugin_host.directory import SOURCE
+
+            return SOURCE
         return self.distribution or "in-process"
 
     def to_dict(self) -> dict:
         return {"name": self.name, "module": self.module, "version": self.version,
                 "source": self.source, "builtin": self.builtin, "status": self.status,
                 "error": self.error, "reason": self.reason, "hooks": self.hooks,
-                "warnings": self.warnings, "key_variables": list(self.key_variables)}
+                "warnings": self.warnings, "key_variables": list(self.key_variables),
+                "file": self.file}
 
 
 class PluginManager(pluggy.PluginManager):
@@ -165,14 +170,17 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
 
     A third party is imported and read through the runner (:func:`import_plugin`): within
     its import deadline, its exits caught, its failure one bounded line; it is then listed
-    as ``broken``. This is the one place plugins are loaded from (entry points today).
+    as ``broken``. This is the one place plugins are loaded from: the entry points, then the
+    plugins directory's files (directory.py), each the same way.
     """
     pm = PluginManager()
     allow, deny = selection(config_plugins)
+    if enabled and third_party and warn and (problem := folder_problem(config_plugins)):
+        warn(problem)
     extra = list(extra or [])
     extra_names = {name for name, _ in extra}
     if enabled:
-        for ep in _entry_points():
+        for ep in _found(config_plugins):
             dist, taken_by = ep.dist, ep.taken_by
             if ep.name in extra_names or (not third_party and dist != OWN_DISTRIBUTION):
                 continue
@@ -182,16 +190,18 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
                 continue
             info = PluginInfo(name=ep.name, module=ep.value, distribution=dist,
                               version=ep.version,
-                              builtin=dist == OWN_DISTRIBUTION)
+                              builtin=dist == OWN_DISTRIBUTION, file=_file(ep))
             if taken_by is not None:
-                _broken(info, f"the name {ep.name!r} is taken by {taken_by}; rename the "
-                              "entry point or uninstall one of them", warn)
-                pm.infos[f"{ep.name} ({dist})"] = info
+                _broken(info, _clash(ep), warn)
+                pm.infos[f"{ep.name} ({dist or info.source})"] = info
                 continue
             pm.infos[ep.name] = info
             info.reason = _why_disabled(ep.name, allow, deny)
             if info.reason:
                 info.status = "disabled"
+                continue
+            if info.file and ep.refused:  # a plugin file someone else could have written
+                _broken(info, ep.refused, warn)
                 continue
             if info.builtin:  # orch's own code: imported and read inline
                 try:
@@ -220,30 +230,68 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     return pm
 
 
+def _found(config_plugins: dict | None) -> list:
+    """The entry points, then the plugins directory's files (each refused when an entry
+    point has its name): everything ``load`` loads, in its order."""
+    from orchestrator.plugin_host import directory
+
+    eps = _entry_points()
+    return [*eps, *directory.found(config_plugins, {ep.name: ep.dist for ep in eps})]
+
+
+def folder_problem(config_plugins: dict | None) -> str | None:
+    """A plugins folder named on purpose that does not exist (said, never fatal)."""
+    from orchestrator.plugin_host.directory import missing
+
+    return missing(config_plugins)
+
+
+def _file(found) -> str | None:
+    from orchestrator.plugin_host.directory import FileFound
+
+    return found.value if isinstance(found, FileFound) else None
+
+
+def _clash(found) -> str:
+    from orchestrator.plugin_host.directory import clash
+
+    if _file(found):
+        return clash(found)
+    return (f"the name {found.name!r} is taken by {found.taken_by}; rename the entry point "
+            "or uninstall one of them")
+
+
 def listed(config_plugins: dict | None, reason: str) -> PluginManager:
     """Every installed plugin listed as off (``reason``), none imported: what a bare run
     (``--no-plugins``) leaves off, for :func:`declared.off_declarations` to ask the ones
     the user set something for."""
     pm = PluginManager()
-    for ep in _entry_points():
+    for ep in _found(config_plugins):
         if ep.taken_by is None:
             pm.infos[ep.name] = PluginInfo(
                 name=ep.name, module=ep.value, distribution=ep.dist, version=ep.version,
-                builtin=ep.dist == OWN_DISTRIBUTION, status="disabled", reason=reason)
+                builtin=ep.dist == OWN_DISTRIBUTION, status="disabled", reason=reason,
+                file=_file(ep))
     return pm
 
 
 def load_off(infos: list[PluginInfo]) -> PluginManager:
     """Plugins that are off for the run, loaded into a manager of their own so that what
     they declare can be read (declared.off_declarations); the run never sees it."""
+    from pathlib import Path
+
+    from orchestrator.plugin_host.directory import FileFound, unsafe
     from orchestrator.plugin_host.listing import Found
 
     pm = PluginManager()
     for off in infos:
         info = PluginInfo(name=off.name, module=off.module, distribution=off.distribution,
-                          version=off.version, builtin=off.builtin)
+                          version=off.version, builtin=off.builtin, file=off.file)
         pm.infos[off.name] = info
-        found = Found(off.name, off.module, off.distribution, off.version)
+        if off.file and unsafe(Path(off.file)):
+            continue  # a file someone else could have written is never run, even to ask it
+        found = FileFound(off.name, off.file) if off.file else \
+            Found(off.name, off.module, off.distribution, off.version)
         if info.builtin:
             try:
                 plugin = found.load()  # runner: a built-in, orch's own code
@@ -377,11 +425,3 @@ def key_variables(pm: PluginManager) -> set[str]:
     runner with the plugin's other constants: snapshot.py)."""
     return {name for info in pm.infos.values() if info.status == "loaded"
             for name in info.declared.key_variables}
-
-
-def stderr_warn(line: str) -> None:
-    import logging
-
-    if logging.getLogger().level > logging.WARNING:
-        return  # -q (or LOG_LEVEL=error): only errors reach stderr
-    print(f"orch: warning: {line}", file=sys.stderr)

@@ -5,8 +5,8 @@ A plugin module's attributes are its own code to read: a module ``__getattr__`` 
 loaded, on the runner's worker (boundary.call_blocking): its hook functions (what pluggy
 registers: a plain namespace of them, never the object), the warnings about them, the
 constants it declares (``FAIL_CLOSED``, ``HOOK_DEADLINE_S``, ``CONFIG_SCHEMA``, ``NAME``,
-``KEY_VARIABLES``) as
-plain copies, and the files its code came from. Everything later reads this record.
+``KEY_VARIABLES``, ``AFTER``, ``BEFORE``) as plain copies, and the files its code came from.
+Everything later reads this record.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ class Declared:
     name: str | None = None  # NAME
     key_variables: tuple[str, ...] = ()  # KEY_VARIABLES: what a run hands it (keys.py)
     problems: tuple[str, ...] = ()  # what stops a run (a HOOK_DEADLINE_S that is no number)
+    # AFTER / BEFORE: ((hook or "*", (plugin names...)), ...) (order.py)
+    after: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    before: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def fails_closed(self, hook: str) -> bool:
         return self.fail_closed is True or (
@@ -103,10 +106,15 @@ def read_declared(plugin: object, name: str) -> tuple[Declared, list[str]]:
             schema = None
     own_name = getattr(plugin, "NAME", None)  # runner: on the worker (or a built-in)
     raw = getattr(plugin, "KEY_VARIABLES", ())  # runner: on the worker (or a built-in)
+    from orchestrator.plugin_host.order import constraint
+
+    after = constraint("AFTER", getattr(plugin, "AFTER", ()), warnings)  # runner: worker
+    before = constraint("BEFORE", getattr(plugin, "BEFORE", ()), warnings)  # runner: worker
     return Declared(fail_closed=fail_closed, deadline_s=deadline, config_schema=schema,
                     name=own_name if isinstance(own_name, str) else None,
                     key_variables=_key_variables(raw, warnings),
-                    problems=(problem,) if problem else ()), warnings
+                    problems=(problem,) if problem else (), after=after,
+                    before=before), warnings
 
 
 def _key_variables(raw: Any, warnings: list[str]) -> tuple[str, ...]:
@@ -161,8 +169,11 @@ def fail_closed_in_source(module_name: str) -> bool | frozenset[str]:
     import importlib.util
 
     try:
-        spec = importlib.util.find_spec(module_name.split(":")[0].strip())
-        origin = spec.origin if spec is not None else None
+        if module_name.endswith(".py"):  # a single-file plugin: its path (directory.py)
+            origin = module_name
+        else:
+            spec = importlib.util.find_spec(module_name.split(":")[0].strip())
+            origin = spec.origin if spec is not None else None
         if not origin or not origin.endswith(".py"):
             return False
         with open(origin, encoding="utf-8") as fh:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestrator.errors import OrchError
+from orchestrator.errors import UsageProblem
 
 NO_WORKSPACE = "no workspace: pass --workspace DIR to give models read access"
 
@@ -35,10 +35,10 @@ def choose(workspace: str | None, *, allow_any: bool = False,
     if workspace:
         root = Path(workspace).expanduser().resolve()
         if not root.is_dir():
-            raise OrchError(f"--workspace {workspace} is not a directory; pass an existing "
+            raise UsageProblem(f"--workspace {workspace} is not a directory; pass an existing "
                             "directory (default: the git work tree you are in)")
         if _too_wide(root) and not allow_any:
-            raise OrchError(f"--workspace {workspace} is your home directory or /: models "
+            raise UsageProblem(f"--workspace {workspace} is your home directory or /: models "
                             "could read everything in it; pass a project directory, or add "
                             "--workspace-any if you mean it")
         return root, None

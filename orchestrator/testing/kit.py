@@ -148,6 +148,21 @@ class OrchKit:
         doc = anyio.run(wave.run)
         return WaveRun(doc=doc, requests=self.server.requests[before:], runs_dir=runs)
 
+    def mcp_tools(self, *, plugins: list[object] | None = None, builtins: bool = True,
+                  all_installed: bool = False) -> dict[str, dict[str, Any]]:
+        """``orch mcp``'s tools as the plugins extend them: ``{tool: {"description",
+        "inputSchema", ...}}``, the plugins chosen as ``run_wave`` chooses them (isolated by
+        default). ``mcp_tools(plugins=[mine])["fanout"]["inputSchema"]["properties"]``
+        holds your declared options as an MCP client sees them."""
+        from orchestrator import runtime
+        from orchestrator.mcp_server.schemas import CORE_ARGUMENTS, with_options
+        from orchestrator.plugin_host.declared import declared_options
+        from orchestrator.plugin_host.plugins import load
+
+        pm = load(runtime.config().section("plugins"), enabled=builtins,
+                  third_party=all_installed, extra=[named_plugin(p) for p in plugins or []])
+        return with_options({name: declared_options(pm, name) for name in CORE_ARGUMENTS})
+
     def run_leg(self, model: str, prompt: str = "Say hello.", **kwargs: Any) -> WaveRun:
         """A one-leg wave; ``.leg`` is its record, ``.bodies`` what it sent."""
         return self.run_wave([model], prompt, **kwargs)

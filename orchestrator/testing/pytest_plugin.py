@@ -57,6 +57,7 @@ def orch_home(tmp_path, monkeypatch):
     monkeypatch.setenv("ORCH_OUTBOX_DIR", str(tmp_path / "outbox-fallback"))
     monkeypatch.delenv("ORCH_PLUGINS", raising=False)
     monkeypatch.delenv("ORCH_DISABLE_PLUGINS", raising=False)
+    monkeypatch.delenv("ORCH_PLUGINS_DIR", raising=False)  # ORCH_HOME/plugins, empty
     monkeypatch.setenv("ORCH_DAEMON", "manual")  # a test starts its daemon itself (both_ways)
     for key, value in OFFLINE_ENV.items():
         monkeypatch.setenv(key, value)

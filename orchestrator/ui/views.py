@@ -37,6 +37,16 @@ def _href(entry: Any) -> str | None:
     return f"/{entry.kind}/{entry.id}" if entry.kind in KINDS else None
 
 
+def _marked(snippet: str, highlights: list[tuple[int, int]]) -> list[tuple[str, bool]]:
+    """A snippet as (text, matched) pieces, for the template to mark without raw HTML."""
+    parts, at = [], 0
+    for start, end in highlights:
+        parts += [(snippet[at:start], False), (snippet[start:end], True)]
+        at = end
+    parts.append((snippet[at:], False))
+    return [p for p in parts if p[0]]
+
+
 def not_found(what: str) -> Reply:
     return _text(f"404 {what}", 404)
 
@@ -65,6 +75,8 @@ class View:
             return self.spend(q)
         if head == "spend" and rest == ["chart.svg"]:
             return self.spend_chart(q)
+        if head == "search" and not rest:
+            return self.search(q)
         if not rest or not SAFE_ID.match(rest[0]):
             return not_found("no such page")
         if head == "wave" and len(rest) == 1:
@@ -130,6 +142,30 @@ class View:
         return Reply(page("runs.html", title="Runs", rows=rows, count=len(found), status=status,
                           kind=kind, since=since_text, total=total, kinds=KINDS, more=more,
                           back=back, first=(page_no - 1) * PAGE + 1, statuses=STATUSES))
+
+    # --- search ---------------------------------------------------------------------------
+
+    def search(self, q: dict[str, str]) -> Reply:
+        """Past runs by the text of their prompts and answers: the same search as ``orch runs
+        search`` (:func:`orchestrator.app.search.searched`), newest first; each match's words
+        marked. Model text is escaped like every page's."""
+        from orchestrator.app.search import searched
+
+        text = q.get("q", "").strip()
+        if not text:
+            return Reply(page("search.html", title="Search", query="", found=None, runs=[]))
+        try:
+            found = searched(text, since=q.get("since") or None)
+        except OrchError as exc:
+            return _text(f"400 {exc}", 400)
+        runs = [{"id": r.id, "kind": r.kind, "href": _href(r), "question": r.question,
+                 "when": r.last_at.strftime("%Y-%m-%d %H:%M"), "matches": r.matches,
+                 "tag": r.tag, "hits": [{"model": h.model, "kind": h.kind, "field": h.field,
+                                         "parts": _marked(h.snippet, h.highlights)}
+                                        for h in r.hits]}
+                for r in found.runs]
+        return Reply(page("search.html", title=f"Search: {text}", query=text, found=found,
+                          runs=runs))
 
     # --- a wave ---------------------------------------------------------------------------
 
