@@ -16,6 +16,8 @@ from click.testing import CliRunner
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
 
+both_ways = pytest.mark.usefixtures("both_ways")  # every assertion holds both ways
+
 ROOT = Path(__file__).resolve().parent.parent
 # The lines that are not notices, each with why it may print an `orch:` line itself:
 OWN_LINES = {
@@ -277,3 +279,33 @@ def test_a_leg_whose_endpoint_reports_no_usage_shows_the_estimate_marked(orch, s
     human = invoke("fanout", "-m", "scripted/m", "-p", "Tell me " * 50, "--tools", "none")
     header = human.stdout.splitlines()[0]
     assert " tok (estimated) · " in header and "· 0+0 tok" not in header
+
+
+SAYER = '''\
+"""Says one line when a wave starts (a single-file plugin)."""
+from orchestrator.hookspecs import hookimpl
+from orchestrator.notices import say
+
+
+@hookimpl
+def wave_start(wave):
+    say("the sayer plugin saw the wave start")
+'''
+
+
+@both_ways
+def test_a_line_said_inside_the_run_reaches_the_user_once_either_way(orch, scripted_server,
+                                                                    orch_home):
+    """A notice said in the run itself (a plugin's hook), not by the face: in-process it is
+    the client's own log line; on a warm daemon the job's log line, relayed. Once, as
+    ``orch: TEXT``, the same both ways."""
+    from orchestrator.testing.daemon import invoke
+
+    (orch_home / "plugins").mkdir(exist_ok=True)
+    (orch_home / "plugins" / "sayer.py").write_text(SAYER)
+    orch.provider()
+    scripted_server.script("a", Reply(text="yes"))
+    result = invoke(["fanout", "-m", "scripted/a", "-p", "q", "--tools", "none"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.count("orch: the sayer plugin saw the wave start\n") == 1, \
+        result.stderr
