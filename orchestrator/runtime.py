@@ -50,8 +50,8 @@ def log_as_json() -> bool:
     return os.environ.get("ORCH_LOG_JSON") == "1"
 
 
-# ``orch serve`` runs many clients' commands in one process: it sets this to an object whose
-# ``configure()`` and ``quiet()`` act on the current job only (orchestrator/daemon/jobio.py).
+# ``orch serve`` runs many clients' runs in one process: it sets this to an object whose
+# ``configure()`` and ``quiet()`` leave each record to its job (orchestrator/daemon/joblog.py).
 job_logging = None
 
 

@@ -51,7 +51,6 @@ def test_selftest_reports_a_check_that_cannot_fail(tmp_path):
     assert "wrong: the solution fails its own check" in result.stdout
 
 
-@both_ways
 def test_init_writes_a_starter_and_never_overwrites(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert bench("--init").exit_code == 0
@@ -121,6 +120,7 @@ command = "no-such-agent-cli-xyz"
 
 
 @both_ways
+@pytest.mark.refused_before_the_daemon
 def test_without_a_terminal_yes_or_max_cost_is_required(orch, scripted_server):
     orch.provider()
     result = bench("--builtin", "format", "--models", "scripted/a", "--trials", "1")
@@ -129,6 +129,7 @@ def test_without_a_terminal_yes_or_max_cost_is_required(orch, scripted_server):
 
 
 @both_ways
+@pytest.mark.refused_before_the_daemon
 def test_duplicate_and_bad_input_is_one_line(orch, tmp_path):
     orch.provider()
     dup = bench("--builtin", "format", "--models", "scripted/a,scripted/a", "--yes")

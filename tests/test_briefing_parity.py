@@ -1,7 +1,7 @@
 """One briefing check, every path (issue 25): in-process, through ``orch serve`` and through
 ``orch mcp``, a briefing holding a key value is refused before any request, in the same
-words. Through the daemon the job never holds ``$GITHUB_TOKEN`` (no model of the run uses
-it): the check asks the client, which answers with the variable's name, never its value."""
+words. With a daemon up the run is prepared (and so checked) in the client, which holds
+``$GITHUB_TOKEN``: refused there, nothing reaches the daemon."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_through_the_daemon(project, scripted_server, tmp_path, monkeypatch):
             assert result.exit_code == 1, result.output
             refused(result.stderr, where, whose)
             assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-        assert daemon.served == len(CASES)
+        assert daemon.served == 0  # refused while prepared in the client: nothing was sent
     assert scripted_server.count() == 0
 
 

@@ -379,6 +379,7 @@ def test_fewer_than_two_reviews_is_council_quorum(orch, scripted_server, orch_ho
      "--diff needs a git work tree", 1),
 ])
 @both_ways
+@pytest.mark.refused_before_the_daemon  # prepared in the client: no word reaches it
 def test_preflight_refuses_before_any_request(orch, scripted_server, monkeypatch, tmp_path,
                                               args, message, code):
     orch.provider()

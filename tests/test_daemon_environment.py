@@ -110,3 +110,22 @@ def test_a_foreground_daemon_started_by_hand_starts_again_clean(env, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_the_plugins_folder_is_part_of_what_a_daemon_must_share(orch_home, tmp_path,
+                                                                monkeypatch):
+    """A daemon started with another ORCH_PLUGINS_DIR (or with other files in it) loaded
+    other plugins: its compat differs, so a run is not handed to it; the variable is one
+    the daemon's environment keeps."""
+    from orchestrator.daemon.environment import ALLOWED
+    from orchestrator.daemon.paths import SETTINGS, compat
+
+    assert "ORCH_PLUGINS_DIR" in ALLOWED and "ORCH_PLUGINS_DIR" in SETTINGS
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    monkeypatch.delenv("ORCH_PLUGINS_DIR", raising=False)
+    before = compat()["config"]
+    monkeypatch.setenv("ORCH_PLUGINS_DIR", str(folder))
+    chosen = compat()["config"]
+    (folder / "extra.py").write_text("NAME = 'extra'\n")
+    assert len({before, chosen, compat()["config"]}) == 3

@@ -130,6 +130,7 @@ def test_briefing_from_stdin_and_context_file(orch, scripted_server, tmp_path):
     (["-p", "x"], "no models given"),
 ])
 @both_ways
+@pytest.mark.refused_before_the_daemon  # prepared in the client: no word reaches it
 def test_a_usage_mistake_is_one_line_exit_2(orch, args, message):
     orch.provider()
     result = fanout(*args, input="")
@@ -300,6 +301,7 @@ def test_non_utf8_stdin_is_read_leniently(orch, scripted_server):
     ["--retry-failed", "W", "-m", "scripted/a"],
 ])
 @both_ways
+@pytest.mark.refused_before_the_daemon  # prepared in the client: no word reaches it
 def test_conflicting_options_are_usage_errors(orch, args):
     orch.provider()
     result = fanout(*args)
@@ -307,6 +309,7 @@ def test_conflicting_options_are_usage_errors(orch, args):
 
 
 @both_ways
+@pytest.mark.refused_before_the_daemon  # prepared in the client: no word reaches it
 def test_an_unknown_provider_or_a_missing_key_stops_the_wave_before_any_spend(
         orch, scripted_server, monkeypatch):
     orch.provider()

@@ -8,10 +8,12 @@
 - the web view reads the core only: ``orchestrator.ui`` imports no other face (``orch ui`` is
   a thin command in cli/ that imports it, never the reverse);
 - the faces share the application layer (``orchestrator.app``), not each other: only cli/
-  imports a module of ``orchestrator.cli``; the daemon (which runs the click group as a whole),
-  the test kit and ``python -m orchestrator`` may import the group's entry,
-  ``orchestrator.cli`` itself, and nothing else does; ``orchestrator.mcp_server`` and
-  ``orchestrator.daemon`` do not import each other; the application layer names no face's
+  imports a module of ``orchestrator.cli``; the test kit and ``python -m orchestrator`` may
+  import the group's entry, ``orchestrator.cli`` itself, and nothing else does: the daemon
+  runs prepared requests and imports nothing of cli/; the CLI reaches the daemon through its
+  client and protocol modules only (``orchestrator.daemon.client``,
+  ``orchestrator.daemon.protocol``); ``orchestrator.mcp_server`` and ``orchestrator.daemon``
+  do not import each other; the application layer imports no face and names no face's
   library either (no ``click``, no ``mcp``): it raises ``OrchError`` and each face says it;
 - no circle: no module of ``orchestrator/`` or ``plugins/`` reaches itself through its imports
   (``graphlib`` finds the cycle). An import inside a function or under ``TYPE_CHECKING`` counts
@@ -160,7 +162,7 @@ def test_the_web_view_imports_no_other_face():
     assert not bad, "orchestrator.ui imports another face: " + "; ".join(bad)
 
 
-GROUP_ENTRY_USERS = ("orchestrator.daemon", "orchestrator.testing", "orchestrator.__main__")
+GROUP_ENTRY_USERS = ("orchestrator.testing", "orchestrator.__main__")
 
 
 def cli_reaches(root: Path) -> list[str]:
@@ -184,6 +186,32 @@ def cli_reaches(root: Path) -> list[str]:
             if target != "orchestrator.cli" or not entry_ok:
                 bad.add(f"{name} -> {target}")
     return sorted(bad)
+
+
+DAEMON_FOR_THE_CLI = ("orchestrator.daemon", "orchestrator.daemon.client",
+                      "orchestrator.daemon.protocol")
+
+
+def cli_into_daemon(root: Path) -> list[str]:
+    """Imports of a daemon module other than its client and protocol from cli/."""
+    mods = modules(root)
+
+    def resolved(target: str) -> str:
+        while target and target not in mods:
+            target = target.rpartition(".")[0]
+        return target
+
+    return sorted(f"{name} -> {target}" for name, path in mods.items()
+                  if face(name) == "orchestrator.cli"
+                  for target in map(resolved, imports(name, path))
+                  if face(target) == "orchestrator.daemon" and target not in DAEMON_FOR_THE_CLI)
+
+
+def app_imports_a_face(root: Path) -> list[str]:
+    """Imports of any face (cli/, mcp_server/, daemon/, testing/, ui/) from orchestrator/app/."""
+    return sorted(f"{name} -> {target}" for name, path in modules(root).items()
+                  if name == "orchestrator.app" or name.startswith("orchestrator.app.")
+                  for target in imports(name, path) if face(target))
 
 
 def faces_crossing(root: Path) -> list[str]:
@@ -224,8 +252,44 @@ def test_the_face_library_check_catches_click_in_the_app(tmp_path):
 def test_only_the_cli_imports_the_cli():
     bad = cli_reaches(ROOT)
     assert not bad, ("a module outside cli/ imports the CLI (move what it needs into "
-                     "orchestrator/app/; the daemon may run the click group, "
-                     "`from orchestrator.cli import cli`): " + "; ".join(bad))
+                     "orchestrator/app/; the daemon runs prepared requests, never the click "
+                     "group): " + "; ".join(bad))
+
+
+def test_the_cli_reaches_the_daemon_through_its_client_and_protocol_only():
+    bad = cli_into_daemon(ROOT)
+    assert not bad, ("cli/ imports a daemon module other than its client and protocol (put "
+                     "what it needs in orchestrator/daemon/client.py): " + "; ".join(bad))
+
+
+def test_the_application_layer_imports_no_face():
+    bad = app_imports_a_face(ROOT)
+    assert not bad, ("orchestrator/app/ imports a face (faces call the application, never "
+                     "the reverse): " + "; ".join(bad))
+
+
+@pytest.mark.parametrize("victim, line, check", [
+    ("orchestrator/cli/serve.py", "from orchestrator.daemon import server", "cli_daemon"),
+    ("orchestrator/cli/running.py", "from orchestrator.daemon.job import Job", "cli_daemon"),
+    ("orchestrator/cli/fanout.py", "import orchestrator.daemon.paths", "cli_daemon"),
+    ("orchestrator/app/start.py", "from orchestrator.daemon import client", "app_face"),
+    ("orchestrator/app/prepare.py", "from orchestrator.mcp_server import tools", "app_face"),
+    ("orchestrator/app/wave.py", "import orchestrator.ui.views", "app_face"),
+    ("orchestrator/daemon/job.py", "from orchestrator.cli import cli", "daemon_cli"),
+    ("orchestrator/daemon/server.py", "from orchestrator.cli.running import run",
+     "daemon_cli"),
+])
+def test_the_new_rules_catch_a_planted_violation(tmp_path, victim, line, check):
+    """The CLI through the daemon's client only, the application importing no face, the
+    daemon importing nothing of cli/: each holds on the tree, and a copy with one bad
+    import inside a function is caught."""
+    copy_tree(tmp_path)
+    find = {"cli_daemon": cli_into_daemon, "app_face": app_imports_a_face,
+            "daemon_cli": cli_reaches}[check]
+    assert find(tmp_path) == []
+    path = tmp_path / victim
+    path.write_text(path.read_text() + f"\n\ndef _late():\n    {line}\n")
+    assert [v for v in find(tmp_path) if v.startswith(module_of(victim) + " -> ")]
 
 
 def test_the_mcp_server_and_the_daemon_import_each_other_not():

@@ -16,6 +16,8 @@ from click.testing import CliRunner
 from orchestrator.cli import cli
 from orchestrator.testing.scripted_server import Reply
 
+both_ways = pytest.mark.usefixtures("both_ways")  # every assertion holds both ways
+
 ROOT = Path(__file__).resolve().parent.parent
 # The lines that are not notices, each with why it may print an `orch:` line itself:
 OWN_LINES = {
@@ -207,33 +209,34 @@ def test_an_interrupted_council_names_what_each_seat_did(orch, scripted_server, 
     import anyio
     from test_council_run import SEATS, script_bench
 
-    from orchestrator import runtime
-    from orchestrator.app.council import prepare_council
+    from orchestrator.app.prepare import prepare
+    from orchestrator.app.requests import Council
+    from orchestrator.app.start import start
     from orchestrator.council.display import print_run
 
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
     script_bench(scripted_server, charlie=Reply(hang=True))
-    run = prepare_council("Review this.", "--prompt", cfg=runtime.config(), models=SEATS,
-                          council_name=None, chair="scripted/delta", diff=None, context=(),
-                          timeout_min=5, max_steps=4, tools_mode="none", workspace=None,
-                          workspace_any=False, tag=None, no_plugins=False, runs_dir=None,
-                          budgets={}, quiet=True)
+    request = Council(prompt="Review this.", prompt_source="--prompt", models=SEATS, chair="scripted/delta",
+                      timeout_min=5, max_steps=4, tools="none", quiet=True)
 
-    def two_reviews_in() -> bool:
-        wave = run._current
+    def two_reviews_in(handle) -> bool:
+        wave = getattr(handle.runner, "_current", None)
         return wave is not None and sum(r.status == "complete" for r in wave.records) == 2 \
             and scripted_server.count("charlie") == 1
 
-    async def main():
-        async with anyio.create_task_group() as tg:
-            async def interrupt_while_charlie_hangs():
-                while not two_reviews_in():
-                    await anyio.sleep(0.02)
-                run.interrupt(signal.SIGINT)
-            tg.start_soon(interrupt_while_charlie_hangs)
-            return await run.run()
+    with prepare(request) as prepared:
+        handle = start(prepared)
 
-    doc = anyio.run(main)
+        async def main():
+            async with anyio.create_task_group() as tg:
+                async def interrupt_while_charlie_hangs():
+                    while not two_reviews_in(handle):
+                        await anyio.sleep(0.02)
+                    handle.interrupt(signal.SIGINT)
+                tg.start_soon(interrupt_while_charlie_hangs)
+                return await handle.drive()
+
+        doc = anyio.run(main)
     assert doc["status"] == "aborted" and doc["exit_code"] == 130
     seats = {s["model"]: s for s in doc["seats"]}
     for name in ("scripted/alpha", "scripted/bravo"):
@@ -276,3 +279,33 @@ def test_a_leg_whose_endpoint_reports_no_usage_shows_the_estimate_marked(orch, s
     human = invoke("fanout", "-m", "scripted/m", "-p", "Tell me " * 50, "--tools", "none")
     header = human.stdout.splitlines()[0]
     assert " tok (estimated) · " in header and "· 0+0 tok" not in header
+
+
+SAYER = '''\
+"""Says one line when a wave starts (a single-file plugin)."""
+from orchestrator.hookspecs import hookimpl
+from orchestrator.notices import say
+
+
+@hookimpl
+def wave_start(wave):
+    say("the sayer plugin saw the wave start")
+'''
+
+
+@both_ways
+def test_a_line_said_inside_the_run_reaches_the_user_once_either_way(orch, scripted_server,
+                                                                    orch_home):
+    """A notice said in the run itself (a plugin's hook), not by the face: in-process it is
+    the client's own log line; on a warm daemon the job's log line, relayed. Once, as
+    ``orch: TEXT``, the same both ways."""
+    from orchestrator.testing.daemon import invoke
+
+    (orch_home / "plugins").mkdir(exist_ok=True)
+    (orch_home / "plugins" / "sayer.py").write_text(SAYER)
+    orch.provider()
+    scripted_server.script("a", Reply(text="yes"))
+    result = invoke(["fanout", "-m", "scripted/a", "-p", "q", "--tools", "none"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.count("orch: the sayer plugin saw the wave start\n") == 1, \
+        result.stderr

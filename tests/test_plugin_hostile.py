@@ -588,11 +588,13 @@ def test_a_daemon_job_whose_client_died_ends_though_its_hook_swallows_cancellati
     mark = tmp_path / "held"
     monkeypatch.setenv("ORCH_TEST_MARK", str(mark))
     site.install("orch-test-hostile", "1.0", {"hostile": SWALLOWS_MARKED})
+    # the daemon fits a client of the same settings, its PYTHONPATH included (paths.compat)
+    monkeypatch.setenv("PYTHONPATH", str(site.path))
     orch.provider()
     scripted_server.script("good", Reply(text="healthy answer"))
     scripted_server.script("bad", Reply(text="never sent"))
     with daemon_in_thread() as daemon:
-        env = {**os.environ, "PYTHONPATH": str(site.path)}
+        env = dict(os.environ)
         proc = subprocess.Popen([*ORCH, *FANOUT], env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         deadline = time.monotonic() + 90

@@ -3,8 +3,8 @@
 A hostile co-tenant listens where the client looks: under another uid (``setpriv``), in a
 0777 directory, behind a symlinked socket or directory. The client sends nothing (the fake
 daemon's byte count is 0), prints one line naming the path and its owner, and runs the job
-in-process. A daemon of our own uid that asks for a variable no model of the job uses gets
-nothing, and the client says so."""
+in-process. A daemon of our own uid is sent the prepared run and exactly the variables it
+declared; asking for another gets nothing."""
 
 from __future__ import annotations
 
@@ -198,10 +198,12 @@ def test_serve_start_and_status_do_not_take_a_foreign_listener_for_theirs(
         assert str(fake_dir) in result.stderr and "uid" in result.stderr
 
 
-def test_a_daemon_of_ours_gets_only_the_keys_of_the_jobs_providers(
+def test_a_daemon_of_ours_gets_only_the_keys_the_run_declared(
         orch, scripted_server, runtime_dir, monkeypatch):
-    """Our own uid, our 0700 directory: the daemon is trusted; it still asks for
-    $OPENAI_API_KEY and $GITHUB_TOKEN, which no model of `-m scripted/m` uses."""
+    """Our own uid, our 0700 directory: the daemon is trusted; it is sent the prepared run
+    and the value of the one variable it declared ($SCRIPTED_TEST_KEY), never
+    $OPENAI_API_KEY or $GITHUB_TOKEN, and asking for them gets nothing (there is no such
+    message any more)."""
     key = "sk-trust-test-0123456789abcdef"
     orch.provider(api_key_env="SCRIPTED_TEST_KEY")
     monkeypatch.setenv("SCRIPTED_TEST_KEY", key)
@@ -221,10 +223,18 @@ def test_a_daemon_of_ours_gets_only_the_keys_of_the_jobs_providers(
         chan.recv()
         chan.send({"t": "hello", "ok": True, "pid": 1})
         seen["run"] = chan.recv()
-        for ident, name in enumerate(("OPENAI_API_KEY", "GITHUB_TOKEN", "SCRIPTED_TEST_KEY")):
+        for ident, name in enumerate(("OPENAI_API_KEY", "GITHUB_TOKEN")):
             chan.send({"t": "env", "name": name, "id": ident})
-            seen[name] = chan.recv().get("value")
+        doc = {"wave_id": "w", "status": "complete", "exit_code": 0, "legs": [],
+               "usage": {"input_tokens": 0, "output_tokens": 0}, "cost_usd": 0.0,
+               "cost_exact": True, "runs_dir": "/nowhere"}
+        chan.send({"t": "event", "e": {"type": "ended", "document": doc, "exit_code": 0}})
         chan.send({"t": "exit", "code": 0})
+        conn.settimeout(2)
+        try:
+            seen["after"] = conn.recv(1 << 16)
+        except OSError:
+            seen["after"] = b""
         chan.close()
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -233,50 +243,18 @@ def test_a_daemon_of_ours_gets_only_the_keys_of_the_jobs_providers(
     thread.join(30)
     listener.close()
     assert result.exit_code == 0, result.output
-    assert seen["SCRIPTED_TEST_KEY"] == key  # the job's own provider's key
-    assert seen["OPENAI_API_KEY"] is None and seen["GITHUB_TOKEN"] is None
     run = seen["run"]
-    assert run["secret_names"] == ["SCRIPTED_TEST_KEY"]
-    assert GITHUB not in json.dumps(run) and "GITHUB_TOKEN" not in run["env"]
-    refusals = [line for line in result.stderr.splitlines() if "refused" in line]
-    assert len(refusals) == 2 and "$GITHUB_TOKEN" in result.stderr, result.stderr
+    from orchestrator.app.declared import RECORD
+
+    # the run's own provider's key, and where its record goes
+    assert {k: v for k, v in run["keys"].items() if k not in RECORD} == {
+        "SCRIPTED_TEST_KEY": key}
+    assert set(run["prepared"]["key_vars"]) == {"SCRIPTED_TEST_KEY", *RECORD}
+    assert GITHUB not in json.dumps(run) and "sk-openai-not" not in json.dumps(run)
+    assert seen["after"] == b""  # asking for other variables got no answer at all
     assert GITHUB not in result.output
-
-
-@pytest.mark.parametrize("argv, config, expected", [
-    (["fanout", "-m", "scripted/m", "-p", "x"], {"providers": {"scripted": {
-        "base_url": "http://h/v1", "api_key_env": "MY_KEY"}}}, {"MY_KEY"}),
-    (["fanout", "--models=openai/gpt-4o-mini,fast", "-p", "x"],
-     {"aliases": {"fast": "groq/llama@hot"}}, {"OPENAI_API_KEY", "GROQ_API_KEY"}),
-    (["council", "run", "--council", "rev", "--chair", "anthropic/c", "-p", "x"],
-     {"councils": {"rev": ["gemini/g", "xai/x"]}},
-     {"ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "XAI_API_KEY"}),
-    (["fanout", "-p", "x"], {"defaults": {"models": ["deepseek/d"]}}, {"DEEPSEEK_API_KEY"}),
-    (["fanout", "-m", "local/gemma", "-p", "x"], {}, set()),
-])
-def test_the_key_set_is_computed_from_the_job(argv, config, expected):
-    from orchestrator.daemon.keyset import key_names
-
-    assert key_names(argv, config, {"GITHUB_TOKEN": GITHUB}) == expected
-
-
-def test_the_key_table_holds_litellms_own_names():
-    """LITELLM_KEYS keeps the client free of litellm; litellm decides what it reads. Only
-    secret-named variables are withheld and asked for (the others travel with the job)."""
-    from orchestrator.daemon.client import _secret_named
-    from orchestrator.daemon.keyset import LITELLM_KEYS
-    from orchestrator.models.addressing import _names_litellm_checks
-
-    checked = 0
-    for provider, names in LITELLM_KEYS.items():
-        try:
-            wanted = _names_litellm_checks(f"{provider}/some-model")
-        except Exception:
-            continue
-        keys = {n for n in wanted if _secret_named(n)}
-        assert keys <= set(names), (provider, keys - set(names))
-        checked += bool(keys)
-    assert checked >= 10
+    assert scripted_server.requests_for("m") == []  # the (fake) daemon ran it, not this
+    # client (which only checked the name against GET /models while it prepared the run)
 
 
 def test_the_wire_is_length_prefixed_json():  # the fake daemon above speaks it by hand

@@ -81,7 +81,8 @@ def _processes_naming(text: str) -> dict[int, str]:
     return found
 
 
-@pytest.mark.usefixtures("both_ways")  # also through orch serve: the client's SIGTERM
+@pytest.mark.usefixtures("both_ways")  # also with orch serve up: the client's SIGTERM
+@pytest.mark.refused_before_the_daemon  # while it prepares (reads stdin): the daemon never hears
 def test_sigterm_before_any_wave_is_one_line_and_143(orch_home, scripted_server):
     """Outside a wave (reading a briefing from a stdin that never ends) SIGTERM is still
     handled: one line, exit 143, no traceback."""

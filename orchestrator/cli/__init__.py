@@ -235,17 +235,9 @@ def main() -> None:
 
 
 def _main() -> None:
-    from orchestrator.daemon.job_argv import job_command
     from orchestrator.plugin_host.directory import from_argv
 
     from_argv(sys.argv[1:])  # --plugins-dir: its plugins' commands and options load first
-
-    if job_command(sys.argv[1:]) is not None:  # a job a daemon may run (not --help)
-        from orchestrator.daemon.client import delegate  # standard library only: no litellm
-
-        code = delegate(sys.argv[1:])  # a warm `orch serve` runs it, when one fits
-        if code is not None:
-            sys.exit(code)
     try:
         _register_plugin_commands()
     except OrchError as exc:

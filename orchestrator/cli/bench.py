@@ -11,10 +11,6 @@ from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.plugin_options import PluginOptionsCommand, PluginOptionsGroup
 from orchestrator.errors import UsageProblem
 
-PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothing else.",
-              "files": {"README.md": "This folder is a probe of orch bench.\n"},
-              "expect": {"contains": ["PONG"]}, "solution": "PONG"}
-
 
 @click.group(cls=PluginOptionsGroup, plugin_command="bench", invoke_without_command=True)
 @click.option("--init", "init", is_flag=True, help="Write a starter bench.toml (never overwrites).")
@@ -51,7 +47,7 @@ PROBE_TASK = {"id": "probe", "task": "Reply with the single word PONG and nothin
 @click.pass_context
 def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, timeout_s,
           selftest, dry_run, check, probe, yes, out, as_json, unsafe_checks,
-          maxfail, quiet, junit_xml, budgets):
+          maxfail, quiet, junit_xml, no_daemon, budgets):
     """Run tasks through several contestants and report pass rates with honest intervals.
 
     Each trial runs in a fresh folder and is graded by a hidden check. The first contestant
@@ -72,41 +68,32 @@ def bench(ctx, init, config_path, builtin, cases, only, models, trials, jobs, ti
         return
     if init:
         sys.exit(_init(config_path or Path("bench.toml")))
-    from orchestrator.bakeoff import plan as plan_mod
-    from orchestrator.bakeoff import tasks as tasks_mod
-
     if selftest:
         sys.exit(_selftest(config_path, builtin, cases, as_json, unsafe_checks))
-    model_list = [m.strip() for m in models.split(",")] if models else None
-    if model_list is not None and not all(model_list):
-        raise click.UsageError("--models has an empty entry; pass a,b,c")
-    plan = plan_mod.build(config_path=config_path, builtin=builtin, cases=cases, only=only,
-                          models=model_list, trials=trials, jobs=jobs, timeout_s=timeout_s,
-                          ceilings=budgets, ceiling_keys=ceiling_keys())
-    if probe:
-        plan.tasks = [tasks_mod.load_task_data(PROBE_TASK)]
-        plan.trials, plan.source = 1, "probe"
-    from orchestrator.cli.bench_run import check_contestants, dry_run_text, execute, resolve
+    from orchestrator.app.requests import Bench
 
-    resolved, pms = resolve(plan)
-    if check:
-        sys.exit(check_contestants(plan, resolved, unsafe_checks))
-    if dry_run:
+    request = Bench(config_path=str(config_path) if config_path else None, builtin=builtin,
+                    cases=str(cases) if cases else None, only=only,
+                    models=tuple(models.split(",")) if models else None, trials=trials,
+                    jobs=jobs, timeout_s=timeout_s, probe=probe,
+                    out=str(out) if out else None, unsafe_checks=unsafe_checks,
+                    maxfail=maxfail, junit_xml=str(junit_xml) if junit_xml else None,
+                    ceilings=dict(budgets), quiet=quiet)
+    if check or dry_run:  # no spend: the plan and each contestant, here
+        from orchestrator.app.bench import build_plan, resolve
+        from orchestrator.cli.bench_run import check_contestants, dry_run_text
+
+        plan = build_plan(request)
+        resolved, _ = resolve(plan)
+        if check:
+            sys.exit(check_contestants(plan, resolved, unsafe_checks))
         click.echo(dry_run_text(plan, resolved))
         sys.exit(0)
-    execute(plan, resolved, pms, yes=yes, out=out, as_json=as_json, probe=probe,
-            unsafe=unsafe_checks, maxfail=maxfail, quiet=quiet, junit=junit_xml)
+    from orchestrator.app.prepare import prepare
+    from orchestrator.cli import bench_run
 
-
-def ceiling_keys() -> tuple[str, ...]:
-    """The run ceilings a bench file (``[bench] max_cost``) and a results file may hold: the
-    plugins' declared ones, loaded or disabled (a disabled plugin's is refused, not unknown)."""
-    from orchestrator import runtime
-    from orchestrator.budget_guards import declarations
-
-    return tuple(dict.fromkeys(o.key for _, o in declarations(runtime.plugin_manager(),
-                                                              command="bench")
-                               if o.run_ceiling))
+    bench_run.run(ctx.with_resource(prepare(request)), yes=yes, as_json=as_json, quiet=quiet,
+                  no_daemon=no_daemon)
 
 
 @bench.command("report")
@@ -135,18 +122,24 @@ def report_cmd(file, as_json):
               help="Run verify checks and command contestants without bubblewrap.")
 @no_daemon_option
 def resume_cmd(file, retry_failed, retry_excluded, yes, maxfail, quiet, junit_xml,
-               as_json, unsafe_checks, budgets):
+               as_json, unsafe_checks, no_daemon, budgets):
     """Run the trials an interrupted bench did not run (or cut short), merged into its
     results file; with --retry-failed / --retry-excluded, those trials again too (the
     report says so). A trial billed before a kill but never graded is graded from its
     saved answer, never sent again unless --retry-excluded asks on a later resume."""
-    from orchestrator.cli.bench_run import resume_bench
+    from orchestrator.app.prepare import prepare
+    from orchestrator.app.requests import BenchResume
+    from orchestrator.cli import bench_run
 
-    parent = click.get_current_context().parent  # `orch bench --unsafe-checks resume F`
+    context = click.get_current_context()
+    parent = context.parent  # `orch bench --unsafe-checks resume F`
     unsafe_checks = unsafe_checks or bool(parent and parent.params.get("unsafe_checks"))
-    resume_bench(file, retry_failed=retry_failed, retry_excluded=retry_excluded, yes=yes,
-                 as_json=as_json, unsafe=unsafe_checks, maxfail=maxfail, quiet=quiet,
-                 junit=junit_xml, ceilings=budgets, ceiling_keys=ceiling_keys())
+    request = BenchResume(file=str(file), retry_failed=retry_failed,
+                          retry_excluded=retry_excluded, unsafe_checks=unsafe_checks,
+                          maxfail=maxfail, junit_xml=str(junit_xml) if junit_xml else None,
+                          ceilings=dict(budgets), quiet=quiet)
+    bench_run.run(context.with_resource(prepare(request)), yes=yes, as_json=as_json,
+                  quiet=quiet, no_daemon=no_daemon)
 
 
 @bench.command("show")
@@ -173,10 +166,10 @@ def _init(path: Path) -> int:
 
 
 def _selftest(config_path, builtin, cases, as_json, unsafe) -> int:
+    from orchestrator.app.bench import ceiling_keys, choose_sandbox
     from orchestrator.bakeoff import plan as plan_mod
     from orchestrator.bakeoff import tasks as tasks_mod
     from orchestrator.bakeoff.guard import Guard
-    from orchestrator.cli.bench_run import choose_sandbox
 
     if builtin or cases or config_path:
         folders = [plan_mod.task_folder(config_path, builtin, cases)]
@@ -184,9 +177,13 @@ def _selftest(config_path, builtin, cases, as_json, unsafe) -> int:
         folders = [(f"builtin:{n}", tasks_mod.suite_dir(n)) for n in tasks_mod.builtin_suites()]
     loaded = [(label, tasks_mod.load_tasks(folder)) for label, folder in folders]
     bench = plan_mod.read_config(config_path).get("bench", {}) if config_path else {}
-    guard = Guard.of(choose_sandbox(any(t.verify for _, ts in loaded for t in ts), unsafe),
-                     plan_mod.check_settings(bench if isinstance(bench, dict) else {},
-                                             ceiling_keys()))
+    path, notice = choose_sandbox(any(t.verify for _, ts in loaded for t in ts), unsafe)
+    if notice:
+        from orchestrator.notices import say
+
+        say(notice, "warning")
+    guard = Guard.of(path, plan_mod.check_settings(bench if isinstance(bench, dict) else {},
+                                                   ceiling_keys()))
     rows = []
     for label, tasks in loaded:
         rows += [{"suite": label, **r} for r in tasks_mod.selftest(tasks, guard)]

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import click
 
+from orchestrator import keys
 from orchestrator.config import Config
 from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.addressing import resolve
@@ -113,7 +113,7 @@ def _describe_provider(pid: str, entry: dict[str, Any]) -> str:
     parts = [pid, mask_url(entry.get("base_url")) or "?"]
     env = entry.get("api_key_env")
     if env:
-        parts.append(f"key ${env} ({'set' if os.environ.get(env) else 'unset'})")
+        parts.append(f"key ${env} ({'set' if keys.is_set(env) else 'unset'})")
     else:
         parts.append("no key")
     if "input_cost_per_mtok" in entry:
@@ -213,7 +213,7 @@ def provider_add(provider_id: str, base_url: str, api_key_env: str | None,
         click.echo(f"replaced provider {provider_id} (was {mask_url(old.get('base_url')) or '?'})")
     else:
         click.echo(f"added provider {provider_id}; address its models as {provider_id}/MODEL")
-    if "api_key_env" in entry and not os.environ.get(entry["api_key_env"]):
+    if "api_key_env" in entry and not keys.is_set(entry["api_key_env"]):
         click.echo(f"note: ${entry['api_key_env']} is not set in this shell; "
                    "set it before calling these models", err=True)
 
@@ -232,8 +232,7 @@ def provider_list(as_json: bool) -> None:
     if as_json:
         echo_json([{"id": pid, **providers[pid],
                     "base_url": mask_url(providers[pid].get("base_url")),
-                    "api_key_set": bool(providers[pid].get("api_key_env")
-                                        and os.environ.get(providers[pid]["api_key_env"]))}
+                    "api_key_set": keys.is_set(providers[pid].get("api_key_env"))}
                    for pid in sorted(providers)])
         return
     if not providers:

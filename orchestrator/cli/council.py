@@ -10,7 +10,6 @@ from pathlib import Path
 
 import click
 
-from orchestrator.app.council import prepare_council
 from orchestrator.cli.config_cmds import check_name, echo_json
 from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.params import FiniteFloat
@@ -149,7 +148,7 @@ def council_remove(name: str) -> None:
 @no_daemon_option
 def council_run(prompt, prompt_file, diff, context, models, council_name, chair, timeout_min,
                 max_steps, tools_mode, workspace, workspace_any, tag, no_plugins, runs_dir, as_json, quiet,
-                no_validate, budgets):
+                no_validate, no_daemon, budgets):
     """Review a change with a council: seats review, judge each other anonymously, a tally,
     and a chair's verdict (ship | fix-first | rethink).
 
@@ -169,41 +168,35 @@ def council_run(prompt, prompt_file, diff, context, models, council_name, chair,
     """
     import sys
 
-    import anyio
-
     from orchestrator import runtime
+    from orchestrator.app.prepare import prepare
+    from orchestrator.app.requests import Council
     from orchestrator.briefing import prompt_source_name, read_prompt
     from orchestrator.cli.common import print_json
+    from orchestrator.cli.running import Renderer, run
     from orchestrator.council.display import print_run, say_run
     from orchestrator.notices import say
-    from orchestrator.progress import make_progress
 
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
-    cfg = runtime.config()
-    text = read_prompt(prompt, prompt_file)
-    progress = make_progress(quiet or as_json)
-    run = prepare_council(text, prompt_source_name(prompt, prompt_file), cfg=cfg,
-                          models=models, council_name=council_name, chair=chair, diff=diff,
-                          context=context, timeout_min=timeout_min, max_steps=max_steps,
-                          tools_mode=tools_mode, workspace=workspace,
-                          workspace_any=workspace_any, tag=tag, no_plugins=no_plugins,
-                          runs_dir=runs_dir, budgets=budgets, observe=progress,
-                          validate_models=not no_validate, quiet=quiet)
-
-    async def main():
-        with progress:
-            return await run.run(handle_signals=True)
-
-    doc = anyio.run(main)
+    request = Council(
+        prompt=read_prompt(prompt, prompt_file), prompt_source=prompt_source_name(
+            prompt, prompt_file), diff=diff, context=tuple(context), models=models,
+        council=council_name, chair=chair, timeout_min=timeout_min, max_steps=max_steps,
+        tools=tools_mode, workspace=workspace, workspace_any=workspace_any, tag=tag,
+        no_plugins=no_plugins, runs_dir=str(runs_dir) if runs_dir else None,
+        budgets=dict(budgets), validate_models=not no_validate, quiet=quiet)
+    prepared = click.get_current_context().with_resource(prepare(request))
+    doc, code, extra = run(prepared, renderer=Renderer(quiet=quiet or as_json),
+                           no_daemon=no_daemon)
     if as_json:
         print_json(doc)
     else:
-        print_run(doc, run.tally, run.chair.synthesis)
+        print_run(doc, extra.get("tally"), extra.get("synthesis"))
     say_run(doc)
     if doc["error"]:
         say(doc["error"], "error")
-    sys.exit(doc["exit_code"])
+    sys.exit(code)
 
 
 @council.command("stats")

@@ -38,6 +38,7 @@ def doctor(as_json: bool, deep: bool) -> None:
         rows += _guarded("names", lambda: checks.names(cfg, pm, listed), [])
         rows += _guarded("local", lambda: local_rows(cfg, deep), [])
         rows += plugin_rows
+    rows += _guarded("daemon", _daemon_rows, [])
     counts = {s: sum(1 for r in rows if r.status == s) for s in ("ok", "warn", "fail")}
     if as_json:
         print_json({"ok": counts["fail"] == 0, "counts": counts,
@@ -55,6 +56,15 @@ def doctor(as_json: bool, deep: bool) -> None:
         click.echo(f"{counts['ok']} ok, {counts['warn']} warn, {counts['fail']} fail")
     if counts["fail"]:
         raise SystemExit(1)
+
+
+def _daemon_rows() -> list:
+    """Whether runs start warm here (orch serve), and if not, why and what to do."""
+    from orchestrator.daemon.client import warmth
+    from orchestrator.operations.doctor import Check
+
+    status, detail, fix = warmth()
+    return [Check("daemon", "orch serve", status, detail, fix)]
 
 
 def _guarded(section: str, check, empty):

@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from orchestrator import config as config_mod
-from orchestrator.app.model_choice import choose_models
-from orchestrator.app.warm import import_litellm_meanwhile
-from orchestrator.app.wave import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN, prepare_wave
-from orchestrator.briefing import (
-    compose,
-    positional_prompt,
-    prompt_source_name,
-    read_context,
-    read_prompt,
-)
+from orchestrator.app.requests import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
+from orchestrator.briefing import prompt_source_name, read_prompt
 from orchestrator.cli.common import print_json
 from orchestrator.cli.daemon_option import no_daemon_option
 from orchestrator.cli.params import FiniteFloat
 from orchestrator.cli.plugin_options import PluginOptionsCommand
-from orchestrator.errors import OrchError
 
 
 @click.command(cls=PluginOptionsCommand, plugin_command="fanout")
@@ -75,7 +66,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
            peers, timeout_min,
            max_steps,
            tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
-           no_validate, budgets, words):
+           no_validate, no_daemon, budgets, words):
     """Run one briefing on several models at once and print every answer.
 
     All legs run concurrently on one shared server; each leg's tokens and dollars go to the
@@ -92,118 +83,31 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
       orch fanout --retry-failed 20261130-101500-ab12
     """
     from orchestrator import runtime
-    from orchestrator.engine.ledger_sink import LedgerSink
+    from orchestrator.app import requests
+    from orchestrator.app.prepare import prepare
+    from orchestrator.cli.running import Renderer, run
 
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
-    prompt = positional_prompt(words, prompt, prompt_file)
-    if rounds > 1 and retry_failed:
-        raise click.UsageError("--retry-failed re-runs one round of legs; drop --rounds")
-    if peers is not None and rounds == 1:
-        raise click.UsageError("--peers only applies to a deliberation; add --rounds N (N ≥ 2)")
-    cfg = runtime.config()
-    runs = runs_dir or config_mod.runs_dir()
-    retry_of, retry_options, prior, chair_only_if_new, kept_from = None, {}, [], False, {}
-    account = None  # a retry spends through its family's account (engine/retry.py)
-    if retry_failed:
-        from orchestrator.engine.retry import plan_retry
-
-        given = [flag for flag, value in (("--models", models), ("--council", council),
-                                          ("--prompt", prompt), ("--prompt-file", prompt_file),
-                                          ("--context", context)) if value]
-        if given:
-            raise click.UsageError(f"--retry-failed re-runs that wave's own models and "
-                                   f"briefing; drop {', '.join(given)}")
-
-        from orchestrator.engine.family_claim import claim_family
-        from orchestrator.engine.rebuild import resolve_wave_id
-        from orchestrator.engine.retry import family_root
-
-        retry_failed = resolve_wave_id(runs, retry_failed)  # a unique prefix names the id
-        # One retry of a family at a time, held until this command ends: each plans from
-        # what the one before it paid.
-        click.get_current_context().with_resource(
-            claim_family(runs, family_root(runs, retry_failed)))
-        # what the plugins declare, loaded or not: a budget kept from the wave whose plugin
-        # is now off is refused, never dropped (budget_guards.py)
-        from orchestrator.budget_guards import declarations
-
-        declared = [o for _, o in declarations(
-            runtime.plugin_manager(enabled=not no_plugins), cfg, no_plugins=no_plugins)]
-        plan = plan_retry(runs, retry_failed, chair_model=chair,
-                          ceilings=[o for o in declared
-                                    if o.run_ceiling and o.key not in budgets])
-        old = plan.wave
-        # A leg completed in any member of the family (its files, the ledger, the outbox)
-        # is never sent (or paid) again.
-        if plan.empty:
-            also = f" in its family of {len(plan.family)} waves" if len(plan.family) > 1 \
-                else ""
-            click.echo(f"wave {retry_failed} has no failed legs{also}: nothing to retry",
-                       err=True)
-            sys.exit(0)
-        specs = plan.models
-        try:
-            briefing = (runs / retry_failed / "briefing.md").read_text(encoding="utf-8")
-        except OSError as exc:
-            raise OrchError(f"cannot read the briefing of wave {retry_failed} "
-                            f"({exc.strerror or exc}); run the wave anew") from None
-        prompt_source = f"{retry_failed}/briefing.md"
-        retry_of = retry_failed
-        tag = tag or old.get("tag")
-        chair = plan.chair_model if plan.chair else None
-        chair_only_if_new = plan.chair_only_if_new
-        retry_options["retry_slots"] = plan.slots
-        tools_asked = tools_mode is not None or (old.get("options") or {}).get(
-            "tools_asked", True)
-        tools_mode = tools_mode or (old.get("options") or {}).get("tools")
-        aggregate = aggregate or (old.get("options") or {}).get("aggregate")
-        synthesis = synthesis or (old.get("options") or {}).get("synthesis")
-        workspace = workspace or (old.get("options") or {}).get("workspace")
-        keys = {o.key for o in declared}
-        kept = {k: v for k, v in (old.get("options") or {}).items()
-                if k in keys and k not in budgets}
-        kept_from = dict.fromkeys(kept, retry_failed)
-        budgets = {**kept, **budgets}  # a retry keeps its wave's budgets unless overridden
-        for key, family in plan.ceilings.items():  # the family's, less what it spent
-            budgets[key] = family["left"]
-            retry_options[f"{key}_family"] = family
-            kept_from[key] = family["root"]
-        prior = plan.prior
-        account = plan.account
-        from orchestrator.notices import say
-
-        for note in plan.notices:  # e.g. requests in flight at a kill: said before spending
-            say(note)
-    else:
-        specs = choose_models(models, council, cfg,
-                              runtime.plugin_manager(enabled=not no_plugins))
-        briefing = compose(read_prompt(prompt, prompt_file), read_context(context))
-        prompt_source = prompt_source_name(prompt, prompt_file)
-        tools_asked = tools_mode is not None  # the default --tools is no request for them
-    spec, pm = prepare_wave(specs, briefing, prompt_source, cfg=cfg, runs=runs, chair=chair,
-                            timeout_min=timeout_min, max_steps=max_steps, tools_mode=tools_mode,
-                            workspace=workspace, workspace_any=workspace_any,
-                            max_legs=max_legs, tag=tag, no_plugins=no_plugins, budgets=budgets,
-                            retry_of=retry_of, prior=prior, retry_options=retry_options,
-                            kept_from=kept_from, validate_models=not no_validate, quiet=quiet,
-                            tools_asked=tools_asked, aggregate=aggregate, synthesis=synthesis,
-                            rounds=rounds)
-    spec.chair_only_if_new = chair_only_if_new
-    if rounds > 1:  # a deliberation: orchestrator/deliberation
-        from orchestrator.deliberation.command import deliberate, print_outcome
-
-        import_litellm_meanwhile()  # meanwhile the wave starts: its first lines said
-        doc = deliberate(spec, pm, cfg, LedgerSink().preflight(), rounds=rounds, peers=peers,
-                         quiet=quiet or as_json)
-    else:
-        doc = run_wave(spec, pm, cfg, LedgerSink().preflight(), quiet=quiet or as_json,
-                       account=account)
+    request = requests.fanout(
+        retry_failed=retry_failed, models=models, council=council, words=tuple(words),
+        prompt=None if retry_failed or words else read_prompt(prompt, prompt_file),
+        prompt_flags=tuple(f for f, v in (("--prompt", prompt), ("--prompt-file", prompt_file))
+                           if v is not None),
+        prompt_source=prompt_source_name(prompt, prompt_file), context=tuple(context),
+        chair=chair, synthesis=synthesis, aggregate=aggregate, rounds=rounds, peers=peers,
+        tools=tools_mode, max_legs=max_legs,
+        timeout_min=timeout_min, max_steps=max_steps, workspace=workspace,
+        workspace_any=workspace_any, tag=tag, no_plugins=no_plugins,
+        runs_dir=str(runs_dir) if runs_dir else None, budgets=dict(budgets),
+        validate_models=not no_validate, quiet=quiet)
+    prepared = click.get_current_context().with_resource(prepare(request))
+    doc, code, _ = run(prepared, renderer=Renderer(quiet=quiet or as_json), no_daemon=no_daemon)
     if as_json:
         print_json(doc)
     else:
         print_human(doc)
-        if rounds > 1:
+        if prepared.kind == "deliberation":
             print_outcome(doc)
         from orchestrator.chair.lines import synthesis_lines
         from orchestrator.votes.lines import vote_lines
@@ -211,26 +115,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
         for line in [*synthesis_lines(doc.get("synthesis")), *vote_lines(doc.get("aggregate"))]:
             click.echo(line)
     say_run(doc)
-    sys.exit(doc["exit_code"])
-
-
-def run_wave(spec, pm, cfg, ledger, *, quiet: bool, account=None) -> dict:
-    """Run a wave with progress and signal handling; return its document. ``account``: the
-    run's (a retry's family's), else the wave's own."""
-    import anyio
-
-    from orchestrator.engine.wave import Wave
-    from orchestrator.progress import make_progress
-
-    import_litellm_meanwhile()  # meanwhile the wave starts: its first lines said
-    progress = make_progress(quiet)
-    wave = Wave(spec, pm=pm, config=cfg, ledger=ledger, observe=progress, account=account)
-
-    async def main():
-        with progress:
-            return await wave.run(handle_signals=True)
-
-    return anyio.run(main)
+    sys.exit(code)
 
 
 def _money(value) -> str:
@@ -325,3 +210,46 @@ def wave_totals(doc: dict) -> str:
     return (f"wave {doc['wave_id']}: {doc['status']} · {legs} leg{'s' * (legs != 1)} · "
             f"{u['input_tokens']:,} in + {u['output_tokens']:,} out tokens{_estimated(doc)} · "
             f"{_money(doc['cost_usd'])}{exact} · files: {doc['runs_dir']}/{doc['wave_id']}")
+
+
+def outcome_lines(doc: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """What the run says about its rounds and stop rule (stderr), and its winner (stdout)."""
+    about = []
+    for r in doc.get("rounds") or []:
+        cast = sum(1 for leg in r["legs"] if leg.get("vote"))
+        counted = sum(1 for leg in r["legs"] if (leg.get("vote") or {}).get("answer_digest"))
+        declined = sum(1 for leg in r["legs"] if leg.get("declined"))
+        votes = f"{cast} vote{'' if cast == 1 else 's'}" if cast == counted \
+            else f"{cast} votes cast, {counted} counted"
+        votes += f" · {declined} declined" if declined else ""
+        cost = "unknown" if not r["cost_exact"] and not r["cost_usd"] else f"${r['cost_usd']:.4f}"
+        about.append(f"round {r['round']}: {len(r['legs'])} legs · {r['changed']} changed · "
+                     f"{votes} · {r['requests']} requests · {cost}")
+    stop = doc.get("stop")
+    if stop:
+        about.append(f"stopped: {stop['rule']} after round {stop['after_round']}"
+                     + (f" (also: {', '.join(stop['also'])})" if stop.get("also") else ""))
+    win = doc.get("winner")
+    result = []
+    if win:
+        tie = f"; tie broken by {win['tie_break']}" if win.get("tie_break") else ""
+        held = f"held by {win['holders']} of {len(doc.get('legs') or [])} legs"
+        if win.get("by") == "holders":
+            result.append(f"Winner: {', '.join(win['models'])} ({held}; no vote counted{tie})")
+        else:
+            support = win.get("support", win["holders"] + win["votes"])
+            result.append(f"Winner by support: {', '.join(win['models'])} (support {support}: "
+                          f"{held} + {win['votes']} vote{'' if win['votes'] == 1 else 's'} "
+                          f"from other legs in round {win['votes_round']}{tie})")
+    return about, result
+
+
+def print_outcome(doc: dict[str, Any]) -> None:
+    """The winner on stdout; the rounds and the stop rule said on stderr."""
+    from orchestrator.notices import say
+
+    about, result = outcome_lines(doc)
+    for line in result:
+        click.echo(line)
+    for line in about:
+        say(line)

@@ -38,6 +38,7 @@ from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import ABORTED, COMPLETE, REFUSED, LegRecord, now_iso
 from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.errors import OrchError, PreflightError
+from orchestrator.events import NoSink, Sink, StageEnded, StageStarted
 from orchestrator.intake import Anonymity
 from orchestrator.models.addressing import ResolvedModel, check_key
 from orchestrator.models.addressing import resolve as resolve_model
@@ -79,12 +80,13 @@ class CouncilRun:
                  project_dir: str | None = None, workspace: Path | None = None,
                  observe=None, run_id: str | None = None, ledger_url: str | None = None,
                  resolve=None, options: dict[str, Any] | None = None,
-                 account: Account | None = None) -> None:
+                 events: Sink | None = None, account: Account | None = None) -> None:
         self.plan, self.pm, self.config = plan, pm, config
         self.run_id = run_id or new_wave_id()
         self.dir = runs_dir / f"council-{self.run_id}"
         self.timeout_s, self.max_steps, self.tag = timeout_s, max_steps, tag
         self.project_dir, self.workspace, self.observe = project_dir, workspace, observe
+        self.events = events or NoSink()  # stages as they start and end (orchestrator.events)
         self.ledger_url = ledger_url
         # tools, workspace and budgets for every stage; a run ceiling (a plugin's option, the
         # cost_ceiling plugin's) bounds the whole run: each stage gets what the run has left
@@ -153,10 +155,12 @@ class CouncilRun:
         wave = Wave(spec, pm=self.pm, config=self.config, ledger=self.spend, account=self.account,
                     observe=self.observe, server=self.server)
         self._current = wave
+        self.events.emit(StageStarted(name, kind, [m.name for m in models]))
         try:
             doc = await wave.run()
         finally:
             self._current = None
+        self.events.emit(StageEnded(name, doc["status"], doc["cost_usd"]))
         self.records += wave.records
         self.stages.append({"name": name, "kind": kind, "wave_id": wave.wave_id,
                             "status": doc["status"], "legs": [r.leg_id for r in wave.records],

@@ -1,11 +1,12 @@
 """``daemon: auto``, the default: a job that finds no daemon starts one for the next runs.
 
 The run that starts it goes in-process; the daemon warms up once that run has ended (not
-competing with it for the CPU), and later runs relay to it until it stops after its idle
-time. Only a ``Popen`` on the client's path (no wait),
-never two at once (an exclusive lock the daemon inherits and holds for its whole life), and
-nowhere it cannot work (no usable runtime directory, not Linux): then nothing is said.
-Standard library only: the client path never loads litellm.
+competing with it for the CPU), and later runs go to it until it stops after its idle time.
+Only a ``Popen`` on the client's path (no wait), never two at once (an exclusive lock the
+daemon inherits and holds for its whole life, with its pid in it: ``orch serve status``
+says "starting" meanwhile), and nowhere it cannot work (no runtime directory of this user's
+that passes its checks, paths.py; not Linux): then nothing is said here, and ``orch doctor``
+says why runs are cold. Standard library only: the client path never loads litellm.
 """
 
 from __future__ import annotations
@@ -60,14 +61,12 @@ def _config_value():
 
 
 def _usable_run_dir(chosen: bool) -> Path | None:
-    """The socket's directory when a daemon could listen there, else None. By default only
-    under ``XDG_RUNTIME_DIR`` (a login session's own directory); ``daemon: auto`` chosen in
-    config also takes the ``ORCH_HOME/run`` fallback, as ``orch serve start`` does."""
-    if not sys.platform.startswith("linux"):  # SO_PEERCRED, per-thread cwd (server.py)
+    """The socket's directory when a daemon could listen there, else None: under
+    ``XDG_RUNTIME_DIR`` (a login session's own directory), else the checked fallback of
+    paths.py."""
+    if not sys.platform.startswith("linux"):  # SO_PEERCRED (server.py)
         return None
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if not runtime and not chosen:
-        return None
     if runtime:
         try:
             st = os.stat(runtime)
@@ -117,10 +116,10 @@ def _spawn(run_dir: Path, fd: int) -> None:
     # its warm-up must not take the CPU this run needs (AFTER_ENV)
     env = daemon_environment(os.environ, **{LOCK_FD_ENV: str(fd), AFTER_ENV: str(os.getpid())})
     with open(paths.log_path(), "ab") as log:
-        subprocess.Popen([sys.executable, "-m", "orchestrator", "serve", "start",
-                          "--foreground"],
-                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                         cwd=str(run_dir), pass_fds=(fd,), start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator.daemon", "serve"],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                cwd=str(run_dir), pass_fds=(fd,), start_new_session=True)
+    paths.write_pid(fd, proc.pid)  # `orch serve status`: starting, pid N
 
 
 def _note_once(run_dir: Path) -> None:

@@ -5,9 +5,10 @@ environment holds is readable in ``/proc/PID/environ`` for its whole life. So it
 only what it needs to find its files, plugins and runtime directory, never a key. An
 allow-list, not a deny-list of secret-looking names: a declared provider's ``--api-key-env``
 can be called anything (``ACME_CRED``), and a ``DATABASE_URL`` or a proxy URL holds a
-password in its value. A job's keys come from its client, per job, when the job reads them
-(``jobio.JobEnviron``, ``keyset.py``). A value that is a URL keeps its user but loses its
-password (``ORCH_LEDGER_URL``: the daemon warms its ledger with what it may know).
+password in its value. A run's keys come from its client, with the prepared run: exactly
+the variables it declared (orchestrator/keys.py; the ledger's URL among them). A value that
+is a URL keeps its user but loses its password (``ORCH_LEDGER_URL``: the daemon warms its
+ledger with what it may know).
 
 Standard library only: ``orch serve start`` and the auto-start run on the client's path.
 """
@@ -52,20 +53,18 @@ def daemon_environment(environ: Mapping[str, str], **extra: str) -> dict[str, st
     return env
 
 
-def start_clean(internal: tuple[str, ...]) -> None:
-    """In ``orch serve start --foreground`` run by hand (systemd, a container, a shell):
-    start again with the allowed environment when this one holds more. ``/proc/PID/environ``
-    shows the environment the process started with, whatever ``os.environ`` says later, so
-    the only way to not hold a key is to not start with one. ``internal``: the start path's
-    own variables, kept. Only as the real entry point (never inside a test's process)."""
+def start_clean(internal: tuple[str, ...], argv: list[str]) -> None:
+    """In ``python -m orchestrator.daemon serve`` run by hand (systemd, a container, a
+    shell): start again with the allowed environment when this one holds more.
+    ``/proc/PID/environ`` shows the environment the process started with, whatever
+    ``os.environ`` says later, so the only way to not hold a key is to not start with one.
+    ``internal``: the start path's own variables, kept."""
     import os
     import sys
 
-    if sys.argv[1:3] != ["serve", "start"]:
-        return
     kept = {name: os.environ[name] for name in internal if name in os.environ}
     clean = daemon_environment(os.environ, **kept)
     if clean != dict(os.environ):
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execve(sys.executable, [sys.executable, "-m", "orchestrator", *sys.argv[1:]], clean)
+        os.execve(sys.executable, [sys.executable, "-m", "orchestrator.daemon", *argv], clean)

@@ -65,17 +65,21 @@ class _PerLoopLoggingWorker:
 
 
 def warm() -> None:
-    """Pay every start-up cost once: litellm and its first call, config, plugins, ledger."""
+    """Pay every start-up cost once: litellm and its first call, config, plugins, ledger,
+    and the modules that run requests (the application's runs, as a job loads them)."""
+    import importlib
+
     import anyio
-    import click
 
     from orchestrator import runtime
-    from orchestrator.cli import cli
     from orchestrator.ledger.spend import Ledger
     from orchestrator.local import manager  # noqa: F401 - the local-server manager
 
-    for name in ("bench", "council", "fanout"):  # the commands, loaded as a job's group does
-        cli.get_command(click.Context(cli), name)
+    for name in ("orchestrator.app.start", "orchestrator.app.wire",
+                 "orchestrator.app.bench_run", "orchestrator.engine.wave",
+                 "orchestrator.deliberation.run", "orchestrator.council.run",
+                 "orchestrator.bakeoff.run"):
+        importlib.import_module(name)
 
     lm = runtime.litellm()
     from litellm.litellm_core_utils import logging_worker
@@ -161,12 +165,11 @@ class Daemon:
         paths.pid_path().write_text(f"{os.getpid()}\n", encoding="ascii")
 
     def serve_forever(self) -> None:
-        from orchestrator.daemon import jobio
-        from orchestrator.daemon.job import per_thread_cwd_works
+        from orchestrator.daemon import joblog
 
-        if not hasattr(socket, "SO_PEERCRED") or not per_thread_cwd_works():
-            raise OrchError("orch serve needs Linux (SO_PEERCRED and a per-thread current "
-                            "directory); run commands in-process (ORCH_DAEMON=off)")
+        if not hasattr(socket, "SO_PEERCRED"):
+            raise OrchError("orch serve needs Linux (SO_PEERCRED); run commands in-process "
+                            "(ORCH_DAEMON=off)")
         from orchestrator.daemon.client import hello
 
         self._lock_fd = paths.take_lock()  # one daemon at a time, decided before the warm-up
@@ -175,7 +178,7 @@ class Daemon:
                 raise OrchError(f"a daemon already listens on {self.path}; stop it first: "
                                 "`orch serve stop`")
             warm()
-            jobio.install()
+            joblog.install()
             self.bind()
         except BaseException:
             os.close(self._lock_fd)
@@ -296,11 +299,8 @@ class Daemon:
                     self.log("a client went away: its job is cancelled")
                     job.disconnected()
                 return
-            kind = message.get("t")
-            if kind == "signal":
+            if message.get("t") == "signal":
                 job.signal(int(message.get("n", 2)))
-            elif kind == "reply":
-                job.reply(message.get("id"), message.get("value"))
 
     def ui(self, request: dict) -> dict:
         """``orch ui`` asks for the web view in this process; its URL, or why not."""
@@ -359,8 +359,22 @@ class Daemon:
         return None
 
 
+def configured_idle() -> float | None:
+    """config.json's ``serve.idle_minutes``, when set."""
+    from orchestrator.config import Config
+
+    try:
+        value = (Config.load().data.get("serve") or {}).get("idle_minutes")
+        return float(value) if value else None
+    except (OrchError, TypeError, ValueError):
+        return None
+
+
 def run(idle_min: float | None) -> None:
-    """``orch serve start --foreground``."""
+    """``python -m orchestrator.daemon serve`` (``orch serve start``): ``idle_min``, else
+    config.json's ``serve.idle_minutes``, else 30."""
+    if idle_min is None:
+        idle_min = configured_idle()
     idle = DEFAULT_IDLE_MIN if idle_min is None else idle_min
     Daemon(idle_s=idle * 60).serve_forever()
 

@@ -7,7 +7,6 @@ every request a ledger row under the run id, the round in the wave id (docs/deli
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from orchestrator.engine.degraded import reporter
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import COMPLETE, LegRecord
 from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
+from orchestrator.events import NoSink, RoundEnded, RoundStarted, Sink
 from orchestrator.intake import Anonymity
 from orchestrator.ledger.schema import ROUND_INFIX
 from orchestrator.models.addressing import ResolvedModel
@@ -57,16 +57,15 @@ def round_wave_id(run_id: str, round_no: int | str) -> str:
 
 class Deliberation:
     def __init__(self, spec: WaveSpec, *, pm, config: Config, rounds: int, peers: int | None,
-                 ledger: LedgerSink | None = None, observe=None,
-                 say: Callable[[str], None] | None = None, server: Server | None = None,
-                 account: Account | None = None) -> None:
+                 ledger: LedgerSink | None = None, observe=None, events: Sink | None = None,
+                 server: Server | None = None, account: Account | None = None) -> None:
         """``server`` and ``account``: a host running several deliberations under one rate
         gate and one cost ceiling (a bench, bakeoff/deliberating.py) gives its server and its
         run's account; alone, a deliberation has its own server and its own account (a new
         run id: the record holds nothing for it yet)."""
         self.spec, self.pm, self.config = spec, pm, config
         self.max_rounds, self.ledger, self.observe = rounds, ledger, observe
-        self.say = say or (lambda text: None)
+        self.events = events or NoSink()  # rounds as they start and end (orchestrator.events)
         self.run_id = spec.wave_id or new_wave_id()
         self.ledger_run = spec.run_id or self.run_id  # a bench's trial: the bench's id
         self.dir = spec.runs_dir / self.run_id
@@ -204,7 +203,7 @@ class Deliberation:
                    for k, v in zip([key] if key else self.ceilings, lefts, strict=True))
 
     async def _rounds(self) -> None:
-        self.say(f"round 1/{self.max_rounds}: {len(self.seats)} legs")
+        self.events.emit(RoundStarted(1, self.max_rounds, len(self.seats)))
         recs = await self._wave(round_wave_id(self.run_id, 1), [s.model for s in self.seats],
                                 [self.spec.briefing] * len(self.seats), round_no=1)
         entry = []
@@ -278,8 +277,7 @@ class Deliberation:
                 self.stop = {"rule": rules.CEILING, "after_round": round_no - 1, "also": [],
                              "bound_usd": round(bound, 8), "left_usd": self.left()}
                 return False
-        self.say(f"round {round_no}/{self.max_rounds}: {len(asked)} legs"
-                 + (f" ({len(idle)} read only their own answer)" if idle else ""))
+        self.events.emit(RoundStarted(round_no, self.max_rounds, len(asked), len(idle)))
         recs = await self._wave(round_wave_id(self.run_id, round_no),
                                 [s.model for s in asked], prompts,
                                 [s.history for s in asked], round_no=round_no,
@@ -396,6 +394,8 @@ class Deliberation:
             "requests": sum(r.requests for r in recs),
             "usage": sum((r.usage for r in recs), Usage()).to_dict(),
             "cost_usd": round(sum(known), 8), "cost_exact": len(known) == len(recs)})
+        self.events.emit(RoundEnded(round_no, self.rounds[-1]["changed"],
+                                    self.rounds[-1]["cost_usd"]))
         self._progress()
 
     def _progress(self) -> None:
@@ -484,18 +484,6 @@ class Deliberation:
         if degraded and doc["exit_code"] == 0:
             doc["exit_code"] = 2
         return doc
-
-
-def run_deliberation(spec: WaveSpec, pm, cfg, ledger, *, rounds: int, peers: int | None,
-                     observe=None, say=None) -> dict[str, Any]:
-    """Run one deliberation with signal handling; return its document."""
-    run = Deliberation(spec, pm=pm, config=cfg, rounds=rounds, peers=peers, ledger=ledger,
-                       observe=observe, say=say)
-
-    async def main():
-        return await run.run(handle_signals=True)
-
-    return anyio.run(main)
 
 
 def runs_path(doc: dict[str, Any]) -> Path:

@@ -40,6 +40,8 @@ class RetryPlan:
     # per run ceiling (a plugin's option, e.g. max_cost): {"root", "ceiling", "spent", "left"}
     ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)
     account: Account | None = None  # the family's, opened from the record: the retry's
+    # what it was opened from (plain values): a process that runs the retry reopens it
+    account_args: dict[str, Any] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)  # what the retry says before it spends
     root: str = ""
     family: list[str] = field(default_factory=list)
@@ -144,7 +146,8 @@ def plan_retry(runs_dir: Path, wave_id: str, *, chair_model: str | None = None,
                      chair_only_if_new=not owed, root=root, family=family,
                      prior=[done[leg["leg_id"]] for leg in root_doc["legs"]
                             if leg["leg_id"] in done])
-    plan.account = _family_account(root, family, docs, ceilings)
+    plan.account_args = _family_account_args(root, family, docs, ceilings)
+    plan.account = open_family_account(plan.account_args)
     flying = at_kill(waves=family)  # sent before a kill, never recorded: may be billed
     if flying["requests"]:
         slot_of = {leg["leg_id"]: slot for w in family
@@ -166,24 +169,33 @@ def _ceiling_refused(chair: dict[str, Any]) -> bool:
         CEILING_REFUSALS)
 
 
-def _family_account(root: str, family: list[str], docs: dict[str, dict[str, Any]],
-                    ceilings) -> Account:
+def _family_account_args(root: str, family: list[str], docs: dict[str, dict[str, Any]],
+                         ceilings) -> dict[str, Any]:
+    """What the family's one account is opened from: the root's ceilings, the members, and
+    each leg's cost (its bound where a cost was not read) as their files say."""
+    whole = {o.key: (docs[root].get("options") or {}).get(o.key) for o in ceilings}
+    whole = {k: v for k, v in whole.items() if v is not None}
+    files: dict[str, float] = {}
+    if whole:
+        for doc in docs.values():
+            for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
+                bound = leg.get("cost_bound_usd")
+                files[leg["leg_id"]] = float(bound if bound is not None
+                                             else leg.get("cost_usd") or 0.0)
+    return {"root": root, "ceilings": whole, "waves": list(family), "files": files}
+
+
+def open_family_account(args: dict[str, Any]) -> Account:
     """The family's one account: what the record holds for every member (the ledger's and
     the outbox's rows, each leg's bound where a cost was not read, the requests a killed
     member left in flight), or its own files where they know more; its ceilings are the
-    root's. Without a ceiling nothing is read (nothing would be checked against it)."""
-    whole = {o.key: (docs[root].get("options") or {}).get(o.key) for o in ceilings}
-    whole = {k: v for k, v in whole.items() if v is not None}
-    if not whole:
-        return Account(run_id=root)
-    files = {}
-    for doc in docs.values():
-        for leg in [*doc["legs"], *([doc["chair"]] if doc.get("chair") else [])]:
-            bound = leg.get("cost_bound_usd")
-            files[leg["leg_id"]] = float(bound if bound is not None else leg.get("cost_usd")
-                                         or 0.0)
-    account = Account.open(None, whole, waves=family, files=files)
-    account.run_id = root
+    root's. Without a ceiling nothing is read (nothing would be checked against it). Opened
+    where the retry is planned, and again where it runs (the daemon: app/start.py)."""
+    if not args["ceilings"]:
+        return Account(run_id=args["root"])
+    account = Account.open(None, dict(args["ceilings"]), waves=list(args["waves"]),
+                           files=dict(args["files"]))
+    account.run_id = args["root"]
     return account
 
 

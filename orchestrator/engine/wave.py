@@ -8,10 +8,7 @@ process was killed.
 from __future__ import annotations
 
 import os
-import secrets as _random
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +30,9 @@ from orchestrator.engine.record import (
     LegRecord,
     now_iso,
 )
+from orchestrator.engine.spec import WaveSpec, new_wave_id
 from orchestrator.errors import Deferred, OrchError, PreflightError, Refusal
-from orchestrator.intake import Anonymity, Policy
+from orchestrator.intake import Policy
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
 from orchestrator.pids import process_started
@@ -46,11 +44,6 @@ from orchestrator.security.secrets import register_identifier, scrub
 from orchestrator.store import write_json_atomic, write_text_atomic
 
 EXIT_COMPLETE, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2
-
-
-def new_wave_id() -> str:
-    """Sortable by time, unique by 64 random bits: ids made in one second never collide."""
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + _random.token_hex(8)
 
 
 def wave_status(records: list[LegRecord]) -> str:
@@ -70,36 +63,6 @@ def exit_code(status: str, signum: int | None = None) -> int:
     if signum is not None:
         return 128 + signum
     return {"complete": EXIT_COMPLETE, "partial": EXIT_PARTIAL}.get(status, EXIT_ERROR)
-
-
-@dataclass
-class WaveSpec:
-    """What the user asked for; the CLI builds it, the council builds its stages from it."""
-
-    models: list[ResolvedModel]
-    briefing: str
-    runs_dir: Path
-    timeout_s: float = 600.0
-    max_steps: int = 20
-    chair: ResolvedModel | None = None
-    synthesis: str = "plain"  # the chair's mode: plain | structured (chair/modes.py)
-    tag: str | None = None
-    project_dir: str | None = None
-    workspace: Path | None = None
-    kind: str = "leg"
-    retry_of: str | None = None
-    run_id: str | None = None
-    wave_id: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    briefings: list[str] | None = None  # one per model, overriding ``briefing`` (council)
-    # one per model: the turns before its briefing, its own conversation so far (deliberation)
-    histories: list[list[dict[str, Any]]] | None = None
-    prior: list[LegRecord] = field(default_factory=list)  # answers a retry's chair also reads
-    later: list[ResolvedModel] = field(default_factory=list)  # run by later stages: pre-flight
-    chair_only_if_new: bool = False  # a retry: the chair only when one of its legs completed
-    # the legs' readers must not learn who wrote what (a council's judges, a deliberation's
-    # later rounds): the intake redacts and scans every prompt of theirs (orchestrator/intake)
-    anonymity: Anonymity | None = None
 
 
 class Wave:

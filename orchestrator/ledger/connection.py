@@ -20,7 +20,11 @@ _lock = threading.Lock()
 
 
 def default_url() -> str:
-    env = os.environ.get("ORCH_LEDGER_URL")
+    """``ORCH_LEDGER_URL`` (a run's own, under orch serve: orchestrator/keys.py), else the
+    SQLite file in ORCH_HOME."""
+    from orchestrator import keys
+
+    env = keys.setting("ORCH_LEDGER_URL")
     if env:
         return env
     return f"sqlite:///{config.home() / 'ledger.db'}"

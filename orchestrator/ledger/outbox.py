@@ -73,7 +73,9 @@ def locations(url: str) -> list[Path]:
             first = Path(parsed.database).expanduser().parent
     except Exception:
         pass
-    fallback = Path(os.environ.get("ORCH_OUTBOX_DIR")
+    from orchestrator import keys
+
+    fallback = Path(keys.setting("ORCH_OUTBOX_DIR")  # a run's own, under orch serve
                     or Path(tempfile.gettempdir()) / f"orch-outbox-{os.getuid()}")
     return [first / name, fallback / name] if fallback != first else [first / name]
 

@@ -113,7 +113,9 @@ TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens")
 
 def user() -> str:
     """``ORCH_USER`` (a team's name for a person), else the OS user; never empty."""
-    named = os.environ.get("ORCH_USER", "").strip()
+    from orchestrator import keys
+
+    named = (keys.setting("ORCH_USER") or "").strip()  # a run's own, under orch serve
     if named:
         return named[:200]
     try:

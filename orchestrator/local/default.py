@@ -6,8 +6,6 @@ keeps the plain "no models given" error, since there the user has a real choice 
 
 from __future__ import annotations
 
-import os
-
 from orchestrator.config import Config
 from orchestrator.local.model import DEFAULT_MODEL
 
@@ -25,7 +23,9 @@ NOTICE = (f"no models given and no provider key or provider configured: using th
 
 
 def provider_available(cfg: Config) -> bool:
-    return bool(cfg.providers) or any(os.environ.get(k) for k in PROVIDER_KEYS)
+    from orchestrator import keys
+
+    return bool(cfg.providers) or any(keys.is_set(k) for k in PROVIDER_KEYS)
 
 
 def default_models(cfg: Config) -> list[str] | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.app.requests import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
 from orchestrator.app.runs import STATUSES as RUN_STATUSES
-from orchestrator.app.wave import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN
 from orchestrator.ledger.spend import GROUP_BY
 from orchestrator.mcp_server.bounded import LIMIT_SCHEMA
 

@@ -37,10 +37,14 @@ class LegProgress:
         self.job, self.total = job, total
         self._status: dict[str, str] = {}
 
-    def __call__(self, ctx) -> None:
+    def __call__(self, event) -> None:
+        from orchestrator.engine.record import LegRecord
+        from orchestrator.events import LegEnded, LegProgress, LegStarted
         from orchestrator.progress import plain_line
 
-        r = ctx.record
+        if not isinstance(event, LegStarted | LegProgress | LegEnded):
+            return
+        r = LegRecord.from_dict(event.leg)
         if self._status.get(r.leg_id) == r.status or r.status == "pending":
             return
         self._status[r.leg_id] = r.status
@@ -67,64 +71,68 @@ def _models(args: dict[str, Any]) -> str | None:
     return ",".join(args["models"]) if args.get("models") else None
 
 
+def _common(args: dict[str, Any], tool: str) -> dict[str, Any]:
+    """What `orch fanout` and `orch council run` take, from a tool's arguments."""
+    return {"timeout_min": float(args.get("timeout_minutes", 10.0)), "max_steps": MAX_STEPS,
+            "tag": args.get("tag"), "budgets": _budgets(args, tool),
+            "validate_models": args.get("validate_models", True)}
+
+
+def fanout_request(args: dict[str, Any]):
+    """The request `orch fanout` would build for these arguments (app/requests.py)."""
+    from orchestrator.app import requests
+    from orchestrator.briefing import read_prompt
+
+    return requests.fanout(models=_models(args), council=args.get("council"),
+                           prompt=read_prompt(args["prompt"], None), prompt_source="--prompt",
+                           context=tuple(context_paths(args.get("context") or [])),
+                           chair=args.get("chair"), rounds=int(args.get("rounds") or 1),
+                           peers=args.get("peers"), tools=args.get("tools", "read"),
+                           aggregate=args.get("aggregate"), synthesis=args.get("synthesis"),
+                           **_common(args, "fanout"))
+
+
+def council_request(args: dict[str, Any]):
+    """The request `orch council run` would build for these arguments."""
+    from orchestrator.app.requests import Council
+    from orchestrator.briefing import read_prompt
+
+    return Council(prompt=read_prompt(args["prompt"], None), prompt_source="--prompt",
+                   diff=args.get("diff"), context=tuple(context_paths(args.get("context") or [])),
+                   models=_models(args), council=args.get("council"), chair=args.get("chair"),
+                   tools=args.get("tools", "read"), **_common(args, "council_run"))
+
+
+async def _run(request, job: Job, total=None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Prepare ``request`` (in a worker thread: the model check's GET /models, up to 3 s,
+    must not stall the event loop that answers the other calls and pumps their progress),
+    then run it as ``job``: (document, extra)."""
+    from orchestrator.app.prepare import prepare
+    from orchestrator.app.start import start
+
+    with await anyio.to_thread.run_sync(prepare, request) as prepared:
+        if total is not None:
+            total = total(prepared)
+        handle = start(prepared)
+        progress = LegProgress(job, total)
+        doc = await job.run(lambda: handle.drive(progress), handle.interrupt)
+    return doc, handle.extra
+
+
 async def fanout(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch fanout --json`: the wave document."""
-    from orchestrator import config as config_mod
-    from orchestrator import runtime
-    from orchestrator.app.model_choice import choose_models
-    from orchestrator.app.wave import DEFAULT_MAX_LEGS, prepare_wave
-    from orchestrator.briefing import compose, read_context, read_prompt
-    from orchestrator.engine.ledger_sink import LedgerSink
-    from orchestrator.engine.wave import Wave
-    from orchestrator.errors import OrchError
 
-    if args.get("peers") is not None and int(args.get("rounds") or 1) == 1:
-        raise OrchError("peers only applies to a deliberation; add rounds (2 or more)")
-    cfg = runtime.config()
-    specs = choose_models(_models(args), args.get("council"), cfg, runtime.plugin_manager())
-    briefing = compose(read_prompt(args["prompt"], None),
-                       read_context(context_paths(args.get("context") or [])))
-    # in a worker thread: the model check's GET /models (up to 3 s) must not stall the
-    # event loop that answers the other calls and pumps their progress
-    spec, pm = await anyio.to_thread.run_sync(lambda: prepare_wave(
-        specs, briefing, "prompt", cfg=cfg, runs=config_mod.runs_dir(), chair=args.get("chair"),
-        timeout_min=float(args.get("timeout_minutes", 10.0)), max_steps=MAX_STEPS,
-        tools_mode=args.get("tools", "read"), workspace=None, workspace_any=False,
-        max_legs=DEFAULT_MAX_LEGS, tag=args.get("tag"), no_plugins=False,
-        budgets=_budgets(args, "fanout"), validate_models=args.get("validate_models", True),
-        aggregate=args.get("aggregate"), synthesis=args.get("synthesis"),
-        rounds=int(args.get("rounds") or 1)))
-    rounds = int(args.get("rounds") or 1)
-    if rounds > 1:  # a deliberation (docs/deliberation.md): how many rounds run is not known
-        from orchestrator.deliberation.run import Deliberation
+    def total(prepared) -> int | None:  # a deliberation: how many rounds run is not known
+        return None if prepared.kind == "deliberation" else len(prepared.models)
 
-        run = Deliberation(spec, pm=pm, config=cfg, rounds=rounds, peers=args.get("peers"),
-                           ledger=LedgerSink().preflight(), observe=LegProgress(job, None))
-        return scrub_doc(await job.run(run.run, run.interrupt))
-    total = len(spec.models) + (1 if spec.chair else 0)
-    wave = Wave(spec, pm=pm, config=cfg, ledger=LedgerSink().preflight(),
-                observe=LegProgress(job, total))
-    return scrub_doc(await job.run(wave.run, wave.interrupt))
+    doc, _ = await _run(fanout_request(args), job, total)
+    return scrub_doc(doc)
 
 
 async def council_run(args: dict[str, Any], job: Job) -> dict[str, Any]:
     """`orch council run`: the verdict, tiers, top findings and where the report is."""
-    from orchestrator import runtime
-    from orchestrator.app.council import prepare_council
-    from orchestrator.briefing import read_prompt
-
-    prompt, cfg = read_prompt(args["prompt"], None), runtime.config()
-    context = tuple(context_paths(args.get("context") or []))
-    run = await anyio.to_thread.run_sync(lambda: prepare_council(  # GET /models: off the loop
-        prompt, "prompt", cfg=cfg, models=_models(args),
-        council_name=args.get("council"), chair=args.get("chair"), diff=args.get("diff"),
-        context=context, timeout_min=float(args.get("timeout_minutes", 10.0)),
-        max_steps=MAX_STEPS, tools_mode=args.get("tools", "read"), workspace=None,
-        workspace_any=False, tag=args.get("tag"), no_plugins=False, runs_dir=None,
-        budgets=_budgets(args, "council_run"), observe=LegProgress(job, None),
-        validate_models=args.get("validate_models", True)))
-    doc = await job.run(run.run, run.interrupt)
-    return scrub_doc(council_summary(doc, run.tally, run.chair.synthesis))
+    doc, extra = await _run(council_request(args), job)
+    return scrub_doc(council_summary(doc, extra.get("tally"), extra.get("synthesis")))
 
 
 def council_summary(doc: dict[str, Any], tally: dict[str, Any] | None,

@@ -9,7 +9,6 @@ from orchestrator.config import Config
 from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.models.names import check_model_name, reserved
 from orchestrator.security.secrets import (
-    register_env,
     register_identifier,
     register_params,
     register_url,
@@ -54,9 +53,12 @@ class ResolvedModel:
         return self.name.split("@", 1)[0]
 
     def api_key(self) -> str | None:
-        """The key, read to be sent: registered as a secret the moment it is read."""
+        """The key, read to be sent (from the run's variables: orchestrator.keys),
+        registered as a secret the moment it is read."""
         if self.api_key_env:
-            return register_env(self.api_key_env)
+            from orchestrator import keys
+
+            return keys.read(self.api_key_env)
         return None
 
     @property
@@ -139,50 +141,47 @@ def parse_model_list(text: str) -> list[str]:
 
 
 def check_key(model: ResolvedModel) -> None:
-    """The model's key is in the environment (declared providers: their api_key_env; litellm
-    names: what litellm.validate_environment asks for). Only names are read, never values."""
+    """The model's key is set (declared providers: their api_key_env; litellm's: what its
+    validate_environment requires, from orch's table of litellm's names, models/key_names.py,
+    so no litellm import is paid here). Only names are read, never values; in a run, the
+    run's declared variables (orchestrator.keys)."""
+    from orchestrator import keys
+    from orchestrator.models import key_names
+
     if model.declared or model.api_base:
         if model.api_key_env and not model.api_key():
             raise OrchError(f"model {model.name} needs ${model.api_key_env}, which is not set; "
                             "export it (or `orch provider add` without --api-key-env)")
         return
-    from orchestrator.runtime import litellm
-
-    lm = litellm()
-    try:
-        lm.get_llm_provider(model.litellm_model)
-    except Exception:
+    if not key_names.known_to_litellm(model.provider):
         raise UsageProblem(f"model {model.name}: litellm does not know the provider "
                         f"{model.provider!r}; declare it with `orch provider add "
-                        f"{model.provider} --base-url URL` or fix the name") from None
+                        f"{model.provider} --base-url URL` or fix the name")
+    if key_names.tabled(model.provider):
+        missing = key_names.missing(model.provider, keys.view())
+    else:  # a provider orch has no table for: litellm's own check (its import is paid)
+        from orchestrator.runtime import litellm
+
+        missing = litellm().validate_environment(model=model.litellm_model).get(
+            "missing_keys") or []
     register_litellm_keys(model)
-    missing = lm.validate_environment(model=model.litellm_model).get("missing_keys") or []
     if missing:
         raise OrchError(f"model {model.name} needs {', '.join(missing)} in the environment; "
                         "export it or pick another model")
 
 
-_litellm_names: dict[str, tuple[str, ...]] = {}
-
-
 def register_litellm_keys(model: ResolvedModel) -> None:
-    """Register the values of the variables litellm reads for this model's provider.
+    """Register the values of the variables litellm reads for this model's provider (it
+    sends them): orch's table of litellm's names (models/key_names.py)."""
+    from orchestrator import keys
+    from orchestrator.models import key_names
 
-    litellm sends them itself, so orch asks it which names it checks: its
-    ``validate_environment`` run once per model against an empty environment lists them all
-    as missing (:func:`_names_litellm_checks`)."""
     if model.declared or model.api_base:
         return
-    names = _litellm_names.get(model.litellm_model)
-    if names is None:
-        try:
-            names = _names_litellm_checks(model.litellm_model)
-        except Exception:
-            names = ()
-        _litellm_names[model.litellm_model] = names
-    for name in names:
-        if not name.endswith(("_BASE", "_VERSION", "_REGION", "_REGION_NAME", "_URL")):
-            register_env(name)
+    for name in key_names.model_names(model):
+        if not name.endswith(("_BASE", "_VERSION", "_REGION", "_REGION_NAME", "_URL",
+                              "_PROJECT", "_LOCATION")):
+            keys.read(name)
 
 
 def _names_litellm_checks(litellm_model: str) -> tuple[str, ...]:

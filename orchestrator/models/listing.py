@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import time
 from typing import Any
 
@@ -53,8 +52,9 @@ def provider_models(pid: str, entry: dict, *, refresh: bool = False,
              and time.time() - float(hit.get("fetched_at", 0)) < CACHE_TTL_S)
     if fresh and not refresh:
         return list(hit.get("models") or []), "cache"
-    var = entry.get("api_key_env")
-    key = os.environ.get(var) if var else None
+    from orchestrator import keys
+
+    key = keys.read(entry.get("api_key_env"))
     entries, _why = probe_model_entries(entry["base_url"], key)
     models = None if entries is None else [str(m["id"]) for m in entries if m.get("id")]
     if entries:  # the windows the endpoint says (vLLM, llama.cpp) go to catalog.json
@@ -92,7 +92,9 @@ def _stderr(line: str) -> None:
 
 def keyed_litellm_models() -> list[str]:
     """litellm's chat models for providers whose key variable is set."""
-    keyed = [p for p, names in KEYED_PROVIDERS.items() if any(os.environ.get(n) for n in names)]
+    from orchestrator import keys
+
+    keyed = [p for p, names in KEYED_PROVIDERS.items() if any(keys.is_set(n) for n in names)]
     if not keyed:
         return []
     from orchestrator.runtime import litellm

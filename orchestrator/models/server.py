@@ -65,6 +65,9 @@ class Server:
             kwargs["api_key"] = key
         elif model.declared:
             kwargs["api_key"] = NO_KEY
+        elif not model.api_base:  # litellm's provider: its variables as arguments, from the
+            # run's (orchestrator.keys), never read by litellm from the process's environment
+            kwargs.update(litellm_keys(model))
         kwargs.update(litellm_prices(model))
         kwargs.update(request.params)
         register_params(kwargs)  # the Request registered its own; the model's are added here
@@ -100,6 +103,15 @@ class Server:
         else:
             raw = await send()
         return normalise(model, raw)
+
+
+def litellm_keys(model: ResolvedModel) -> dict[str, Any]:
+    """The call arguments carrying the variables litellm reads for ``model``'s provider."""
+    from orchestrator import keys
+    from orchestrator.models import key_names
+
+    return key_names.call_kwargs(model.provider, {
+        n: v for n in key_names.model_names(model) if (v := keys.read(n))})
 
 
 def outbound(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

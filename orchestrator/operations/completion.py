@@ -54,9 +54,10 @@ def _litellm_names() -> list[str]:
     """Catalogue names for providers whose key is set, from litellm's bundled JSON."""
     import importlib.util
 
+    from orchestrator import keys
     from orchestrator.models.listing import KEYED_PROVIDERS
 
-    keyed = {p for p, names in KEYED_PROVIDERS.items() if any(os.environ.get(n) for n in names)}
+    keyed = {p for p, names in KEYED_PROVIDERS.items() if any(keys.is_set(n) for n in names)}
     spec = importlib.util.find_spec("litellm") if keyed else None
     if not spec or not spec.submodule_search_locations:
         return []

@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator import __version__
+from orchestrator import __version__, keys
 from orchestrator import config as config_mod
 from orchestrator.errors import OrchError
 from orchestrator.security.secrets import has_url_credentials, mask_url
@@ -247,7 +247,7 @@ def providers(cfg: config_mod.Config) -> tuple[list[Check], dict[str, list[str]]
             continue  # a config row names it; never probed under a name it cannot keep
         section = f"provider {pid}"
         var = entry.get("api_key_env")
-        key = os.environ.get(var) if var else None
+        key = keys.read(var)
         if not var:
             rows.append(Check(section, "key", OK, "no key needed (no api_key_env)"))
         elif key:

@@ -6,10 +6,11 @@ gateway standing in for the vendor is what gets asked. Only names are ever shown
 
 from __future__ import annotations
 
-import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+
+from orchestrator import keys
 
 TIMEOUT_S = 3.0
 
@@ -48,7 +49,7 @@ VENDORS: dict[str, Vendor] = {
 
 def probe(vendor: Vendor, key: str) -> tuple[str, str]:
     """("ok" | "refused" | "unreachable", what happened) for one ``GET {base}/models``."""
-    base = next((os.environ[v] for v in vendor.bases if os.environ.get(v)), vendor.default)
+    base = next((b for v in vendor.bases if (b := keys.setting(v))), vendor.default)
     url = base.rstrip("/") + "/models"
     request = urllib.request.Request(url)
     request.add_header(vendor.header, vendor.scheme + key)
@@ -74,10 +75,10 @@ def key_rows() -> list:
 
     rows = []
     for name, vendor in VENDORS.items():
-        var = next((v for v in vendor.keys if os.environ.get(v)), None)
+        var = next((v for v in vendor.keys if keys.is_set(v)), None)
         if var is None:
             continue
-        key = os.environ[var]
+        key = keys.read(var) or ""
         register(key, f"${var}")  # masked in anything printed from here on
         outcome, detail = probe(vendor, key)
         status = {"ok": OK, "refused": FAIL, "unreachable": WARN}[outcome]

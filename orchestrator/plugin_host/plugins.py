@@ -42,6 +42,11 @@ class PluginInfo:
     file: str | None = None  # a single-file plugin's path (directory.py)
 
     @property
+    def key_variables(self) -> tuple[str, ...]:
+        """Its KEY_VARIABLES: what a run hands it (keys.py)."""
+        return self.declared.key_variables
+
+    @property
     def source(self) -> str:
         if self.builtin:
             return "built-in"
@@ -55,7 +60,8 @@ class PluginInfo:
         return {"name": self.name, "module": self.module, "version": self.version,
                 "source": self.source, "builtin": self.builtin, "status": self.status,
                 "error": self.error, "reason": self.reason, "hooks": self.hooks,
-                "warnings": self.warnings, "file": self.file}
+                "warnings": self.warnings, "key_variables": list(self.key_variables),
+                "file": self.file}
 
 
 class PluginManager(pluggy.PluginManager):
@@ -413,3 +419,9 @@ def _register(pm: PluginManager, name: str, plugin: object, info: PluginInfo, wa
         if warn:
             warn(f"plugin {name}: {message}")
 
+
+def key_variables(pm: PluginManager) -> set[str]:
+    """What the loaded plugins declared they read (``KEY_VARIABLES``, read once through the
+    runner with the plugin's other constants: snapshot.py)."""
+    return {name for info in pm.infos.values() if info.status == "loaded"
+            for name in info.declared.key_variables}

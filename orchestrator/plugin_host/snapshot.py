@@ -5,8 +5,8 @@ A plugin module's attributes are its own code to read: a module ``__getattr__`` 
 loaded, on the runner's worker (boundary.call_blocking): its hook functions (what pluggy
 registers: a plain namespace of them, never the object), the warnings about them, the
 constants it declares (``FAIL_CLOSED``, ``HOOK_DEADLINE_S``, ``CONFIG_SCHEMA``, ``NAME``,
-``AFTER``, ``BEFORE``) as plain copies, and the files its code came from. Everything later
-reads this record.
+``KEY_VARIABLES``, ``AFTER``, ``BEFORE``) as plain copies, and the files its code came from.
+Everything later reads this record.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class Declared:
     deadline_s: float | None = None  # HOOK_DEADLINE_S
     config_schema: dict[str, Any] | None = None  # CONFIG_SCHEMA, a JSON copy
     name: str | None = None  # NAME
+    key_variables: tuple[str, ...] = ()  # KEY_VARIABLES: what a run hands it (keys.py)
     problems: tuple[str, ...] = ()  # what stops a run (a HOOK_DEADLINE_S that is no number)
     # AFTER / BEFORE: ((hook or "*", (plugin names...)), ...) (order.py)
     after: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -104,14 +105,31 @@ def read_declared(plugin: object, name: str) -> tuple[Declared, list[str]]:
                             "is not checked")
             schema = None
     own_name = getattr(plugin, "NAME", None)  # runner: on the worker (or a built-in)
+    raw = getattr(plugin, "KEY_VARIABLES", ())  # runner: on the worker (or a built-in)
     from orchestrator.plugin_host.order import constraint
 
     after = constraint("AFTER", getattr(plugin, "AFTER", ()), warnings)  # runner: worker
     before = constraint("BEFORE", getattr(plugin, "BEFORE", ()), warnings)  # runner: worker
     return Declared(fail_closed=fail_closed, deadline_s=deadline, config_schema=schema,
                     name=own_name if isinstance(own_name, str) else None,
+                    key_variables=_key_variables(raw, warnings),
                     problems=(problem,) if problem else (), after=after,
                     before=before), warnings
+
+
+def _key_variables(raw: Any, warnings: list[str]) -> tuple[str, ...]:
+    """``KEY_VARIABLES``: the environment variables the plugin reads through
+    ``orchestrator.keys.read`` (a run declares them, so they reach it in the daemon too)."""
+    from orchestrator.models.key_names import valid_name
+
+    if isinstance(raw, str):
+        raw = (raw,)
+    names = list(raw) if isinstance(raw, list | tuple | set | frozenset) else [raw]
+    good = tuple(dict.fromkeys(n for n in names if isinstance(n, str) and valid_name(n)))
+    if len(good) != len(names):
+        warnings.append("KEY_VARIABLES must be a tuple of variable names (e.g. "
+                        "(\"MY_SERVICE_KEY\",)); the others are ignored")
+    return good
 
 
 def _fail_closed(raw: Any, warnings: list[str]) -> bool | frozenset[str]:

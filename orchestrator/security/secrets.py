@@ -23,7 +23,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -137,13 +137,6 @@ def register(value: str | None, source: str = "a credential") -> None:
         _registry.add(value, source)
         if value != value.strip():
             _registry.add(value.strip(), source)
-
-
-def register_env(name: str) -> str | None:
-    """Read environment variable ``name`` to send it as a credential: registered as read."""
-    value = os.environ.get(name)
-    register(value, f"${name}")
-    return value
 
 
 def _url_credentials(url: str) -> tuple[list[str], list[str]]:
@@ -276,30 +269,10 @@ def source_of(value: str) -> str:
     return _registry.sources.get(value, "a credential")
 
 
-# Where else key values live that this process must not send: the environment of an
-# ``orch serve`` job's client, which never sent them (daemon/jobio.py adds its finder).
-_finders: list[Callable[[str], tuple[int, str] | None]] = []
-
-
-def add_finder(finder: Callable[[str], tuple[int, str] | None]) -> None:
-    if finder not in _finders:
-        _finders.append(finder)
-
-
-def remove_finder(finder: Callable[[str], tuple[int, str] | None]) -> None:
-    if finder in _finders:
-        _finders.remove(finder)
-
-
 def find_position(text: str) -> tuple[int, str] | None:
-    """(offset, where the value came from) of the first registered value in ``text`` (or
-    of a value a finder knows of: a daemon job's client's keys)."""
+    """(offset, where the value came from) of the first registered value in ``text``."""
     hits = [(at, source_of(value)) for value in secret_values()
             if (at := text.find(value)) >= 0]
-    for finder in list(_finders):
-        hit = finder(text)
-        if hit is not None:
-            hits.append((int(hit[0]), str(hit[1])))
     return min(hits) if hits else None
 
 

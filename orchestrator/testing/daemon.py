@@ -59,7 +59,7 @@ def invoke(args: list[str], *, input: str | bytes | None = None):
 def daemon_in_thread(idle_s: float = 3600.0) -> Iterator[object]:
     """``orch serve`` on a thread of this process, on the socket XDG_RUNTIME_DIR names (set
     it to a temporary directory first); stopped and undone on exit."""
-    from orchestrator.daemon import jobio
+    from orchestrator.daemon import joblog
     from orchestrator.daemon.server import Daemon
 
     daemon = Daemon(idle_s=idle_s, log=lambda text: None)
@@ -77,7 +77,7 @@ def daemon_in_thread(idle_s: float = 3600.0) -> Iterator[object]:
     while not daemon.path.exists() and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.02)
     if errors or not daemon.path.exists():
-        jobio.uninstall()
+        joblog.uninstall()
         raise RuntimeError(f"the test daemon did not start: {errors}")
     _active.append(daemon)
     try:
@@ -86,7 +86,7 @@ def daemon_in_thread(idle_s: float = 3600.0) -> Iterator[object]:
         _active.remove(daemon)
         daemon.stop()
         thread.join(60)
-        jobio.uninstall()
+        joblog.uninstall()
 
 
 def serve_processes(under: str | Path) -> list[int]:
@@ -100,8 +100,9 @@ def serve_processes(under: str | Path) -> list[int]:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if b"serve" not in argv or not any(a.endswith((b"orchestrator", b"orch"))
-                                                for a in argv):
+            if b"serve" not in argv or not any(
+                    a.endswith((b"orchestrator", b"orch", b"orchestrator.daemon"))
+                    for a in argv):
                 continue
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:  # gone, or another user's

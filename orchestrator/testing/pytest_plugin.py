@@ -25,6 +25,9 @@ def pytest_configure(config):
         os.environ.setdefault(key, value)
     # no run of a test starts a daemon that outlives it; a daemon a test starts is still used
     os.environ["ORCH_DAEMON"] = "manual"
+    config.addinivalue_line(
+        "markers", "refused_before_the_daemon: with both_ways, the command fails while it is "
+        "prepared in the client, so its daemon variant proves no word reached the daemon")
 
 
 @pytest.fixture(autouse=True)
@@ -118,7 +121,9 @@ def ledger_url(request, orch_home, monkeypatch):
 @pytest.fixture(params=["in-process", "daemon"])
 def both_ways(request, orch_home, tmp_path, monkeypatch):
     """Run the test twice: CLI calls through ``orchestrator.testing.daemon.invoke`` go
-    in-process, then to a warm ``orch serve`` on a socket in a temporary XDG_RUNTIME_DIR."""
+    in-process, then to a warm ``orch serve`` on a socket in a temporary XDG_RUNTIME_DIR
+    (each run prepared in the client; a test marked ``refused_before_the_daemon`` holds that
+    none reached the daemon)."""
     if request.param == "in-process":
         yield "in-process"
         return
@@ -129,4 +134,7 @@ def both_ways(request, orch_home, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
     with daemon_in_thread() as daemon:
         yield "daemon"
-        assert daemon.served, "no command of this test reached the daemon"
+        if request.node.get_closest_marker("refused_before_the_daemon"):
+            assert not daemon.served, "a run refused while prepared reached the daemon"
+        else:
+            assert daemon.served, "no command of this test reached the daemon"

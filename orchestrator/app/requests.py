@@ -1,0 +1,169 @@
+"""The things orch runs, as typed requests: what a face asks for, in plain values.
+
+Any face builds one: ``orch`` from its flags, ``orch mcp`` from a tool's arguments, a test
+from keywords. A request holds text already read (the briefing, not the file it came from)
+and names as given; nothing is resolved or checked yet: :func:`orchestrator.app.prepare`
+does every check before spend. :func:`fanout` builds a fanout or a retry and refuses the
+combinations of values that make no run, the one place both faces meet them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from orchestrator.errors import UsageProblem
+
+DEFAULT_MAX_LEGS = 10
+DEFAULT_TIMEOUT_MIN = 10.0
+DEFAULT_MAX_STEPS = 20
+MAX_TIMEOUT_MIN = 7 * 24 * 60  # a week: past that a leg's time limit means nothing
+
+
+@dataclass(frozen=True)
+class Common:
+    """What every run of models takes."""
+
+    timeout_min: float = DEFAULT_TIMEOUT_MIN
+    max_steps: int = DEFAULT_MAX_STEPS
+    workspace: str | None = None  # None: the git work tree the run starts in
+    workspace_any: bool = False
+    tag: str | None = None
+    no_plugins: bool = False
+    runs_dir: str | None = None  # None: ORCH_HOME/runs
+    budgets: dict[str, Any] = field(default_factory=dict)  # plugins' declared options
+    validate_models: bool = True
+    quiet: bool = False  # said nothing but errors (the workspace notice included)
+
+
+@dataclass(frozen=True)
+class Fanout(Common):
+    """One briefing on several models at once; with ``chair``, a synthesis after; with
+    ``rounds`` ≥ 2, a deliberation (docs/deliberation.md)."""
+
+    kind: ClassVar[str] = "fanout"
+    prompt: str = ""
+    prompt_source: str = "the prompt"  # where the text came from, for its checks' words
+    models: str | None = None  # comma-separated names as given; None: a council or default
+    council: str | None = None
+    context: tuple[str, ...] = ()  # files added to the briefing, read at prepare
+    chair: str | None = None
+    synthesis: str | None = None  # the chair's mode (plain, structured); None: plain
+    aggregate: str | None = None  # also count the final answers (vote)
+    rounds: int = 1
+    peers: int | None = None
+    tools: str | None = None  # None: read, and not asked for (a base model then has none)
+    max_legs: int = DEFAULT_MAX_LEGS
+
+
+@dataclass(frozen=True)
+class Retry(Common):
+    """A wave's failed legs again (``--retry-failed``), planned from its whole family."""
+
+    kind: ClassVar[str] = "retry"
+    wave_id: str = ""  # the wave, or a unique prefix of its id
+    chair: str | None = None
+    synthesis: str | None = None  # None: the wave's own
+    aggregate: str | None = None  # None: the wave's own
+    tools: str | None = None  # None: the wave's own
+    max_legs: int = DEFAULT_MAX_LEGS
+
+
+@dataclass(frozen=True)
+class Council(Common):
+    """A review by a council: seats, anonymous judging, a tally, a chair's verdict."""
+
+    kind: ClassVar[str] = "council"
+    prompt: str = ""
+    prompt_source: str = "the prompt"
+    diff: str | None = None  # a revision range; `git diff` runs where the request is prepared
+    context: tuple[str, ...] = ()
+    models: str | None = None
+    council: str | None = None
+    chair: str | None = None  # None: config's defaults.chair
+    tools: str = "read"
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A bake-off: contestants on tasks with hidden checks (docs/bench.md)."""
+
+    kind: ClassVar[str] = "bench"
+    config_path: str | None = None
+    builtin: str | None = None
+    cases: str | None = None
+    only: str | None = None
+    models: tuple[str, ...] | None = None
+    trials: int | None = None
+    jobs: int | None = None
+    timeout_s: float | None = None
+    probe: bool = False
+    out: str | None = None
+    unsafe_checks: bool = False
+    maxfail: int | None = None
+    junit_xml: str | None = None
+    ceilings: dict[str, float | None] = field(default_factory=dict)
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class BenchResume:
+    """The trials an interrupted bench did not run, merged into its results file."""
+
+    kind: ClassVar[str] = "bench_resume"
+    file: str = ""
+    retry_failed: bool = False
+    retry_excluded: bool = False
+    unsafe_checks: bool = False
+    maxfail: int | None = None
+    junit_xml: str | None = None
+    ceilings: dict[str, float | None] = field(default_factory=dict)
+    quiet: bool = False
+
+
+Request = Fanout | Retry | Council | Bench | BenchResume
+
+
+def fanout(*, retry_failed: str | None = None, models: str | None = None,
+           council: str | None = None, prompt: str | None = None,
+           prompt_flags: tuple[str, ...] = (),
+           prompt_source: str = "the prompt", context: tuple[str, ...] = (),
+           chair: str | None = None, synthesis: str | None = None,
+           aggregate: str | None = None, rounds: int = 1, peers: int | None = None,
+           tools: str | None = None, max_legs: int = DEFAULT_MAX_LEGS,
+           words: tuple[str, ...] = (), **common: Any) -> Fanout | Retry:
+    """A fanout, or the retry of a wave (``retry_failed``), from plain values: the checks
+    of values that make no run together, shared by every face (``prompt_flags``: the
+    prompt's flags the face was given, ``--prompt``/``--prompt-file``; a retry reads none;
+    ``words``: the prompt given as the command's argument, ``orch fanout -m a,b "why"``, the
+    same as ``--prompt``, so a face reads no prompt when they are given)."""
+    if words:
+        prompt, prompt_source = given_as_argument(words, prompt_flags), "--prompt"
+        prompt_flags = (*prompt_flags, "PROMPT")
+    if peers is not None and rounds == 1:
+        raise UsageProblem("--peers only applies to a deliberation; add --rounds N (N ≥ 2)")
+    if retry_failed:
+        if rounds > 1:
+            raise UsageProblem("--retry-failed re-runs one round of legs; drop --rounds")
+        given = [*(flag for flag, value in (("--models", models), ("--council", council))
+                   if value), *prompt_flags, *(["--context"] if context else [])]
+        if given:
+            raise UsageProblem(f"--retry-failed re-runs that wave's own models and briefing; "
+                               f"drop {', '.join(given)}")
+        return Retry(wave_id=retry_failed, chair=chair, synthesis=synthesis,
+                     aggregate=aggregate, tools=tools, max_legs=max_legs, **common)
+    return Fanout(prompt=prompt or "", prompt_source=prompt_source, models=models,
+                  council=council, context=tuple(context), chair=chair, synthesis=synthesis,
+                  aggregate=aggregate, rounds=rounds,
+                  peers=peers, tools=tools, max_legs=max_legs, **common)
+
+
+def given_as_argument(words: tuple[str, ...], prompt_flags: tuple[str, ...]) -> str:
+    """The prompt given as the command's one argument; given twice (with ``--prompt`` or
+    ``--prompt-file`` too) or as several unquoted words, a usage mistake (exit 2)."""
+    from orchestrator.briefing import positional_prompt, read_prompt
+
+    flag = prompt_flags[0] if prompt_flags else None
+    text = positional_prompt(words, "" if flag == "--prompt" else None,
+                             "" if flag and flag != "--prompt" else None)
+    return read_prompt(text, None)  # an empty one is said as --prompt's is
