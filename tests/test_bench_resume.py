@@ -137,7 +137,7 @@ def test_resume_after_sigint_runs_exactly_the_missing_trials(orch, scripted_serv
     assert [line.split(" · ")[0] for line in listing] == ["PASS t1", "PASS t2", "PASS t3",
                                                           "PASS t4"]
     bad = invoke(["bench", "show", str(out), "t9"])
-    assert bad.exit_code == 1 and "no task 't9'" in bad.output and "Traceback" not in bad.output
+    assert bad.exit_code == 2 and "no task 't9'" in bad.output and "Traceback" not in bad.output
 
 
 def test_retry_failed_and_retry_excluded_run_only_those_and_say_so(orch, scripted_server,

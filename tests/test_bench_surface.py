@@ -136,11 +136,13 @@ def test_an_unwritable_junit_file_is_one_line_and_the_results_are_kept(orch, scr
     scripted_server.script("a", Reply(text=RIGHT))
     (tmp_path / "afile").write_text("a file, not a folder")
     out = tmp_path / "r.json"
-    for target, why in ((tmp_path / "afile" / "j.xml", "cannot be written"),
-                        (tmp_path, "is a directory")):
+    # found unwritable after the run: exit 1, the results kept; a directory is a usage
+    # mistake, refused before anything runs: exit 2
+    for target, why, code in ((tmp_path / "afile" / "j.xml", "cannot be written", 1),
+                              (tmp_path, "is a directory", 2)):
         result = bench("--builtin", "format", "--only", DATE, "--models", "scripted/a",
                        "--trials", "1", "--yes", "--out", str(out), "--junit-xml",
                        str(target))
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == code, result.output
         assert why in result.output and "Traceback" not in result.output
     assert out.exists()  # the first run's results were saved before the XML failed

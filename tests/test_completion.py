@@ -86,4 +86,4 @@ def test_orch_plugins_name_shows_one_plugin(orch_home):
     one = CliRunner().invoke(cli, ["plugins", "workspace", "--json"])
     assert [p["name"] for p in json.loads(one.stdout)["plugins"]] == ["workspace"]
     missing = CliRunner().invoke(cli, ["plugins", "nope"])
-    assert missing.exit_code == 1 and "no plugin 'nope' is installed" in missing.output
+    assert missing.exit_code == 2 and "no plugin 'nope' is installed" in missing.output

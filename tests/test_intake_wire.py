@@ -29,6 +29,7 @@ WIRE_CALLS = frozenset({"acompletion", "completion", "atext_completion", "text_c
                         "amoderation", "moderation", "agenerate_content", "batch_completion"})
 SERVER = "orchestrator/models/server.py"
 MESSAGE_BUILDERS = {SERVER, "orchestrator/request.py"}
+LEG = "orchestrator/engine/leg.py"  # its _send is the one way to the wire
 ADMITTED_HOME = "orchestrator/intake/admit.py"
 ADMITTERS = frozenset({"admit", "_admit"})
 
@@ -82,8 +83,21 @@ def _bound_by_admit(fn: ast.AST, name: str) -> bool:
               if isinstance(target, ast.Name) and target.id == name]
     values += [node.value for node in ast.walk(fn) if isinstance(node, ast.AnnAssign)
                and isinstance(node.target, ast.Name) and node.target.id == name and node.value]
+    if not values and isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+        # a parameter typed Admitted (the leg's one _send): only the intake makes one (an
+        # Admitted made anywhere else is a violation below), and each call site is checked
+        params = [a for a in fn.args.args + fn.args.kwonlyargs if a.arg == name]
+        return bool(params) and all(a.annotation is not None
+                                    and ast.unparse(a.annotation) == "Admitted"
+                                    and not _reassigned(fn, name) for a in params)
     return bool(values) and all(isinstance(v, ast.Call) and _name(v.func) in ADMITTERS
                                 for v in values)
+
+
+def _reassigned(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(t, ast.Name) and t.id == name for node in ast.walk(fn)
+               if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
+               for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
 
 
 def violations(code: dict[str, str]) -> list[str]:
@@ -108,6 +122,13 @@ def _file_violations(rel: str, text: str) -> tuple[str, ...]:
                                       or not all(_literal(m) for m in messages)):
                     found.append(f"{rel}:{node.lineno}: {name}() sends text that did not "
                                  "pass the intake")
+            if name == "_send" and rel == LEG and isinstance(node.func, ast.Attribute):
+                arg = node.args[0] if node.args else None
+                fn = owner.get(node)
+                if not (isinstance(arg, ast.Name) and fn is not None
+                        and _bound_by_admit(fn, arg.id)):
+                    found.append(f"{rel}:{node.lineno}: _send() is given a request admit() "
+                                 "did not return")
             if name == "complete" and isinstance(node.func, ast.Attribute) \
                     and "server" in ast.unparse(node.func.value).lower():
                 arg = node.args[1] if len(node.args) > 1 else next(
@@ -141,14 +162,20 @@ def test_the_walk_sees_the_wire_it_guards():
     assert any(isinstance(n, ast.Call) and _name(n.func) == "acompletion"
                for n in ast.walk(tree))
     leg = ast.parse(code["orchestrator/engine/leg.py"])
-    sends = [n for n in ast.walk(leg) if isinstance(n, ast.Call) and _name(n.func) == "complete"]
-    assert len(sends) >= 2
+    wire = [n for n in ast.walk(leg) if isinstance(n, ast.Call) and _name(n.func) == "complete"]
+    sends = [n for n in ast.walk(leg) if isinstance(n, ast.Call) and _name(n.func) == "_send"]
+    assert len(wire) == 1 and len(sends) >= 2  # one wire call, behind the leg's one _send
 
 
 BYPASSES = [
     # the leg hands the server its request as the plugins left it
     ("orchestrator/engine/leg.py", "admitted = self._admit(request)",
-     "admitted = request", "server.complete() is given a request"),
+     "admitted = request", "_send() is given a request"),
+    # the leg's one send handed something else than what it was given
+    ("orchestrator/engine/leg.py", "        response = await self.server.complete(self.ctx.model, admitted,",
+     "        admitted = admitted.request\n"
+     "        response = await self.server.complete(self.ctx.model, admitted,",
+     "server.complete() is given a request"),
     # a plugin calls litellm itself with the conversation
     ("plugins/doom_loop.py", "from __future__ import annotations",
      "from __future__ import annotations\nasync def _ask(lm, leg):\n"

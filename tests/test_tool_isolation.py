@@ -168,10 +168,12 @@ def test_workspace_root_grep_past_the_leg_timeout_lets_the_process_exit(
                             stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=60)
     doc = json.loads(out)
-    assert proc.returncode == 2, err
     m, ok = doc["legs"]
-    assert m["status"] == "error" and m["reason"].startswith("timeout") and \
-        ok["status"] == "complete"
+    assert m["status"] == "error" and m["reason"].startswith("timeout"), err
+    # the other leg answers within 0.02 s on a quiet machine; on a loaded one it may time
+    # out too (then no leg completed: exit 1): either way the wave ends and says so
+    assert (ok["status"], proc.returncode) == ("complete", 2) or (
+        ok["reason"] or "").startswith("timeout") and proc.returncode == 1, err
     ended = time.time()
     from datetime import datetime
 
