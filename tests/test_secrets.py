@@ -58,9 +58,10 @@ def test_litellm_provider_variables_are_registered_by_name_litellm_reads(monkeyp
     monkeypatch.setenv("OPENAI_API_KEY", "litellm-reads-this-one-99")
     register_litellm_keys(ResolvedModel(name="openai/gpt-4o-mini", provider="openai",
                                         litellm_model="openai/gpt-4o-mini"))
-    from orchestrator.models.addressing import _litellm_names
+    from orchestrator.models.key_names import model_names
 
-    assert _litellm_names["openai/gpt-4o-mini"] == ("OPENAI_API_KEY",)
+    assert model_names(ResolvedModel(name="openai/gpt-4o-mini", provider="openai",
+                                     litellm_model="openai/gpt-4o-mini")) == ("OPENAI_API_KEY",)
     assert os.environ["OPENAI_API_KEY"] == "litellm-reads-this-one-99"  # environment restored
     assert scrub_values("litellm-reads-this-one-99") == "***"
 
@@ -77,7 +78,6 @@ def test_learning_litellm_names_never_swaps_the_process_environment(monkeypatch)
 
     monkeypatch.setenv("ORCH_RACE_PROBE", "still-here")
     monkeypatch.setenv("OPENAI_API_KEY", "race-openai-value-8181")
-    monkeypatch.setattr(models, "_litellm_names", {})  # every call below asks litellm
     environ = os.environ
     providers = ("openai", "anthropic", "groq", "mistral", "deepseek", "cohere", "xai")
     blind: list[object] = []
@@ -112,7 +112,10 @@ def test_learning_litellm_names_never_swaps_the_process_environment(monkeypatch)
         os.environ = environ  # noqa: B003  # (the old swap's worst case: back for the rest)
     assert left is environ
     assert blind == []
-    assert models._litellm_names["openai/m-0-0"] == ("OPENAI_API_KEY",)
+    assert models.register_litellm_keys is register_litellm_keys
+    from orchestrator.security.secrets import scrub_values
+
+    assert scrub_values("race-openai-value-8181") == "***"  # registered by name, by every thread
     assert scrub_values("race-openai-value-8181") == "***"  # still registered, never written
 
 

@@ -42,6 +42,19 @@ def _secrets_as_at_start():
     secrets.registry().restore(saved)
 
 
+@pytest.fixture(autouse=True)
+def _plugins_dir_as_at_start():
+    """Each test ends with ORCH_PLUGINS_DIR as it began: ``--plugins-dir`` sets it in the
+    process (so a daemon and plugins see it), and a command run in-process (CliRunner) must
+    not leave its folder to every later test."""
+    saved = os.environ.get("ORCH_PLUGINS_DIR")
+    yield
+    if saved is None:
+        os.environ.pop("ORCH_PLUGINS_DIR", None)
+    else:
+        os.environ["ORCH_PLUGINS_DIR"] = saved
+
+
 @pytest.fixture
 def orch_home(tmp_path, monkeypatch):
     from orchestrator import runtime
