@@ -117,13 +117,7 @@ def _print(found, *, terminal: bool) -> None:
         if run.question:
             _line(out, [("  " + run.question, False)])
         for hit in run.hits:
-            parts = [(f"  {hit.kind} {hit.model} {hit.field}: ", False)]
-            at = 0
-            for start, end in hit.highlights:
-                parts += [(hit.snippet[at:start], False), (hit.snippet[start:end], True)]
-                at = end
-            parts.append((hit.snippet[at:], False))
-            _line(out, parts)
+            _line(out, [(f"  {hit.kind} {hit.model} {hit.field}: ", False), *hit.parts()])
     if found.total > len(found.runs):
         _line(out, [(f"showing the newest {len(found.runs)} of {found.total} runs; "
                      "--limit shows more", False)])

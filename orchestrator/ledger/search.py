@@ -44,6 +44,16 @@ class Hit:
     ts: datetime
     run_id: str | None = None
 
+    def parts(self) -> list[tuple[str, bool]]:
+        """The snippet as (text, matched) pieces, in order: what every face marks (bold on
+        a terminal, ``**`` piped, ``<mark>`` in orch ui), none of them with raw markup."""
+        parts, at = [], 0
+        for start, end in self.highlights:
+            parts += [(self.snippet[at:start], False), (self.snippet[start:end], True)]
+            at = end
+        parts.append((self.snippet[at:], False))
+        return [p for p in parts if p[0]]
+
     def to_dict(self) -> dict[str, Any]:
         return {"wave_id": self.wave_id, "leg_id": self.leg_id, "kind": self.kind,
                 "model": self.model, "status": self.status, "field": self.field,

@@ -37,16 +37,6 @@ def _href(entry: Any) -> str | None:
     return f"/{entry.kind}/{entry.id}" if entry.kind in KINDS else None
 
 
-def _marked(snippet: str, highlights: list[tuple[int, int]]) -> list[tuple[str, bool]]:
-    """A snippet as (text, matched) pieces, for the template to mark without raw HTML."""
-    parts, at = [], 0
-    for start, end in highlights:
-        parts += [(snippet[at:start], False), (snippet[start:end], True)]
-        at = end
-    parts.append((snippet[at:], False))
-    return [p for p in parts if p[0]]
-
-
 def not_found(what: str) -> Reply:
     return _text(f"404 {what}", 404)
 
@@ -161,7 +151,7 @@ class View:
         runs = [{"id": r.id, "kind": r.kind, "href": _href(r), "question": r.question,
                  "when": r.last_at.strftime("%Y-%m-%d %H:%M"), "matches": r.matches,
                  "tag": r.tag, "hits": [{"model": h.model, "kind": h.kind, "field": h.field,
-                                         "parts": _marked(h.snippet, h.highlights)}
+                                         "parts": h.parts()}
                                         for h in r.hits]}
                 for r in found.runs]
         return Reply(page("search.html", title=f"Search: {text}", query=text, found=found,
