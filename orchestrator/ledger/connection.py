@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import threading
+import time
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
@@ -48,10 +50,27 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cursor = dbapi_conn.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _to_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
     finally:
         cursor.close()
+
+
+def _to_wal(cursor) -> None:
+    """Switching a new database to WAL takes an exclusive lock, and SQLite answers "database
+    is locked" at once, without its busy handler, when racing first opens collide: wait here
+    as long as a busy writer would be waited for."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 _OWN_TIMEOUT = "orch_busy_timeout"  # the connection's own busy timeout while a bound is set
