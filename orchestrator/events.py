@@ -5,8 +5,9 @@ starts, moves and ends (with its cost), each council stage and deliberation roun
 starts and ends, each bench trial as it is graded, the notices and log lines a face says,
 and at the end the document. A face renders them (``orch``'s progress on stderr, `orch
 mcp`'s progress notifications); the daemon sends them to its client as they come
-(``to_dict``/``from_dict``, JSON). A new kind of event (a leg's streamed text: ``type``
-``"text"``) is one more class here; a renderer that does not know a type skips it.
+(``to_dict``/``from_dict``, JSON). A leg's streamed text is :class:`LegText` (``type``
+``"text"``); a new kind of event is one more class here, and a renderer that does not know a
+type skips it.
 Standard library only: the daemon's client reads them without loading the engine.
 """
 
@@ -49,6 +50,15 @@ class LegEnded(Event):
 
     type: ClassVar[str] = "leg_ended"
     leg: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LegText(Event):
+    """A piece of a leg's answer as it streams (``text``: the new characters only)."""
+
+    type: ClassVar[str] = "text"
+    leg_id: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -136,7 +146,7 @@ class Failed(Event):
 
 
 TYPES: dict[str, type[Event]] = {cls.type: cls for cls in (
-    LegStarted, LegProgress, LegEnded, StageStarted, StageEnded, RoundStarted, RoundEnded,
+    LegStarted, LegProgress, LegEnded, LegText, StageStarted, StageEnded, RoundStarted, RoundEnded,
     TrialEnded, Notice, Log, Ended, Failed)}
 
 
@@ -195,3 +205,7 @@ class LegEvents:
             self.sink.emit(LegStarted(snap))
         else:
             self.sink.emit(LegProgress(snap))
+
+    def text(self, ctx, text: str) -> None:
+        """A piece of ``ctx``'s answer as it streams (the engine's ``on_text``)."""
+        self.sink.emit(LegText(ctx.record.leg_id, text))

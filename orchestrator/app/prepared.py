@@ -59,6 +59,15 @@ class Prepared:
     config: Any = None
     resources: ExitStack = field(default_factory=ExitStack)
 
+    @property
+    def single_answer(self) -> bool:
+        """One leg and no chair: that leg's answer is the run's output, so a face may show
+        it as it streams (``orch fanout`` prints it on stdout as it arrives)."""
+        plan = self.plan
+        return (self.kind == "wave" and len(getattr(plan, "models", None) or ()) == 1
+                and getattr(plan, "chair", None) is None
+                and not getattr(getattr(self, "request", None), "aggregate", None))
+
     def close(self) -> None:
         self.resources.close()
 

@@ -14,8 +14,10 @@ from typing import Any
 
 from orchestrator.errors import ProviderError
 from orchestrator.intake.admit import Admitted
+from orchestrator.models import streamed
 from orchestrator.models.addressing import ResolvedModel, register_litellm_keys
 from orchestrator.models.proxy import reported_cost
+from orchestrator.models.streamed import STREAM_KWARGS
 from orchestrator.models.token_counts import MAX_TOKEN_COUNT, read_count
 from orchestrator.request import Response, ToolCall, Usage
 from orchestrator.security.secrets import register_params, scrub, scrub_values
@@ -70,14 +72,17 @@ class Server:
             kwargs.update(litellm_keys(model))
         kwargs.update(litellm_prices(model))
         kwargs.update(request.params)
+        kwargs.update(STREAM_KWARGS)  # always streamed, the usage in the stream (streamed.py)
         register_params(kwargs)  # the Request registered its own; the model's are added here
         return kwargs
 
     async def complete(self, model: ResolvedModel, admitted: Admitted,
-                       on_send: Callable[[], None] | None = None) -> Response:
-        """One answer for an admitted request (orchestrator.intake.admit). ``on_send`` is
-        called for every request that goes on the wire, the rate gate's retries included (a
-        leg's ``requests``)."""
+                       on_send: Callable[[], None] | None = None,
+                       on_text: Callable[[str], None] | None = None) -> Response:
+        """One answer for an admitted request (orchestrator.intake.admit), streamed and read
+        whole (models/streamed.py). ``on_send`` is called for every request that goes on the
+        wire, the rate gate's retries included (a leg's ``requests``); ``on_text`` with each
+        piece of the answer's text as it arrives."""
         from orchestrator.runtime import litellm
 
         kwargs = self.call_kwargs(model, admitted)
@@ -90,7 +95,10 @@ class Server:
                 on_send()
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
-                return await lm.acompletion(**kwargs)
+                return await streamed.read(await lm.acompletion(**kwargs), kwargs["messages"],
+                                           on_text)
+            except ProviderError:  # the stream read, and found it no answer
+                raise
             except Exception as exc:
                 raise unreachable(provider_error(exc), model) from None
             finally:
