@@ -4,7 +4,9 @@ answered as one JSON body (``stream`` off) against as server-sent events read wh
 ``models/streamed.read`` (what every leg does now), interleaved round by round so background
 load hits both alike.
 
-Run by hand: ``.venv/bin/python bench/bench_stream.py [--requests 50] [--rounds 3]``.
+Run by hand: ``.venv/bin/python bench/bench_stream.py [--requests 50] [--rounds 3]
+[--words N]`` (the scripted server streams a word a chunk: ``--words 500`` is an answer of
+~500 chunks, as a provider streaming a token a chunk sends a 500-token answer).
 Writes bench/results/stream.json.
 """
 
@@ -42,7 +44,8 @@ async def main(args) -> dict:
 
     lm = runtime.litellm()
     with ScriptedServer() as srv:
-        srv.script("m", lambda body, n: Reply(text=TEXT))
+        text = " ".join(f"w{i}" for i in range(args.words)) if args.words else TEXT
+        srv.script("m", lambda body, n: Reply(text=text))
         cfg = Config.load()
         cfg.providers["bench"] = {"base_url": srv.url, "input_cost_per_mtok": 1.0,
                                   "output_cost_per_mtok": 1.0}
@@ -60,7 +63,8 @@ async def main(args) -> dict:
                 await asyncio.gather(*[one(lm, kwargs, stream) for _ in range(args.requests)])
                 times["streamed" if stream else "plain"].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"requests": args.requests, "rounds": args.rounds, "seconds": times,
+    return {"requests": args.requests, "rounds": args.rounds, "words": args.words or 14,
+            "seconds": times,
             "median_s": med, "ratio_streamed_over_plain": med["streamed"] / med["plain"],
             "ms_per_request": {k: 1000 * v / args.requests for k, v in med.items()}}
 
@@ -72,6 +76,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--words", type=int, default=0,
+                        help="answers of this many words (a chunk each) instead of 14")
     args = parser.parse_args()
     offline()
     os.environ["ORCH_HOME"] = tempfile.mkdtemp(prefix="orch-bench-stream-")
