@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from click.testing import CliRunner
 
 from orchestrator.cli import cli
@@ -138,3 +139,19 @@ def test_the_live_table_counts_tokens_as_they_stream(monkeypatch):
     billed.usage = Usage(30, 11)  # the answer billed: the provider's counts replace it
     progress(SimpleNamespace(record=billed))
     assert cells()[3] == "30+11"
+
+
+@pytest.mark.usefixtures("both_ways")
+def test_the_streamed_text_reaches_stdout_in_process_and_through_the_daemon(orch,
+                                                                            scripted_server):
+    """The daemon relays each LegText to its client as a JSON frame (events.from_dict knows
+    ``text``): a single-leg run prints its answer from the pieces either way."""
+    from orchestrator.testing.daemon import invoke
+
+    orch.provider()
+    scripted_server.script("m", Reply(text="streamed through \x1b[2J the relay"))
+    result = invoke(["fanout", "-m", "scripted/m", "--tools", "none",
+                     "--no-validate-models", "-p", "q"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("streamed through \\x1b[2J the relay\n== scripted/m (")
+    assert result.stdout.count("the relay") == 1
