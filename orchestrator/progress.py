@@ -112,9 +112,11 @@ class NoProgress(PlainProgress):
         return None
 
 
-def make_progress(quiet: bool = False):
+def make_progress(quiet: bool = False, live: bool = True):
+    """``live``: False when the answer itself streams to the terminal (a single-leg run):
+    a redrawn table would cut the text it prints above itself into lines."""
     if quiet:
         return NoProgress()
-    if sys.stderr.isatty():
+    if live and sys.stderr.isatty():
         return LiveProgress()
     return PlainProgress()

@@ -36,7 +36,8 @@ class Renderer:
         from orchestrator.progress import make_progress
 
         self.quiet = quiet
-        self.progress = display if display is not None else make_progress(quiet)
+        self.progress = display if display is not None else make_progress(
+            quiet, live=echo is None)
         self.trials = trials
         self.echo = echo
 
