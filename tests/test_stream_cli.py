@@ -155,3 +155,22 @@ def test_the_streamed_text_reaches_stdout_in_process_and_through_the_daemon(orch
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("streamed through \\x1b[2J the relay\n== scripted/m (")
     assert result.stdout.count("the relay") == 1
+
+
+def test_a_reader_that_leaves_ends_the_echo_not_the_run():
+    from orchestrator.cli.echo import TextEcho
+
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    saved = sys.stdout
+    sys.stdout = Closed()
+    try:
+        echo = TextEcho()
+        echo("leg-1", "one two ")
+        echo("leg-1", "three ")  # no second attempt, no error
+        echo.close()
+    finally:
+        sys.stdout = saved
+    assert echo.gone and echo.text == "one two three "

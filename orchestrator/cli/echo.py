@@ -23,6 +23,7 @@ class TextEcho:
         self.leg_id: str | None = None
         self.text = ""
         self._held = ""
+        self.gone = False  # stdout's reader left
 
     def __call__(self, leg_id: str, text: str) -> None:
         if self.leg_id is None:
@@ -46,9 +47,15 @@ class TextEcho:
         if self.text and not self.text.endswith("\n"):
             self._write("\n")
 
-    @staticmethod
-    def _write(piece: str) -> None:
+    def _write(self, piece: str) -> None:
+        """A reader that went away (``| head -1``) ends the echo, not the run: what the
+        command prints at its end meets the closed pipe as before (cli/__init__.py)."""
         from orchestrator.security.secrets import scrub
 
-        sys.stdout.write(scrub(piece))
-        sys.stdout.flush()
+        if self.gone:
+            return
+        try:
+            sys.stdout.write(scrub(piece))
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+            self.gone = True
