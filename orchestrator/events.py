@@ -184,8 +184,9 @@ class LegEvents:
 
     ENDED = ("complete", "error", "aborted", "refused")
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, *, text: bool = False) -> None:
         self.sink = sink
+        self.wants_text = text  # someone shows the text as it arrives: legs stream it
         self._said: dict[str, tuple] = {}
 
     def __call__(self, ctx) -> None:

@@ -16,10 +16,7 @@ from orchestrator.testing.scripted_server import Reply
 
 SEED = 12
 LEGS = 50
-# 50 legs streaming at once: litellm reads each chunk at a few ms of CPU (docs/performance.md
-# "Streaming"), so on 2 loaded cores a healthy leg needs more than the 4 s it had when a
-# reply was one JSON body
-TIMEOUT_S = 6.0
+TIMEOUT_S = 4.0
 FAULTS = {
     "none": (Reply(text="fine"),),
     "500": (Reply(status=500),),

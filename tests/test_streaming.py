@@ -36,6 +36,7 @@ def run_events(prompt: str, models: str, interrupt_at_text: int | None = None):
     got: list = []
     with prepare(Fanout(prompt=prompt, models=models, tools="none",
                         validate_models=False)) as prepared:
+        prepared.watch_text = True  # a face that shows the text as it arrives
         handle = start(prepared)
 
         def seen(event):
@@ -53,7 +54,7 @@ def test_the_request_asks_for_a_stream_and_the_row_holds_the_streamed_usage(
     orch.provider(input_cost_per_mtok=1000.0, output_cost_per_mtok=1000.0)
     scripted_server.script("m", Reply(text="streamed answer here",
                                       usage={"prompt_tokens": 123, "completion_tokens": 45}))
-    run = orch.run_leg("m", "q")
+    run = orch.run_leg("m", "q", streamed=True)
     body = run.bodies[0]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert run.leg["status"] == "complete" and run.leg["answer"] == "streamed answer here"
@@ -62,13 +63,27 @@ def test_the_request_asks_for_a_stream_and_the_row_holds_the_streamed_usage(
     assert row["cost_source"] == "declared"
     assert row["cost_usd"] == pytest.approx((123 + 45) * 1000 / 1e6)
     assert run.doc["cost_exact"] is True and not run.leg.get("usage_estimated")
+    assert "".join(t for _, t in run.texts) == "streamed answer here"
+
+
+def test_a_leg_nobody_watches_is_read_whole(orch, scripted_server, orch_home):
+    """Streaming costs CPU per chunk in litellm (docs/performance.md): a run whose text no
+    face shows (--json, a pipe, MCP) asks for no stream, and its row is as exact."""
+    orch.provider(input_cost_per_mtok=1000.0, output_cost_per_mtok=1000.0)
+    scripted_server.script("m", Reply(text="whole answer",
+                                      usage={"prompt_tokens": 12, "completion_tokens": 3}))
+    run = orch.run_leg("m", "q")
+    assert "stream" not in run.bodies[0] and "stream_options" not in run.bodies[0]
+    assert run.leg["answer"] == "whole answer" and run.texts == []
+    row = ledger(orch_home)[0]
+    assert (row["input_tokens"], row["output_tokens"]) == (12, 3)
 
 
 def test_a_stream_with_no_usage_falls_back_to_the_marked_estimate(orch, scripted_server,
                                                                     orch_home):
     orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=1.0)
     scripted_server.script("m", Reply(text="an answer with no usage", no_usage=True))
-    run = orch.run_leg("m", "q")
+    run = orch.run_leg("m", "q", streamed=True)
     assert run.bodies[0]["stream_options"] == {"include_usage": True}  # asked, not given
     leg = run.leg
     assert leg["status"] == "complete" and leg["answer"] == "an answer with no usage"
@@ -100,7 +115,7 @@ def test_a_streamed_tool_call_runs_and_the_answer_follows(orch, scripted_server)
         "m", Reply(text="Let me add.", tool_calls=[{"name": "add", "arguments": {"a": 2, "b": 40}}],
                    usage={"prompt_tokens": 10, "completion_tokens": 6}),
         Reply(text="The sum is 42.", usage={"prompt_tokens": 20, "completion_tokens": 5}))
-    run = orch.run_leg("m", "add 2 and 40", plugins=[("adder", Adder())])
+    run = orch.run_leg("m", "add 2 and 40", plugins=[("adder", Adder())], streamed=True)
     assert run.leg["status"] == "complete" and run.leg["answer"] == "The sum is 42."
     second = run.bodies[1]["messages"]
     assert second[-1] == {"role": "tool", "tool_call_id": second[-2]["tool_calls"][0]["id"],
@@ -161,8 +176,8 @@ def test_an_interrupt_ends_a_stream_mid_flight_with_its_ledger_row(orch, scripte
 
 def test_the_one_call_to_the_wire_streams():
     """Every chat request a leg sends goes through ``Server.complete`` (the only
-    ``acompletion`` call outside the daemon's offline warm-up), and its arguments always
-    ask for a stream with usage: a new path that calls litellm itself fails here."""
+    ``acompletion`` call outside the daemon's offline warm-up), whose arguments ask for a
+    stream with usage when someone watches: a new path that calls litellm itself fails here."""
     calls = []
     for folder in ("orchestrator", "plugins"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -174,7 +189,7 @@ def test_the_one_call_to_the_wire_streams():
                     calls.append(str(path.relative_to(ROOT)))
     assert sorted(calls) == ["orchestrator/daemon/server.py", "orchestrator/models/server.py"]
     source = (ROOT / "orchestrator/models/server.py").read_text()
-    assert "streamed.read(await lm.acompletion(**kwargs)" in source
+    assert "answer = await streamed.read(answer, kwargs[\"messages\"], on_text)" in source
     assert "kwargs.update(STREAM_KWARGS)" in source
 
 
@@ -190,6 +205,11 @@ def test_call_kwargs_stream_whatever_the_params_say(orch):
     model = resolve_all(["scripted/m"], runtime.config(), load(enabled=False))[0]
     request = Request(model="scripted/m", messages=[{"role": "user", "content": "q"}],
                       params={"stream": False, "temperature": 0.1})
-    kwargs = Server().call_kwargs(model, admit(request, Policy()))
+    kwargs = Server().call_kwargs(model, admit(request, Policy()), stream=True)
     assert kwargs["stream"] is True and kwargs["stream_options"] == {"include_usage": True}
     assert kwargs["temperature"] == 0.1
+    # nobody watches: read whole, whatever the params say
+    request = Request(model="scripted/m", messages=[{"role": "user", "content": "q"}],
+                      params={"stream": True, "stream_options": {"include_usage": True}})
+    kwargs = Server().call_kwargs(model, admit(request, Policy()))
+    assert "stream" not in kwargs and "stream_options" not in kwargs

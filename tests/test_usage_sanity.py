@@ -95,15 +95,12 @@ def completion_with_usage(usage) -> Reply:
                        "usage": usage})
 
 
-# Legs stream (models/streamed.py): litellm's stream parser drops a usage chunk whose usage is
-# no object before orch sees it, so such a stream reads as one that reported none; the answer
-# and its row are kept and its cost is unknown all the same.
 @pytest.mark.parametrize(("reply", "note"), [
     (Reply(text="answer", no_usage=True), "the provider reported no usage"),
     (completion_with_usage(None), "the provider reported no usage"),
-    (completion_with_usage("abc"), "the provider reported no usage"),
-    (completion_with_usage(5), "the provider reported no usage"),
-    (completion_with_usage([]), "the provider reported no usage"),
+    (completion_with_usage("abc"), "the provider's usage 'abc' is not an object"),
+    (completion_with_usage(5), "the provider's usage 5 is not an object"),
+    (completion_with_usage([]), "the provider's usage [] is not an object"),
 ], ids=["missing", "null", "string", "number", "list"])
 def test_missing_or_shapeless_usage_keeps_the_answer_and_its_cost_is_unknown(
         orch, scripted_server, orch_home, reply, note):

@@ -58,6 +58,10 @@ class Prepared:
     pm: Any = None  # this process's plugin manager for it (never sent)
     config: Any = None
     resources: ExitStack = field(default_factory=ExitStack)
+    # a face shows the legs' text as it arrives (a single answer on a terminal, orch ui's
+    # live page): only then do legs ask for a stream. Streaming costs CPU per chunk in litellm
+    # (docs/performance.md, "Streaming"), so a run nobody watches is read whole.
+    watch_text: bool = False
 
     @property
     def single_answer(self) -> bool:

@@ -41,6 +41,15 @@ class Renderer:
         self.trials = trials
         self.echo = echo
 
+    @property
+    def watches_text(self) -> bool:
+        """It shows the legs' text as it arrives: the one answer echoed on stdout, or the
+        live table's tokens so far on a terminal (then the legs stream; else they are read
+        whole, which costs less CPU)."""
+        from orchestrator.progress import LiveProgress
+
+        return self.echo is not None or isinstance(self.progress, LiveProgress)
+
     def __enter__(self) -> Renderer:
         self.progress.__enter__()
         return self
@@ -78,6 +87,7 @@ def run(prepared, *, renderer: Renderer, no_daemon: bool = False
     if prepared.nothing is not None:
         say(prepared.nothing)
         sys.exit(0)
+    prepared.watch_text = prepared.watch_text or renderer.watches_text
     if not no_daemon and prepared.unfit_for_daemon is None:
         outcome = _on_daemon(prepared, renderer)
         if outcome is not None:

@@ -416,7 +416,8 @@ class Leg:
                 self.io_error("request journal", exc)
         response = await self.server.complete(self.ctx.model, admitted,
                                               on_send=self._count_request,
-                                              on_text=self._streamed)
+                                              on_text=self._streamed if getattr(
+                                                  self.observe, "wants_text", False) else None)
         return response, claim
 
     def _streamed(self, text: str) -> None:
