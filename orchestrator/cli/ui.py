@@ -30,10 +30,13 @@ def ui(port: int, no_open: bool, runs_dir: Path | None, no_daemon: bool) -> None
     folder = (runs_dir or config_mod.runs_dir()).absolute()
     if not no_daemon and _in_daemon(folder, port, no_open):
         return
+    from orchestrator.security.workspace_root import choose
     from orchestrator.ui.server import UIServer
     from orchestrator.ui.views import View
 
-    view = View(folder, config_mod.home() / "bench", config_mod.home() / "cache")
+    root, _ = choose(None)  # the git work tree it starts in: context files come from there
+    view = View(folder, config_mod.home() / "bench", config_mod.home() / "cache",
+                workspace=root)
     try:
         server = UIServer(view, port=port)
     except OSError as exc:
