@@ -34,7 +34,9 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self';
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",  # the token never leaves in a Referer
+    # no Referer to any other origin (the token never leaves in one); same-origin, because
+    # with no-referrer a browser sends a form POST as `Origin: null`, which the guard refuses
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
