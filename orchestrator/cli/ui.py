@@ -19,11 +19,14 @@ from orchestrator.errors import OrchError
 @click.option("--no-daemon", is_flag=True,
               help="Serve from this process even when `orch serve` is up.")
 def ui(port: int, no_open: bool, runs_dir: Path | None, no_daemon: bool) -> None:
-    """A local web view of runs, waves, councils, benches and spend: read-only, on
-    127.0.0.1 only, behind a random token in the one URL it prints.
+    """A local web view of runs, waves, councils, benches and spend, on 127.0.0.1 only,
+    behind a random token in the one URL it prints; its ask page starts a fanout, a council
+    or a bench.
 
     It shows the records orch already writes (the runs folder, bench results, the spend
-    ledger) and can start nothing and spend nothing. When `orch serve`'s daemon runs, the
+    ledger). The ask page runs what `orch fanout`, `orch council run` and `orch bench` would,
+    with their checks and budgets, and shows each leg live, then offers a follow-up; context
+    files come from the git work tree it starts in. When `orch serve`'s daemon runs, the
     view is served from the daemon's process (it lives as long as the daemon) and this
     command prints its URL and returns; otherwise it serves until Ctrl-C.
     """

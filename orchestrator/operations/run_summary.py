@@ -119,9 +119,13 @@ QUESTION_BYTES = 4096  # of a briefing.md, read for its first line
 
 
 def question(folder: Path) -> str:
-    """The first non-empty line of the run's ``briefing.md`` (its question), or ""."""
+    """The first non-empty line of the run's ``briefing.md`` (its question; a deliberation's
+    is its first round's), or ""."""
     try:
-        with (folder / "briefing.md").open("rb") as f:
+        found = folder / "briefing.md"
+        if not found.exists():
+            found = next(iter(sorted(folder.glob("rounds/*-round-1/briefing.md"))), found)
+        with found.open("rb") as f:
             text = f.read(QUESTION_BYTES).decode("utf-8", "replace")
     except OSError:
         return ""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from orchestrator.ui.server import FormTokens, Reply
 
 KINDS = ("fanout", "council", "bench")
 SUITES = ("reading", "format", "adversarial", "review")
+LEG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")  # a folder name, never a path
 LISTED_FILES = 2000  # context files the picker offers; any file inside may be typed
 
 
@@ -191,9 +193,7 @@ class Ask:
         return Reply(json.dumps(body), 200, "application/json")
 
     def _answer(self, leg_id: str) -> str:
-        from orchestrator.ui.views import SAFE_ID
-
-        if not SAFE_ID.match(leg_id):
+        if not LEG_ID.match(leg_id):
             return ""
         try:
             doc = json.loads((self.runs_dir / leg_id / "metadata.json").read_text())
