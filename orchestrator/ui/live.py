@@ -9,7 +9,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-KEPT = 20_000  # events a run keeps for its page: a long council's, with streamed text
+KEPT = 20_000  # events a run keeps for its page; past it, streamed text is dropped (each
+# leg's whole answer still comes with its end), never a leg's, stage's or the run's end
 
 
 @dataclass
@@ -30,7 +31,7 @@ class Live:
         if data.get("type") == "ended":  # the document is the run's page, not the poll's
             data = {"type": "ended", "exit_code": data.get("exit_code")}
         with self.lock:
-            if len(self.events) < KEPT:
+            if len(self.events) < KEPT or data.get("type") != "text":
                 self.events.append(data)
 
     def since(self, after: int) -> tuple[list[dict[str, Any]], bool]:
