@@ -263,6 +263,33 @@ def test_the_run_starting_routes_call_only_the_apps_prepare_and_start(ui):
     assert "start" in post_handlers(sources["live.py"])["start"]  # app.start.start
     views = post_handlers(sources["views.py"])["post"]
     assert views & {"ask", "follow_up"} == {"ask", "follow_up"}
-    # and the follow-up is itself the app's prepare with histories
-    follow = post_handlers((ROOT / "orchestrator/app/follow_up.py").read_text())["follow_up"]
-    assert "prepare" in follow
+    # and the follow-up is the app's prepare too: here, or inside the app's follow_up
+    module = next(n.module for n in ast.walk(ast.parse(sources["ask.py"]))
+                  if isinstance(n, ast.ImportFrom) and n.module
+                  and "follow_up" in {a.name for a in n.names})
+    inner = post_handlers((ROOT / (module.replace(".", "/") + ".py")).read_text())
+    assert "prepare" in calls["follow_up"] or "prepare" in inner["follow_up"]
+
+
+def test_streamed_text_reaches_the_live_page_as_text_events(ui):
+    """A leg's ``LegText`` (type "text", the shared contract with streaming) is served to the
+    live page in order, as JSON it writes with textContent; past the cap only text is shed."""
+    from orchestrator.events import LegEnded, LegText
+    from orchestrator.ui import live as live_mod
+
+    run = live_mod.Live(run_id="r1", kind="wave", models=["m"], question="q")
+    ui.view.ask.live.runs["r1"] = run
+    run.add(LegText(leg_id="r1-1", text="<b>hel"))
+    run.add(LegText(leg_id="r1-1", text="lo</b>"))
+    resp = ui.request("GET", "/ask/r1/events.json?after=0", headers={"Cookie": ui.cookie})
+    body = json.loads(resp.body)
+    assert [(e["type"], e["text"]) for e in body["events"]] == [("text", "<b>hel"),
+                                                                ("text", "lo</b>")]
+    assert body["next"] == 2 and body["done"] is False
+    again = json.loads(ui.request("GET", "/ask/r1/events.json?after=2",
+                                  headers={"Cookie": ui.cookie}).body)
+    assert again["events"] == []
+    run.events.extend({"type": "text"} for _ in range(live_mod.KEPT))
+    run.add(LegText(leg_id="r1-1", text="shed"))
+    run.add(LegEnded({"leg_id": "r1-1", "status": "complete"}))
+    assert run.events[-1]["type"] == "leg_ended" and run.events[-2] == {"type": "text"}
