@@ -72,6 +72,7 @@ def test_ask_watch_both_legs_then_follow_up_and_the_ledger_agrees(
         assert browser.eval("document.getElementById('run-cost').textContent") != "$0.0000"
         # the follow-up: the same legs, each with its own conversation
         browser.wait_for("!document.getElementById('follow-form').hidden")
+        browser.screenshot(tmp_path / "ui-ask.png")
         type_into(browser, "follow-prompt", "And at night?")
         browser.eval("document.getElementById('follow-button').click()")
         browser.wait_for(f"location.pathname.startsWith('/ask/') && "
