@@ -15,7 +15,6 @@ function here sees a form. Model text reaches the browser as JSON and is written
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -42,22 +41,16 @@ def configured_models(cfg) -> list[str]:
 
 
 def workspace_files(root: Path | None) -> list[str]:
-    """The files a context may name, relative to the workspace: git's tracked files (else a
-    walk without dot folders), at most :data:`LISTED_FILES`."""
+    """The files a context may name, relative to the workspace (a git work tree): git's
+    tracked files, at most :data:`LISTED_FILES` (any other file inside may be typed)."""
     if root is None:
         return []
     try:
         out = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True,
                              timeout=10, check=True).stdout.decode("utf-8", "replace")
-        return sorted(p for p in out.split("\0") if p)[:LISTED_FILES]
     except (OSError, subprocess.SubprocessError):
-        found: list[str] = []
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            found += [str((Path(folder) / f).relative_to(root)) for f in sorted(files)]
-            if len(found) >= LISTED_FILES:
-                break
-        return found[:LISTED_FILES]
+        return []
+    return sorted(p for p in out.split("\0") if p)[:LISTED_FILES]
 
 
 def confined(root: Path | None, names: list[str]) -> tuple[str, ...]:
