@@ -87,6 +87,7 @@ def ui(orch, scripted_server, orch_home, tmp_path):
     workspace.mkdir()
     (workspace / "notes.md").write_text("The notes say: blue.\n")
     (tmp_path / "secret.txt").write_text("outside the workspace\n")
+    (workspace / "link.md").symlink_to(tmp_path / "secret.txt")  # inside by name only
     server = InProcess(orch_home / "runs", workspace)
     yield server
     server.close()
@@ -166,6 +167,8 @@ def test_the_ask_form_takes_the_clis_checks_and_the_workspace_only(ui, scripted_
     refused = {
         "--aggregate is one of": {**ASK, "aggregate": "nope"},
         "is outside the workspace": {**ASK, "context_other": "../secret.txt"},
+        "link.md is outside the workspace": {**ASK, "context": "link.md"},
+        "/etc/hostname is outside": {**ASK, "context_other": "/etc/hostname"},
         "does not exist": {**ASK, "context_other": "missing.md"},
         "more than --max-legs": {**ASK, "other_models": ",".join(f"scripted/m{n}"
                                                                   for n in range(12))},
@@ -184,6 +187,22 @@ def test_the_ask_form_takes_the_clis_checks_and_the_workspace_only(ui, scripted_
     assert resp.status == 303, resp.body
     ui.wait(resp.getheader("Location").rsplit("/", 1)[1])
     assert all("The notes say: blue." in json.dumps(r.body) for r in scripted_server.chats)
+
+
+def test_a_follow_up_of_a_wave_with_a_failed_leg_is_one_line_and_sends_nothing(
+        ui, scripted_server, orch_home):
+    scripted_server.script("alpha", Reply(text="blue"))
+    scripted_server.script("bravo", Reply(status=400, error_message="bravo refuses"))
+    resp = ui.post("/ask", ASK, token=ui.form_token())
+    run_id = resp.getheader("Location").rsplit("/", 1)[1]
+    ui.wait(run_id)
+    sent, rows = scripted_server.count(), len(ledger_rows(orch_home))
+    page = f"/ask/{run_id}"
+    resp = ui.post(f"{page}/follow-up", {"prompt": "And then?"}, token=ui.form_token(page))
+    assert resp.status == 400
+    assert b"legs without an answer" in resp.body and b"--retry-failed" in resp.body
+    assert scripted_server.count() == sent and len(ledger_rows(orch_home)) == rows
+    assert len(waves(orch_home)) == 1
 
 
 def test_the_runs_page_shows_each_runs_question_and_models(orch, scripted_server, ui):
