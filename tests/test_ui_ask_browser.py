@@ -65,6 +65,10 @@ def test_ask_watch_both_legs_then_follow_up_and_the_ledger_agrees(
         texts = browser.eval("[...document.querySelectorAll('section.leg pre.answer')]"
                              ".map(p => p.textContent)")
         assert sorted(texts) == sorted(["Alpha says blue.", HOSTILE])
+        streamed = browser.eval("document.querySelectorAll('section.leg[data-streamed=yes]')"
+                                ".length")
+        if all(r.body.get("stream") for r in scripted_server.chats):  # legs stream their text
+            assert streamed == 2  # it came as LegText events before each leg's end
         # hostile model text stayed text: no element made of it, nothing ran
         assert browser.eval("document.querySelectorAll('#legs img, #legs script').length") == 0
         assert browser.eval("typeof window.pwned") == "undefined"
