@@ -52,6 +52,15 @@ class LegEnded(Event):
 
 
 @dataclass(frozen=True)
+class LegText(Event):
+    """A piece of a leg's answer as it streams (``text``: the new characters only)."""
+
+    type: ClassVar[str] = "text"
+    leg_id: str
+    text: str
+
+
+@dataclass(frozen=True)
 class StageStarted(Event):
     """A council stage (reviews, judges, the chair...) began as one wave."""
 
@@ -136,7 +145,7 @@ class Failed(Event):
 
 
 TYPES: dict[str, type[Event]] = {cls.type: cls for cls in (
-    LegStarted, LegProgress, LegEnded, StageStarted, StageEnded, RoundStarted, RoundEnded,
+    LegStarted, LegProgress, LegEnded, LegText, StageStarted, StageEnded, RoundStarted, RoundEnded,
     TrialEnded, Notice, Log, Ended, Failed)}
 
 
