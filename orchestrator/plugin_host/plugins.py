@@ -173,6 +173,11 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     as ``broken``. This is the one place plugins are loaded from: the entry points, then the
     plugins directory's files (directory.py), each the same way.
     """
+    from orchestrator.plugin_host.chosen import current
+
+    if (choice := current()) is not None:  # the testing kit's isolation (chosen.py)
+        enabled, third_party = enabled and choice.builtins, third_party and choice.third_party
+        extra = [*choice.extra, *(extra or [])]
     pm = PluginManager()
     allow, deny = selection(config_plugins)
     if enabled and third_party and warn and (problem := folder_problem(config_plugins)):
