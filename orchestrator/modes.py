@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+__all__ = ["bench_trial", "council_run", "council_stage", "deliberation_round", "round_reply",
+           "seat_findings"]
+
 
 class HasOptions(Protocol):
     """A ``LegContext`` or a ``WaveContext``: anything with the wave's ``options``."""

@@ -12,6 +12,8 @@ from typing import Any
 
 from orchestrator.testing.scripted_server import RecordedRequest
 
+__all__ = ["BenchResult", "write_bench"]
+
 
 def _toml(value: Any) -> str:
     """A TOML value: JSON's strings, numbers, booleans and arrays are TOML's too."""

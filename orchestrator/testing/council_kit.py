@@ -22,10 +22,12 @@ from typing import Any
 from orchestrator.testing.scripted_reply import Reply
 from orchestrator.testing.scripted_server import RecordedRequest
 
+__all__ = ["CouncilResult", "council_chair", "council_seat", "finding"]
+
 ReplyFn = Callable[[dict[str, Any], int], Reply]
 
 
-def council_prompt(body: dict[str, Any]) -> str:
+def _prompt_kind(body: dict[str, Any]) -> str:
     """Which council prompt a request is: ``review``, ``repair``, ``judge``, ``verdict`` (the
     chair's verdict-line repair) or ``chair`` (anything else: the chair's packet)."""
     from orchestrator.council.chair import VERDICT_REPAIR
@@ -70,7 +72,7 @@ def council_seat(findings: list[str | dict[str, Any]] | None = None, *,
     block = json.dumps(items, indent=1)
 
     def reply(body: dict[str, Any], n: int) -> Reply:
-        kind = council_prompt(body)
+        kind = _prompt_kind(body)
         if kind == "review":
             return review or Reply(text=f"{prose}\n\n```json\n{block}\n```\n")
         if kind == "repair":
@@ -95,7 +97,7 @@ def council_chair(verdict: str = "ship", synthesis: str = "The council agrees.")
     """A chair's scripted replies: ``synthesis`` ending ``VERDICT: <verdict>``, and the
     verdict line alone when asked to repair it."""
     def reply(body: dict[str, Any], n: int) -> Reply:
-        kind = council_prompt(body)
+        kind = _prompt_kind(body)
         if kind == "chair":
             return Reply(text=f"{synthesis}\n\nVERDICT: {verdict}")
         if kind == "verdict":

@@ -21,10 +21,12 @@ from typing import Any
 from orchestrator.testing.scripted_reply import Reply
 from orchestrator.testing.scripted_server import RecordedRequest
 
+__all__ = ["DeliberationResult", "deliberator"]
+
 ReplyFn = Callable[[dict[str, Any], int], Reply]
 
 
-def shown_labels(prompt: str) -> list[str]:
+def _shown_labels(prompt: str) -> list[str]:
     """The labels a later round's prompt shows, in order (``<<<Answer A [nonce]``)."""
     return re.findall(r"^<<<(Answer [A-Z]+) \[", prompt, re.M)
 
@@ -36,7 +38,7 @@ def deliberator(answer: str, *, decision: str = "keep", vote: str | None = "firs
     (the first label shown), a label (``"Answer B"``), or ``None`` to decline."""
     def reply(body: dict[str, Any], n: int) -> Reply:
         prompt = body["messages"][-1]["content"]
-        labels = shown_labels(prompt if isinstance(prompt, str) else "")
+        labels = _shown_labels(prompt if isinstance(prompt, str) else "")
         if not labels:
             return Reply(text=answer)
         block: dict[str, Any] = {"decision": decision, "reason": "scripted"}
