@@ -179,6 +179,7 @@ class OrchKit:
         plugins chosen as ``run_wave`` chooses them; (handle, events, requests sent)."""
         import anyio
 
+        from orchestrator import runtime
         from orchestrator.app.prepare import prepare
         from orchestrator.app.start import start
         from orchestrator.plugin_host.chosen import Choice, choosing
@@ -188,9 +189,13 @@ class OrchKit:
         choice = Choice(extra=tuple(named_plugin(p) for p in plugins or []),
                         builtins=builtins, third_party=all_installed)
         before, events = len(self.server.requests), []
-        with choosing(choice):
-            handle = start(prepare(request))
-            anyio.run(handle.drive, events.append)
+        runtime.plugin_manager.cache_clear()  # none built under another choice is reused
+        try:
+            with choosing(choice):
+                handle = start(prepare(request))
+                anyio.run(handle.drive, events.append)
+        finally:
+            runtime.plugin_manager.cache_clear()
         return handle, events, self.server.requests[before:]
 
     def run_council(self, seats: list[str], prompt: str = "Review this change.", *,
