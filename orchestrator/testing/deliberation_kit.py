@@ -78,18 +78,17 @@ class DeliberationResult:
     def _legs(self, n: int) -> dict[str, dict[str, Any]]:
         return {leg["model"]: leg for leg in self.round(n)["legs"]}
 
-    def replies(self, n: int) -> dict[str, str]:
-        """Each model's reply text in round ``n`` (as sent back, JSON block included)."""
+    def record(self, leg_id: str) -> dict[str, Any]:
+        """Leg ``leg_id``'s record as written (its ``metadata.json``), of any round."""
         from pathlib import Path
 
-        folder = Path(self.doc["runs_dir"]) / self.doc["wave_id"] / "waves"
-        out = {}
-        for model, leg in self._legs(n).items():
-            if leg["leg_id"]:
-                found = next(folder.glob(f"*/{leg['leg_id']}/metadata.json"), None) or \
-                    next(Path(self.doc["runs_dir"]).rglob(f"{leg['leg_id']}/metadata.json"))
-                out[model] = json.loads(found.read_text()).get("answer") or ""
-        return out
+        folder = Path(self.doc["runs_dir"]) / self.doc["wave_id"]
+        return json.loads(next(folder.rglob(f"{leg_id}/metadata.json")).read_text())
+
+    def replies(self, n: int) -> dict[str, str]:
+        """Each model's reply text in round ``n`` (as sent back, JSON block included)."""
+        return {model: self.record(leg["leg_id"]).get("answer") or ""
+                for model, leg in self._legs(n).items() if leg["leg_id"]}
 
     def decisions(self, n: int) -> dict[str, str | None]:
         """Each model's decision in round ``n`` (``keep``/``revise``/``adopt``; None in 1)."""

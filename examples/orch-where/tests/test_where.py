@@ -53,19 +53,11 @@ def test_a_deliberation_records_each_legs_decision_and_vote(orch, scripted_serve
     assert run.votes(2) == {"scripted/a": "Answer A", "scripted/b": "Answer A"}
     assert run.winner["answer"].strip() == "42"
     legs = {leg["model"]: leg for leg in run.round(2)["legs"]}
-    records = {m: orch_where_record(run, leg["leg_id"]) for m, leg in legs.items()}
+    records = {m: run.record(leg["leg_id"]) for m, leg in legs.items()}
     assert records["scripted/b"]["round_decision"] == "adopt"
     assert records["scripted/a"]["round_vote"] == "Answer A"
     round_one = run.round(1)["legs"][0]["leg_id"]
-    assert "round_decision" not in orch_where_record(run, round_one)  # round 1 has no reply
-
-
-def orch_where_record(run, leg_id):
-    import json
-    from pathlib import Path
-
-    found = next(Path(run.doc["runs_dir"]).rglob(f"{leg_id}/metadata.json"))
-    return json.loads(found.read_text())
+    assert "round_decision" not in run.record(round_one)  # round 1 has no reply
 
 
 def test_a_bench_trial_is_asked_for_a_location_and_graded_on_it(orch, scripted_server):
