@@ -48,7 +48,9 @@ def deliberation_round(ctx: HasOptions) -> int | None:
 def bench_trial(leg: Any) -> bool:
     """Whether ``leg`` is a model contestant's bench trial (its folder is the trial's
     workspace, its answer is graded by the task's check)."""
-    return getattr(leg, "kind", None) == "bench"
+    from orchestrator.bakeoff.run import TRIAL_KIND
+
+    return getattr(leg, "kind", None) == TRIAL_KIND
 
 
 def seat_findings(answer: str) -> list[dict[str, Any]] | None:
