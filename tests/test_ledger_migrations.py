@@ -85,7 +85,7 @@ def test_head_is_the_newest_migration():
 
     script = ScriptDirectory.from_config(ledger_migrate._config())
     assert script.get_current_head() == HEAD
-    assert ledger_migrate.known() == ["0001", "0002", "0003", "0004", "0005", "0006"]
+    assert ledger_migrate.known() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"]
 
 
 def test_an_empty_database_is_made_at_head_and_matches_the_models(ledger_url):
