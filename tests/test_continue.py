@@ -204,7 +204,6 @@ def test_a_tampered_record_does_not_bypass_the_intake(orch, scripted_server, mon
     done = invoke(["fanout", "--continue", parent, "x", "--json"])
     assert done.exit_code == 0, done.output
     body = json.dumps(scripted_server.requests_for("a")[-1].body)
-    assert "PRIVATE KEY-----" not in body.replace("[withheld", "") or "MIIEow" not in body
     assert "MIIEowIBAAKCAQEA3Tz2" not in body and "earlier" in body
     assert "not yours" not in json.dumps([r.body for r in scripted_server.requests])
     leg = json.loads(done.stdout)["legs"][0]
@@ -245,3 +244,46 @@ def test_orch_fanout_continue_through_the_real_entry_point(orch, scripted_server
     assert f"continues wave {parent}" in done.stderr
     assert turns(scripted_server.requests_for("a")[-1])[-2:] == [
         ("assistant", "a: use a lock"), ("user", "And then?\n")]
+
+
+def test_runs_and_the_run_page_link_a_follow_up_to_its_parent(orch, scripted_server):
+    from orchestrator.ui.views import View
+
+    orch.provider()
+    parent = first_wave(scripted_server)
+    scripted_server.script("a", Reply(text="a2"))
+    scripted_server.script("b", Reply(text="b2"))
+    child = json.loads(invoke(["fanout", "--continue", "more?", "--json"]).stdout)["wave_id"]
+    listed = json.loads(invoke(["runs", "--json"]).stdout)["runs"]
+    assert [(r["id"], r.get("parent_wave_id")) for r in listed] == [(child, parent),
+                                                                    (parent, None)]
+    assert f"└ continues {parent}" in invoke(["runs"]).stdout
+    shown = json.loads(invoke(["runs", "show", parent, "--json"]).stdout)
+    assert shown["continued_by"] == [child]
+    assert f"continued by: {child}" in invoke(["runs", "show", parent]).stdout
+    assert f"continues wave {parent}" in invoke(["runs", "show", child]).stdout
+    view = View(orch.home / "runs")
+    page = view(f"/wave/{child}", {}).body.decode()
+    assert f'<a id="parent-link" href="/wave/{parent}">' in page
+    page = view(f"/wave/{parent}", {}).body.decode()
+    assert f'<a class="child-link" href="/wave/{child}">' in page
+
+
+def readers_of_conversations(sources: dict[str, str]) -> set[str]:
+    """The modules that name a wave's saved conversations (``histories.json``)."""
+    return {path for path, text in sources.items() if "histories.json" in text}
+
+
+def test_saved_conversations_are_read_only_through_the_checking_reader():
+    """``histories.json`` goes back to a model: only app/continuation.py reads it (checked
+    as a briefing there, shape refused if not orch's), only the engine writes it. A new
+    reader anywhere in orchestrator/ or plugins/ fails here; a bypass is shown to."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    sources = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8")
+               for top in ("orchestrator", "plugins") for p in (root / top).rglob("*.py")}
+    allowed = {"orchestrator/app/continuation.py", "orchestrator/engine/wave.py"}
+    assert readers_of_conversations(sources) == allowed
+    bypass = {**sources, "plugins/sneaky.py": 'open(wave / "histories.json").read()'}
+    assert readers_of_conversations(bypass) - allowed == {"plugins/sneaky.py"}
