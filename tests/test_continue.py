@@ -275,15 +275,15 @@ def readers_of_conversations(sources: dict[str, str]) -> set[str]:
 
 
 def test_saved_conversations_are_read_only_through_the_checking_reader():
-    """``histories.json`` goes back to a model: only app/continuation.py reads it (checked
-    as a briefing there, shape refused if not orch's), only the engine writes it. A new
+    """``histories.json`` goes back to a model: only engine/histories.py names it (its shape
+    refused there if not orch's; app/continuation.py checks each text as a briefing). A new
     reader anywhere in orchestrator/ or plugins/ fails here; a bypass is shown to."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
     sources = {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8")
                for top in ("orchestrator", "plugins") for p in (root / top).rglob("*.py")}
-    allowed = {"orchestrator/app/continuation.py", "orchestrator/engine/wave.py"}
+    allowed = {"orchestrator/engine/histories.py"}
     assert readers_of_conversations(sources) == allowed
     bypass = {**sources, "plugins/sneaky.py": 'open(wave / "histories.json").read()'}
     assert readers_of_conversations(bypass) - allowed == {"plugins/sneaky.py"}

@@ -2,7 +2,7 @@
 answered, with that leg's own conversation before it, as a new wave whose parent is that wave.
 
 A leg's conversation is read from the wave's record on disk, so it survives a restart: the
-turns it was continued with (its wave's ``histories.json``, written by the engine for a
+turns it was continued with (orchestrator/engine/histories.py, written by the engine for a
 continued wave and its retries), then the wave's briefing (``briefing.md``) and the leg's
 answer (its own ``metadata.json``). Only the user and assistant texts go back, never tool
 turns. Whatever is read passes the same intake as every other byte: a registered key value
@@ -23,10 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.app.requests import Continue
+from orchestrator.engine import histories
 from orchestrator.errors import OrchError, UsageProblem
-
-HISTORIES = "histories.json"  # in a wave's folder: leg id -> the turns before its briefing
-ROLES = ("user", "assistant")
 
 
 @dataclass
@@ -83,33 +81,6 @@ def _wave_id(runs: Path, given: str | None) -> str:
     return resolve_wave_id(runs, given)
 
 
-def histories(wave_dir: Path) -> dict[str, list[dict[str, str]]]:
-    """The turns each leg of a continued wave was asked after (empty for any other wave);
-    a file not as orch writes it is refused, never half read."""
-    from orchestrator.store import read_json
-
-    path = wave_dir / HISTORIES
-    if not path.exists():
-        return {}
-    try:
-        data = read_json(path)
-    except (OSError, ValueError) as exc:
-        raise OrchError(f"cannot read {path} ({exc}); restore it, or start a new fanout") \
-            from None
-    ok = isinstance(data, dict) and all(
-        isinstance(k, str) and isinstance(v, list) and all(_turn(m) for m in v)
-        for k, v in data.items())
-    if not ok:
-        raise OrchError(f"{path} is not a conversation as orch writes it (user and assistant "
-                        "texts per leg); restore it, or start a new fanout")
-    return data
-
-
-def _turn(message: Any) -> bool:
-    return isinstance(message, dict) and set(message) == {"role", "content"} \
-        and message["role"] in ROLES and isinstance(message["content"], str)
-
-
 def _answer(runs: Path, wave_id: str, leg: dict[str, Any]) -> str:
     """The leg's answer from its own record (``metadata.json``), else the wave's copy."""
     from orchestrator.store import read_json
@@ -147,7 +118,7 @@ def read_thread(runs: Path, given: str | None) -> Thread:
     except OSError as exc:
         raise OrchError(f"cannot read the briefing of wave {wave_id} "
                         f"({exc.strerror or exc}); start a new fanout") from None
-    before = histories(runs / wave_id)
+    before = histories.read(runs / wave_id)
     thread = Thread(wave_id=wave_id, doc=doc)
     for leg in doc.get("legs") or []:
         if not isinstance(leg, dict) or not str(leg.get("leg_id") or "").startswith(

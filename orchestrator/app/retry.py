@@ -74,9 +74,9 @@ def plan(request, *, runs: Path, cfg, pm, resources: ExitStack) -> RetryInputs:
     out.chair = found.chair_model if found.chair else None
     out.chair_only_if_new = found.chair_only_if_new
     out.options["retry_slots"] = found.slots
-    from orchestrator.app.continuation import histories
+    from orchestrator.engine import histories
 
-    before = histories(runs / found.root) if found.root else {}
+    before = histories.read(runs / found.root) if found.root else {}
     if before:  # a follow-up's failed leg is asked again with its own conversation
         out.histories = [before.get(slot, []) for slot in found.slots]
     out.tools_asked = request.tools is not None or old.get("tools_asked", True)

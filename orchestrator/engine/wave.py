@@ -18,6 +18,7 @@ from orchestrator import __version__, jobscope
 from orchestrator.account import Account
 from orchestrator.chair.synthesis import FanoutChair
 from orchestrator.config import Config
+from orchestrator.engine import histories
 from orchestrator.engine.context import LegContext, WaveContext
 from orchestrator.engine.degraded import Reporter, degradations, merge_reports, reporter
 from orchestrator.engine.ledger_sink import LedgerSink
@@ -194,9 +195,8 @@ class Wave:
                 self.dir / "briefing.md", self.spec.briefing))
             if self.spec.histories and (self.spec.parent_wave_id or self.spec.retry_of):
                 # what a follow-up of this wave reads back (app/continuation.py)
-                self._write_file("histories.json", lambda: write_json_atomic(
-                    self.dir / "histories.json",
-                    {leg.ctx.leg_id: leg.ctx.history for leg in self.legs}))
+                self._write_file(histories.FILE, lambda: histories.write(
+                    self.dir, {leg.ctx.leg_id: leg.ctx.history for leg in self.legs}))
             try:
                 self.write()
             except Exception as exc:  # the final write supersedes it: a warning, not a gap
