@@ -287,3 +287,26 @@ def test_saved_conversations_are_read_only_through_the_checking_reader():
     assert readers_of_conversations(sources) == allowed
     bypass = {**sources, "plugins/sneaky.py": 'open(wave / "histories.json").read()'}
     assert readers_of_conversations(bypass) - allowed == {"plugins/sneaky.py"}
+
+
+def test_a_follow_up_is_prepared_as_a_fanout_is_and_travels_to_a_daemon_equal(
+        orch, scripted_server, monkeypatch):
+    """The same key declarations and run ceiling as the wave it follows (a ceiling given
+    now wins); its conversations and parent on the wire to a daemon, field for field."""
+    from orchestrator.app.continuation import follow_up
+    from orchestrator.app.declared import RECORD
+    from orchestrator.app.prepare import prepare
+    from orchestrator.app.wire import from_wire, to_wire
+
+    orch.provider(api_key_env="SEAT_KEY", input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+    monkeypatch.setenv("SEAT_KEY", "sk-seat-0123456789abcdef")
+    parent = first_wave(scripted_server, "--max-cost", "1.5")
+    with prepare(follow_up(None, "more?")) as kept, \
+            prepare(follow_up(parent[:12], "more?", budgets={"max_cost": 0.5})) as given:
+        assert kept.key_vars == {"SEAT_KEY", *RECORD}
+        assert kept.account.ceilings == {"max_cost": 1.5}
+        assert given.account.ceilings == {"max_cost": 0.5}
+        assert kept.plan.parent_wave_id == parent and len(kept.plan.histories) == 2
+        back = from_wire(json.loads(json.dumps(to_wire(kept))), {})
+        assert back.plan == kept.plan and back.request == kept.request
+    assert scripted_server.count() == 2  # preparing sends nothing
