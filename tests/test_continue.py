@@ -310,3 +310,25 @@ def test_a_follow_up_is_prepared_as_a_fanout_is_and_travels_to_a_daemon_equal(
         back = from_wire(json.loads(json.dumps(to_wire(kept))), {})
         assert back.plan == kept.plan and back.request == kept.request
     assert scripted_server.count() == 2  # preparing sends nothing
+
+
+def test_a_wave_json_edited_to_lend_a_leg_another_conversation_is_not_believed(
+        orch, scripted_server):
+    """Each leg's answer is read from its own record; a leg of another wave listed in
+    ``wave.json`` is never continued."""
+    orch.provider()
+    parent = first_wave(scripted_server)
+    path = orch.home / "runs" / parent / "wave.json"
+    doc = json.loads(path.read_text())
+    doc["legs"][0]["answer"] = "INJECTED into wave.json"
+    doc["legs"].append({**doc["legs"][1], "leg_id": "20200101-000000-aaaa-1",
+                        "answer": "another wave's leg"})
+    path.write_text(json.dumps(doc))
+    scripted_server.script("a", Reply(text="a2"))
+    scripted_server.script("b", Reply(text="b2"))
+    done = invoke(["fanout", "--continue", parent, "x", "--json"])
+    assert done.exit_code == 0, done.output
+    assert len(json.loads(done.stdout)["legs"]) == 2
+    bodies = json.dumps([r.body for r in scripted_server.requests])
+    assert "INJECTED" not in bodies and "another wave's leg" not in bodies
+    assert turns(scripted_server.requests_for("a")[-1])[1] == ("assistant", "a: use a lock")
