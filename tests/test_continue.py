@@ -228,6 +228,14 @@ def test_a_retry_of_a_follow_up_asks_again_with_the_conversation(orch, scripted_
     assert retry.exit_code == 0, retry.output
     assert turns(scripted_server.requests_for("b")[-1]) == [
         ("user", "Why does it flake?\n"), ("assistant", "b: retry it"), ("user", "Second?\n")]
+    # continuing the retry: its own leg, with the whole conversation, and stderr says so
+    scripted_server.script("b", Reply(text="b3"))
+    third = invoke(["fanout", "--continue", "Third?", "--json"])
+    assert third.exit_code == 0, third.output
+    assert [leg["model"] for leg in json.loads(third.stdout)["legs"]] == ["scripted/b"]
+    assert f"only its own legs are continued; continue wave {wave}" in third.stderr
+    assert turns(scripted_server.requests_for("b")[-1])[-3:] == [
+        ("user", "Second?\n"), ("assistant", "b2"), ("user", "Third?\n")]
     assert parent
 
 

@@ -170,6 +170,9 @@ def prepare_continue(request: Continue):
         notices.append(f"continuing {len(thread.models)} of "
                        f"{len(thread.models) + len(thread.skipped)} legs of wave {wave_id}; "
                        f"not answered: {'; '.join(thread.skipped)}")
+    if doc.get("retry_of"):  # a retry holds only the legs it retried
+        notices.append(f"wave {wave_id} is a retry of wave {doc['retry_of']}: only its own "
+                       f"legs are continued; continue wave {doc['retry_of']} for the others")
     chair = request.chair or doc.get("chair_model")
 
     for name in [*dict.fromkeys(thread.models), *([chair] if chair else [])]:
