@@ -68,6 +68,7 @@ class RunEntry:
     waves: list[dict[str, Any]] | None = None  # a bench's trial waves, folded under it
     question: str = ""  # the prompt's first line (its briefing.md's), for the listing
     models: list[str] = field(default_factory=list)  # the legs' or seats' models, once each
+    parent: str | None = None  # a follow-up's: the wave it continues (--continue)
 
     @property
     def created(self) -> datetime:
@@ -78,7 +79,8 @@ class RunEntry:
                 "cost_usd": self.cost_usd, "created_at": self.created.isoformat(),
                 "tag": self.tag, "exit_code": self.exit_code,
                 "dirs": [str(d) for d in self.dirs],
-                **({"waves": self.waves} if self.waves is not None else {})}
+                **({"waves": self.waves} if self.waves is not None else {}),
+                **({"parent_wave_id": self.parent} if self.parent else {})}
 
 
 def status_of(value: Any) -> str:
@@ -143,7 +145,9 @@ def _wave_summary(wave_id: str, doc: dict[str, Any], folder: Path) -> dict[str, 
             else "wave", "status": status_of(doc.get("status")), "legs": len(legs),
             "cost_usd": doc.get("cost_usd"),
             "created_at": when(doc.get("created_at") or _first_start(legs), folder),
-            "tag": doc.get("tag"), "exit_code": doc.get("exit_code")}
+            "tag": doc.get("tag"), "exit_code": doc.get("exit_code"),
+            "parent": doc["parent_wave_id"] if isinstance(doc.get("parent_wave_id"), str)
+            else None}
 
 
 def wave(runs_dir: Path, wave_id: str, record: Path) -> dict[str, Any]:

@@ -5,7 +5,7 @@ Nothing here checks a run or runs one: a form becomes a typed request
 (orchestrator/app/requests.py) and goes through :func:`orchestrator.app.prepare` (models,
 keys, budgets, ceilings, the briefing's intake, the workspace: the CLI's own checks), then
 :func:`orchestrator.app.start.start` (in :mod:`orchestrator.ui.live`); a follow-up is
-:func:`orchestrator.app.follow_up.follow_up`. The one thing this page adds is the
+:func:`orchestrator.app.continuation.follow_up`. The one thing this page adds is the
 confinement of context files to the workspace the page was opened on (a browser names files
 by text). The server's guard (Host, cookie, Origin, the form token) has passed before any
 function here sees a form. Model text reaches the browser as JSON and is written with
@@ -215,15 +215,16 @@ class Ask:
 
     def follow_up(self, parent: str, form: dict[str, list[str]]) -> Reply:
         """A second prompt to the same legs, with their conversation: a new wave."""
-        from orchestrator.app.follow_up import follow_up
+        from orchestrator.app.continuation import follow_up
+        from orchestrator.app.prepare import prepare
 
         prompt = (form.get("prompt") or [""])[-1]
         try:
             if not prompt.strip():
                 raise UsageProblem("the follow-up is empty; type a question")
-            prepared = follow_up(parent, prompt, runs_dir=str(self.runs_dir),
-                                 workspace=str(self.workspace) if self.workspace else None,
-                                 quiet=True)
+            prepared = prepare(follow_up(
+                parent, prompt, runs_dir=str(self.runs_dir),
+                workspace=str(self.workspace) if self.workspace else None, quiet=True))
             try:
                 live = self.live.start(prepared, question=first_line(prompt), parent=parent)
             except BaseException:

@@ -211,7 +211,11 @@ class View:
                 text = f.read(BRIEFING_SHOWN).decode("utf-8", "replace")
         except OSError:
             text = None
+        from orchestrator.operations.runs import children
+
         return Reply(page("wave.html", title=f"Wave {doc['wave_id']}", doc=doc, briefing=text,
+                          parent=doc.get("parent_wave_id"),
+                          children=children(self.listing(), doc["wave_id"]),
                           live=doc.get("status") == "running",
                           deliberation=doc.get("kind") == "deliberation"))
 
