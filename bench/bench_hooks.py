@@ -15,6 +15,12 @@ Two measurements, with ten plugins that each implement ``before_request``,
    synchronous plugins inline (as built-ins run: the baseline with no boundary) and behind the
    runner (a worker thread, one hand-over per hook call); ten ``async`` ones inline (awaited
    on the legs' loop) and behind the runner (the plugin loop, one hand-over per hook call).
+   Beside them the floor: three bare lock hand-overs between two threads per request,
+   nothing run, what any runner that keeps plugin code off orch's thread pays.
+
+``--against TREE`` runs the chain of this checkout and of another checkout's source (main's:
+``git archive main orchestrator plugins | tar -x -C TREE``), a process per tree and round,
+their order alternated: before and after in one run (writes bench/results/hooks_against.json).
 
 Entry-point plugins are not loaded on either side (the baseline is truly zero plugins); one
 in-process plugin offers the ``noop`` tool that keeps each leg going for ``--steps`` requests
