@@ -105,3 +105,37 @@ def test_a_blocking_implementation_in_a_legs_run_ends_the_leg_naming_it(kind):
     assert f"plugin {order[1]}'s before_request did not return within" in ended.value.message
     assert [(p, type(e)) for p, _, e in errors] == [(order[1], HookTimeout)]
     assert plugins[2].calls == []  # the leg ended: nothing after it ran
+
+
+def test_a_call_queued_behind_a_coroutine_that_blocks_its_thread_runs_on_a_fresh_loop():
+    """One leg's ``async`` hook that blocks the plugin loop's thread (``time.sleep`` in
+    ``async def``) must not make another leg's call, queued behind it, wait out its own
+    deadline: the queued call moves to a fresh loop and answers while the blocker still
+    blocks (before the fix it timed out at its 20 s deadline)."""
+    import time
+
+    from orchestrator.plugin_host import plugin_loop
+
+    blocking, release = threading.Event(), threading.Event()
+
+    async def blocker():
+        blocking.set()
+        release.wait(30)  # blocks the plugin loop's thread, not just this task
+        return "late"
+
+    async def neighbour():
+        return "answered"
+
+    async def main():
+        far = time.monotonic() + 60
+        bad = asyncio.ensure_future(plugin_loop.run(blocker, lambda: far, seconds=60))
+        while not blocking.is_set():
+            await asyncio.sleep(0.01)
+        got = await plugin_loop.run(neighbour, lambda: time.monotonic() + 20, seconds=20)
+        still_blocked = not bad.done()
+        release.set()
+        return got, still_blocked, await bad
+
+    got, still_blocked, late = asyncio.run(main())
+    assert got == "answered" and still_blocked
+    assert late == "late"  # the blocker's own call still ends when its thread is freed
