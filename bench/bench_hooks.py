@@ -15,6 +15,12 @@ Two measurements, with ten plugins that each implement ``before_request``,
    synchronous plugins inline (as built-ins run: the baseline with no boundary) and behind the
    runner (a worker thread, one hand-over per hook call); ten ``async`` ones inline (awaited
    on the legs' loop) and behind the runner (the plugin loop, one hand-over per hook call).
+   Beside them the floor: three bare lock hand-overs between two threads per request,
+   nothing run, what any runner that keeps plugin code off orch's thread pays.
+
+``--against TREE`` runs the chain of this checkout and of another checkout's source (main's:
+``git archive main orchestrator plugins | tar -x -C TREE``), a process per tree and round,
+their order alternated: before and after in one run (writes bench/results/hooks_against.json).
 
 Entry-point plugins are not loaded on either side (the baseline is truly zero plugins); one
 in-process plugin offers the ``noop`` tool that keeps each leg going for ``--steps`` requests
@@ -169,6 +175,62 @@ def chain(pm, requests: int) -> float:
     return elapsed * 1e6 / requests
 
 
+def floor(requests: int) -> float:
+    """Microseconds per request for three bare hand-overs (a worker woken through one lock,
+    the answer back through another, nothing run): what any runner that keeps plugin code
+    off orch's thread pays per request before it does anything, priced by the kernel."""
+    import _thread
+    import threading
+
+    go, done = _thread.allocate_lock(), _thread.allocate_lock()
+    go.acquire()
+    done.acquire()
+    calls = 3 * requests
+
+    def worker() -> None:
+        for _ in range(calls):
+            go.acquire()
+            done.release()
+
+    threading.Thread(target=worker, daemon=True).start()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        go.release()
+        done.acquire()
+    return (time.perf_counter() - t0) * 1e6 / requests
+
+
+def chain_round(requests: int) -> dict[str, float]:
+    """One round of every side of the chain, and the floor."""
+    sides = chain_managers(PLUGINS)
+    out = {side: chain(pm, requests) for side, pm in sides.items()}
+    out["floor"] = floor(requests)
+    return out
+
+
+def against(tree: str, rounds: int, requests: int) -> dict[str, dict[str, list[float]]]:
+    """The chain of this checkout and of ``tree`` (another checkout's source, e.g. main's:
+    ``git archive main orchestrator plugins | tar -x -C DIR``), each round one process per
+    tree, their order alternated: the before/after figures of one run."""
+    import json
+    import subprocess
+    import sys
+
+    here = str(Path(__file__).resolve().parents[1])
+    trees = {"this": here, "against": str(Path(tree).resolve())}
+    out: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
+    for r in range(rounds):
+        order = list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]
+        for label, root in order:
+            env = {**os.environ, "PYTHONPATH": root}
+            done = subprocess.run(
+                [sys.executable, __file__, "--one-round", "--chain-requests", str(requests)],
+                env=env, capture_output=True, text=True, check=True, cwd="/")
+            for side, value in json.loads(done.stdout.splitlines()[-1]).items():
+                out[label].setdefault(side, []).append(value)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds per side")
@@ -177,8 +239,21 @@ def main() -> None:
     parser.add_argument("--chain-requests", type=int, default=20000)
     parser.add_argument("--chain-rounds", type=int, default=5)
     parser.add_argument("--no-wire", action="store_true", help="the chain alone")
+    parser.add_argument("--against", metavar="TREE",
+                        help="also run the chain of another checkout's source (main's: "
+                             "git archive main orchestrator plugins | tar -x -C TREE), "
+                             "a process per tree and round, interleaved")
+    parser.add_argument("--one-round", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     offline()
+    if args.one_round:  # a child of --against: one round, as JSON
+        import json
+
+        print(json.dumps(chain_round(args.chain_requests)))
+        return
+    if args.against:
+        compare(args)
+        return
     load_before = os.getloadavg()
 
     wire_ms: dict[str, list[float]] = {}
@@ -191,10 +266,11 @@ def main() -> None:
                 wire_ms = wire(url, tmp_path / "home", args.rounds, args.legs, args.steps,
                                names)
         sides = chain_managers(PLUGINS)
-        chain_us: dict[str, list[float]] = {side: [] for side in sides}
+        chain_us: dict[str, list[float]] = {side: [] for side in [*sides, "floor"]}
         for _ in range(args.chain_rounds):  # interleaved: a busy moment hits every side
             for side, pm in sides.items():
                 chain_us[side].append(chain(pm, args.chain_requests))
+            chain_us["floor"].append(floor(args.chain_requests))
     load_after = os.getloadavg()
 
     if wire_ms:
@@ -207,7 +283,7 @@ def main() -> None:
     median = {side: statistics.median(values) for side, values in chain_us.items()}
     print(f"the chain alone ({args.chain_requests} requests x {args.chain_rounds} rounds, "
           f"us/request; load {load_before[0]:.1f} -> {load_after[0]:.1f}):")
-    for side in sides:
+    for side in chain_us:
         print(f"  {side:13s} best {best[side]:8.1f}   median {median[side]:8.1f}")
     verdicts = {}
     for kind in ("sync", "async"):
@@ -223,6 +299,32 @@ def main() -> None:
         "chain_us_per_request": chain_us, "chain_best_us": best, "chain_median_us": median,
         "target_us": TARGET_US, "meets_target": verdicts,
     })
+
+
+def compare(args) -> None:
+    """--against: this checkout's chain beside another's, medians and ratios."""
+    load_before = os.getloadavg()
+    out = against(args.against, args.chain_rounds, args.chain_requests)
+    load_after = os.getloadavg()
+    median = {label: {side: statistics.median(v) for side, v in sides.items()}
+              for label, sides in out.items()}
+    print(f"the chain alone, this checkout against {args.against} ({args.chain_requests} "
+          f"requests x {args.chain_rounds} rounds, a process per tree and round, median "
+          f"us/request; load {load_before[0]:.1f} -> {load_after[0]:.1f}):")
+    print(f"  {'side':13s} {'against':>9s} {'this':>9s}  this/against")
+    for side in median["this"]:
+        a, t = median["against"].get(side), median["this"][side]
+        ratio = f"{t / a:.3f}" if a else "-"
+        print(f"  {side:13s} {a or 0:9.1f} {t:9.1f}  {ratio}")
+    for kind in ("sync", "async"):
+        runner = median["this"][f"{kind} runner"]
+        print(f"{PLUGINS} {kind} plugins behind the runner: {runner:.1f} us per request; "
+              f"{'meets' if runner < TARGET_US[kind] else 'MISSES'} the "
+              f"{TARGET_US[kind]:g} us target")
+    write_result("hooks_against", {
+        "machine": machine(), "plugins": PLUGINS, "args": vars(args),
+        "load": {"before": load_before, "after": load_after}, "chain_us_per_request": out,
+        "chain_median_us": median, "target_us": TARGET_US})
 
 
 if __name__ == "__main__":

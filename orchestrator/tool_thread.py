@@ -21,8 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import anyio
-
 T = TypeVar("T")
 
 GRACE_S = 2.0  # after its own limit, a call's thread gets this long to hand back what it has
@@ -186,21 +184,31 @@ class Handover:
     async def wait(self, deadline: Callable[[], float], quick_s: float = 0.0) -> bool:
         """Wait until the work is done (True) or ``deadline()`` passed (False); the deadline
         is read again whenever the wait reaches it (the work may move it on).
-        Cancellation ends the wait at once; either way an unfinished call is abandoned."""
+        Cancellation ends the wait at once; either way an unfinished call is abandoned.
+
+        Past ``quick_s`` the wait is a bare future of the caller's loop and one timer (no
+        cancel scope, no shield: a fresh future each time the deadline is read again), the
+        cheapest way a loop sleeps until another thread or a time wakes it."""
+        if quick_s > 0 and self.done.acquire(True, quick_s):
+            return True
         import asyncio
 
-        done = quick_s > 0 and self.done.acquire(True, quick_s)
+        loop = asyncio.get_running_loop()
+        done = False
         try:
-            if not done:
-                self.waiting = asyncio.get_running_loop().create_future()
-                done = self.done.acquire(False)
-            while not done:
+            while True:
+                self.waiting = waiting = loop.create_future()  # before the look below:
+                done = self.done.acquire(False)  # finished() wakes what it finds here
+                if done:
+                    break
                 left = deadline() - time.monotonic()
                 if left <= 0:
                     break
-                with anyio.move_on_after(left):
-                    await asyncio.shield(self.waiting)
-                done = self.done.acquire(False)
+                timer = loop.call_later(left, _wake, waiting)
+                try:
+                    await waiting
+                finally:
+                    timer.cancel()
         finally:
             if not done:
                 self.call.abandoned = True

@@ -98,6 +98,9 @@ def test_council_from_both_faces_is_one_request(orch, scripted_server, seen, tmp
     ({"peers": 2}, "--peers only applies to a deliberation"),
     ({"retry_failed": "w1", "rounds": 3}, "drop --rounds"),
     ({"retry_failed": "w1", "models": "p/a"}, "drop --models"),
+    ({"continue_wave": "last", "council": "c"}, "drop --council"),
+    ({"continue_wave": "last", "rounds": 2}, "drop --rounds"),
+    ({"continue_wave": "last", "retry_failed": "w1"}, "either --retry-failed or --continue"),
 ])
 def test_the_combinations_that_make_no_run_are_refused_by_the_one_builder(values, words):
     from orchestrator.app import requests

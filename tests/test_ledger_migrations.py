@@ -85,7 +85,7 @@ def test_head_is_the_newest_migration():
 
     script = ScriptDirectory.from_config(ledger_migrate._config())
     assert script.get_current_head() == HEAD
-    assert ledger_migrate.known() == ["0001", "0002", "0003", "0004", "0005", "0006"]
+    assert ledger_migrate.known() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"]
 
 
 def test_an_empty_database_is_made_at_head_and_matches_the_models(ledger_url):
@@ -304,3 +304,40 @@ def test_0005_adds_the_cost_bound_and_keeps_every_row(ledger_url):
                    "cost_source": "unknown", "seq": 1, "cost_bound_usd": 4.17})
     assert sorted((r["leg_id"], r["cost_bound_usd"]) for r in ledger.rows()) == [
         ("w-1", None), ("w-2", 4.17)]
+
+
+def test_0007_adds_the_parent_wave_and_keeps_every_row(ledger_url):
+    """A ledger at 0006 upgrades in place: its rows keep ``parent_wave_id`` null (none was a
+    follow-up), and a follow-up's rows written afterwards name their parent, found by it
+    through its index (docs/fanout.md)."""
+    from alembic import command
+
+    from orchestrator.ledger import connection as ledger_engine
+    from orchestrator.ledger import migrate as ledger_migrate
+
+    engine = engine_for(ledger_url)
+    with engine.begin() as conn:
+        cfg = ledger_migrate._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0006")
+        conn.execute(sa.text(
+            "INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
+            "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
+            "cost_source, duration_s, seq) VALUES ('2025-03-01 12:00:00', 'w', 'w-1', 'leg', "
+            "'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5, 1)"))
+    engine.dispose()
+    assert "parent_wave_id" not in columns_of(ledger_url, "spend")
+    up = orch_cli("ledger", "upgrade")
+    assert up.exit_code == 0 and f"from revision 0006 to revision {HEAD} (1 rows kept)" in \
+        up.output, up.output
+    ledger_engine.dispose_all()
+    ledger = Ledger()
+    ledger.append({"wave_id": "v", "leg_id": "v-1", "kind": "leg", "model": "p/m",
+                   "provider": "p", "status": "complete", "seq": 1, "parent_wave_id": "w"})
+    assert sorted((r["leg_id"], r["parent_wave_id"]) for r in ledger.rows()) == [
+        ("v-1", "w"), ("w-1", None)]
+    engine = engine_for(ledger_url)
+    with engine.connect() as conn:
+        indexes = {i["name"] for i in sa.inspect(conn).get_indexes("spend")}
+    engine.dispose()
+    assert "ix_spend_parent_wave_id" in indexes

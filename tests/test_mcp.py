@@ -765,3 +765,34 @@ def test_fanout_deliberates_with_rounds(mcp_env, tmp_path, orch_home, scripted_s
     assert doc["aggregate"]["winner"]["models"] == ["scripted/a"]
     assert any("-round-2-" in (p[2] or "") for p in sess.progress)
     assert "peers only applies to a deliberation" in one_line(refused)
+
+
+def test_fanout_continues_a_wave_with_continue_wave(mcp_env, tmp_path, orch_home,
+                                                     scripted_server):
+    """The MCP `fanout` tool's `continue_wave`: the same follow-up as `orch fanout
+    --continue`; a prompt given as it, or models with it, are one-line tool errors."""
+    scripted_server.script("a", Reply(text="first a"), Reply(text="second a"))
+
+    async def body(session):
+        first = await session.call_tool("fanout", {"models": ["scripted/a"], "prompt": "Q1?",
+                                                   "tools": "none"})
+        wave = first.structured_content["wave_id"]
+        return (wave, await session.call_tool("fanout", {"continue_wave": wave,
+                                                         "prompt": "Q2?"}),
+                await session.call_tool("fanout", {"continue_wave": "why did it?",
+                                                   "prompt": "x"}),
+                await session.call_tool("fanout", {"continue_wave": "last", "prompt": "x",
+                                                   "models": ["scripted/a"]}))
+
+    sess = Session(mcp_env, tmp_path, here=True)
+    wave, result, as_prompt, with_models = anyio.run(sess.run, body)
+    sess.check_wire()
+    assert not result.is_error, result.content
+    doc = result.structured_content
+    assert doc["parent_wave_id"] == wave and doc["legs"][0]["answer"] == "second a"
+    sent = [m["content"] for m in scripted_server.chats[-1].body["messages"]
+            if m["role"] != "system"]
+    assert sent == ["Q1?\n", "first a", "Q2?\n"]
+    assert [r["parent_wave_id"] for r in ledger(orch_home, doc["wave_id"])] == [wave]
+    assert "continue_wave is a wave_id" in one_line(as_prompt)
+    assert "drop models" in one_line(with_models) and scripted_server.count() == 2

@@ -130,7 +130,8 @@ class View:
 def runs_row(browser, view: View, run_id: str) -> list[str]:
     browser.open(view.url("/"))
     rows = browser.eval("""[...document.querySelectorAll('tr.run')].map(
-        tr => [...tr.children].map(c => c.textContent.trim()))""")
+        tr => [...tr.children].filter(c => !['question', 'models'].includes(c.className))
+                              .map(c => c.textContent.trim()))""")
     return next(r for r in rows if r[0] == run_id)
 
 

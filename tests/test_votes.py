@@ -242,9 +242,11 @@ def counting_outside(root) -> list[str]:
 
 def test_no_module_but_votes_counts_answers_or_votes():
     # the deliberation's ``winner`` (outcome.py, and run.py's delegate to it) presents
-    # votes/tally.winner's result with the models and words
+    # votes/tally.winner's result with the models and words; the plugin kit's
+    # DeliberationResult.winner reads the run's document (doc["winner"]), counting nothing
     assert counting_outside(ROOT) == ["orchestrator/deliberation/outcome.py:winner",
-                                      "orchestrator/deliberation/run.py:winner"]
+                                      "orchestrator/deliberation/run.py:winner",
+                                      "orchestrator/testing/deliberation_kit.py:winner"]
 
 
 def test_a_second_digest_elsewhere_is_caught(tmp_path):

@@ -4,7 +4,7 @@ runs. Every face calls this one function."""
 
 from __future__ import annotations
 
-from orchestrator.app.requests import Bench, BenchResume, Council, Fanout, Retry
+from orchestrator.app.requests import Bench, BenchResume, Continue, Council, Fanout, Retry
 
 
 def prepare(request):
@@ -18,6 +18,10 @@ def prepare(request):
         from orchestrator.app.wave import prepare_retry
 
         return prepare_retry(request)
+    if isinstance(request, Continue):
+        from orchestrator.app.continuation import prepare_continue
+
+        return prepare_continue(request)
     if isinstance(request, Council):
         from orchestrator.app.council import prepare_council
 

@@ -9,6 +9,7 @@ combinations of values that make no run, the one place both faces meet them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -121,22 +122,51 @@ class BenchResume:
     quiet: bool = False
 
 
-Request = Fanout | Retry | Council | Bench | BenchResume
+@dataclass(frozen=True)
+class Continue(Common):
+    """A follow-up: a new prompt to each leg of a wave that answered, with that leg's own
+    conversation before it (``orch fanout --continue``), run as a new wave whose parent is
+    that wave (app/continuation.py)."""
+
+    kind: ClassVar[str] = "continue"
+    wave_id: str | None = None  # the wave, a unique prefix of its id; None: the last wave
+    prompt: str = ""
+    prompt_source: str = "the prompt"
+    context: tuple[str, ...] = ()
+    chair: str | None = None  # None: the wave's own chair, if it had one
+    synthesis: str | None = None  # None: the wave's own
+    aggregate: str | None = None  # None: the wave's own
+    tools: str | None = None  # None: the wave's own
+    max_legs: int = DEFAULT_MAX_LEGS
 
 
-def fanout(*, retry_failed: str | None = None, models: str | None = None,
+Request = Fanout | Retry | Continue | Council | Bench | BenchResume
+
+
+def fanout(*, retry_failed: str | None = None, continue_wave: str | None = None,
+           models: str | None = None,
            council: str | None = None, prompt: str | None = None,
            prompt_flags: tuple[str, ...] = (),
            prompt_source: str = "the prompt", context: tuple[str, ...] = (),
            chair: str | None = None, synthesis: str | None = None,
            aggregate: str | None = None, rounds: int = 1, peers: int | None = None,
            tools: str | None = None, max_legs: int = DEFAULT_MAX_LEGS,
-           words: tuple[str, ...] = (), **common: Any) -> Fanout | Retry:
+           words: tuple[str, ...] = (), **common: Any) -> Fanout | Retry | Continue:
     """A fanout, or the retry of a wave (``retry_failed``), from plain values: the checks
     of values that make no run together, shared by every face (``prompt_flags``: the
     prompt's flags the face was given, ``--prompt``/``--prompt-file``; a retry reads none;
     ``words``: the prompt given as the command's argument, ``orch fanout -m a,b "why"``, the
-    same as ``--prompt``, so a face reads no prompt when they are given)."""
+    same as ``--prompt``, so a face reads no prompt when they are given;
+    ``continue_wave``: a follow-up of that wave, :data:`LAST` for the last one)."""
+    if retry_failed and continue_wave is not None:
+        raise UsageProblem("pass either --retry-failed or --continue, not both")
+    if continue_wave is not None and not looks_like_wave_id(continue_wave):
+        # `orch fanout --continue "why?"`: the option takes an optional value, so the
+        # prompt came as it; the last wave is continued
+        if words:
+            raise UsageProblem(f"--continue takes a wave id, not {continue_wave!r}; pass the "
+                               "prompt once, e.g. orch fanout --continue WAVE_ID \"why?\"")
+        words, continue_wave = (continue_wave,), LAST
     if words:
         prompt, prompt_source = given_as_argument(words, prompt_flags), "--prompt"
         prompt_flags = (*prompt_flags, "PROMPT")
@@ -152,10 +182,30 @@ def fanout(*, retry_failed: str | None = None, models: str | None = None,
                                f"drop {', '.join(given)}")
         return Retry(wave_id=retry_failed, chair=chair, synthesis=synthesis,
                      aggregate=aggregate, tools=tools, max_legs=max_legs, **common)
+    if continue_wave is not None:
+        given = [*(flag for flag, value in (("--models", models), ("--council", council),
+                                            ("--rounds", rounds > 1)) if value)]
+        if given:
+            raise UsageProblem(f"--continue asks that wave's own legs again; drop "
+                               f"{', '.join(given)}")
+        return Continue(wave_id=None if continue_wave == LAST else continue_wave,
+                        prompt=prompt or "", prompt_source=prompt_source,
+                        context=tuple(context), chair=chair, synthesis=synthesis,
+                        aggregate=aggregate, tools=tools, max_legs=max_legs, **common)
     return Fanout(prompt=prompt or "", prompt_source=prompt_source, models=models,
                   council=council, context=tuple(context), chair=chair, synthesis=synthesis,
                   aggregate=aggregate, rounds=rounds,
                   peers=peers, tools=tools, max_legs=max_legs, **common)
+
+
+LAST = "last"  # `--continue` with no wave id: the last wave recorded
+_RUN_ID = re.compile(r"[A-Za-z0-9._-]*[0-9]{4}[A-Za-z0-9._-]*")  # ids begin with a date
+
+
+def looks_like_wave_id(text: str) -> bool:
+    """A wave id, a prefix of one (four digits at least), a run id, or ``last``: not a
+    prompt given after ``--continue``."""
+    return text == LAST or _RUN_ID.fullmatch(text.strip()) is not None
 
 
 def given_as_argument(words: tuple[str, ...], prompt_flags: tuple[str, ...]) -> str:

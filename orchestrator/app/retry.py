@@ -33,6 +33,8 @@ class RetryInputs:
     kept_from: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # retry_slots, ceilings' families
     prior: list[Any] = field(default_factory=list)
+    # a continued wave's: each retried slot's conversation before its briefing
+    histories: list[list[dict[str, str]]] | None = None
     family: dict[str, dict[str, Any]] = field(default_factory=dict)  # per run ceiling
     account: dict[str, Any] = field(default_factory=dict)  # what the family's account opens from
     notices: list[str] = field(default_factory=list)  # said before it spends
@@ -72,6 +74,11 @@ def plan(request, *, runs: Path, cfg, pm, resources: ExitStack) -> RetryInputs:
     out.chair = found.chair_model if found.chair else None
     out.chair_only_if_new = found.chair_only_if_new
     out.options["retry_slots"] = found.slots
+    from orchestrator.engine import histories
+
+    before = histories.read(runs / found.root) if found.root else {}
+    if before:  # a follow-up's failed leg is asked again with its own conversation
+        out.histories = [before.get(slot, []) for slot in found.slots]
     out.tools_asked = request.tools is not None or old.get("tools_asked", True)
     out.tools = request.tools or old.get("tools")
     out.aggregate = request.aggregate or old.get("aggregate")

@@ -58,4 +58,8 @@ def shown(runs_dir: Path | None, run_id: str | None):
     base = runs_dir or config_mod.runs_dir()
     entry = (runs_mod.latest(base, bench_dir(), cache_dir()) if run_id is None
              else runs_mod.find(base, run_id, bench_dir(), cache_dir()))
-    return entry, runs_mod.document(base, entry)
+    doc = runs_mod.document(base, entry)
+    if entry.kind == "wave" and isinstance(doc, dict):  # its follow-ups (--continue)
+        doc = {**doc, "continued_by": runs_mod.children(
+            runs_mod.entries(base, bench_dir(), cache_dir()), entry.id)}
+    return entry, doc

@@ -112,7 +112,7 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
     return spec, pm
 
 
-def _runs(request) -> Path:
+def runs_dir_of(request) -> Path:
     from orchestrator import config as config_mod
 
     return Path(request.runs_dir) if request.runs_dir else config_mod.runs_dir()
@@ -131,7 +131,7 @@ def prepare_fanout(request: Fanout):
     briefing = compose(request.prompt, read_context(request.context))
     notices: list[str] = []
     spec, pm = prepare_wave(
-        specs, briefing, request.prompt_source, cfg=cfg, runs=_runs(request),
+        specs, briefing, request.prompt_source, cfg=cfg, runs=runs_dir_of(request),
         chair=request.chair, timeout_min=request.timeout_min, max_steps=request.max_steps,
         tools_mode=request.tools, workspace=request.workspace,
         workspace_any=request.workspace_any, max_legs=request.max_legs, tag=request.tag,
@@ -143,7 +143,7 @@ def prepare_fanout(request: Fanout):
         plan, kind = DeliberationPlan(spec, request.rounds, request.peers), "deliberation"
     else:
         plan, kind = spec, "wave"
-    return _prepared(Prepared, request, kind, spec, plan, pm, cfg, notices)
+    return as_prepared(Prepared, request, kind, spec, plan, pm, cfg, notices)
 
 
 def prepare_retry(request: Retry):
@@ -155,7 +155,7 @@ def prepare_retry(request: Retry):
 
     cfg = runtime.config()
     pm = runtime.plugin_manager(enabled=not request.no_plugins)
-    runs = _runs(request)
+    runs = runs_dir_of(request)
     prepared = Prepared(request=request, kind="wave", run_id="", models=[],
                         key_vars=frozenset(), account=Allowance(run_id=""), plan=None, pm=pm,
                         config=cfg)
@@ -177,8 +177,9 @@ def prepare_retry(request: Retry):
             tools_asked=inputs.tools_asked, notices=notices, aggregate=inputs.aggregate,
             synthesis=inputs.synthesis)
         spec.chair_only_if_new = inputs.chair_only_if_new
+        spec.histories = inputs.histories
         # e.g. requests in flight at a kill: said before it spends
-        done = _prepared(Prepared, request, "wave", spec, spec, pm, cfg,
+        done = as_prepared(Prepared, request, "wave", spec, spec, pm, cfg,
                          [*inputs.notices, *notices])
         done.account.family = inputs.family
         done.account.of_family = inputs.account
@@ -186,7 +187,7 @@ def prepare_retry(request: Retry):
         return done
 
 
-def _prepared(cls, request, kind: str, spec, plan, pm, cfg, notices: list[str]):
+def as_prepared(cls, request, kind: str, spec, plan, pm, cfg, notices: list[str]):
     from orchestrator.app.declared import declared_variables, settings_among
     from orchestrator.app.prepared import Allowance
     from orchestrator.keys import capture

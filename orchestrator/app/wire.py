@@ -44,7 +44,8 @@ def _spec(spec) -> dict[str, Any]:
             "wave_id": spec.wave_id, "options": spec.options, "briefings": spec.briefings,
             "histories": spec.histories, "prior": [r.to_dict() for r in spec.prior],
             "later": [_model(m) for m in spec.later],
-            "chair_only_if_new": spec.chair_only_if_new}
+            "chair_only_if_new": spec.chair_only_if_new,
+            "parent_wave_id": spec.parent_wave_id}
 
 
 def _unspec(data: dict[str, Any]):
@@ -63,7 +64,8 @@ def _unspec(data: dict[str, Any]):
                     briefings=data["briefings"], histories=data["histories"],
                     prior=[LegRecord.from_dict(r) for r in data["prior"]],
                     later=[_unmodel(m) for m in data["later"]],
-                    chair_only_if_new=data["chair_only_if_new"])
+                    chair_only_if_new=data["chair_only_if_new"],
+                    parent_wave_id=data.get("parent_wave_id"))
 
 
 def _council(plan) -> dict[str, Any]:
@@ -134,8 +136,8 @@ def _request(request) -> dict[str, Any]:
 def _unrequest(data: dict[str, Any]):
     from orchestrator.app import requests
 
-    kinds = {cls.kind: cls for cls in (requests.Fanout, requests.Retry, requests.Council,
-                                       requests.Bench, requests.BenchResume)}
+    kinds = {cls.kind: cls for cls in (requests.Fanout, requests.Retry, requests.Continue,
+                                       requests.Council, requests.Bench, requests.BenchResume)}
     data = dict(data)
     cls = kinds[data.pop("kind")]
     fields = {f.name: f for f in dataclasses.fields(cls)}

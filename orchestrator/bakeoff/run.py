@@ -52,6 +52,9 @@ from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
 from orchestrator.hookspecs import hookimpl
 from orchestrator.security.secrets import scrub
 
+# the kind of a model contestant's trial legs (orchestrator.modes.bench_trial reads it)
+TRIAL_KIND = "bench"
+
 
 def new_bench_id() -> str:
     """Sortable by time, and as collision-proof as a wave id (64 random bits)."""
@@ -227,7 +230,7 @@ class Runner:
         spec = WaveSpec(models=[self.resolved[c.name]] * len(slots), briefing=self.plan.prompt,
                         briefings=[self.plan.render(s.task) for s in slots],
                         runs_dir=self.runs_dir, timeout_s=self.plan.timeout_s,
-                        max_steps=c.max_steps, kind="bench", run_id=self.bench_id,
+                        max_steps=c.max_steps, kind=TRIAL_KIND, run_id=self.bench_id,
                         wave_id=f"{self.bench_id}-{self.wave_prefix}{j}", project_dir=os.getcwd(),
                         options=options)
         wave = BenchWave(spec, pm=self.pms[c.name], config=self.config, ledger=self.ledger,

@@ -53,6 +53,10 @@ from orchestrator.cli.plugin_options import PluginOptionsCommand
               help="Refuse waves with more legs than this.")
 @click.option("--tag", help="A label stored on every ledger row (see orch spend --group-by tag).")
 @click.option("--retry-failed", metavar="WAVE_ID", help="Re-run only that wave's failed legs.")
+@click.option("--continue", "continue_wave", is_flag=False, flag_value="last", default=None,
+              metavar="[WAVE_ID]",
+              help="Follow up: ask each leg of that wave (default: the last) the new prompt "
+                   "with its own conversation, as a new wave linked to it.")
 @click.option("--no-plugins", is_flag=True, help="A bare run: load no plugins at all.")
 @click.option("--runs-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Where wave and leg directories go (default ORCH_HOME/runs).")
@@ -65,8 +69,8 @@ from orchestrator.cli.plugin_options import PluginOptionsCommand
 def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggregate, rounds,
            peers, timeout_min,
            max_steps,
-           tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, no_plugins, runs_dir, as_json, quiet,
-           no_validate, no_daemon, budgets, words):
+           tools_mode, workspace, workspace_any, max_legs, tag, retry_failed, continue_wave, no_plugins,
+           runs_dir, as_json, quiet, no_validate, no_daemon, budgets, words):
     """Run one briefing on several models at once and print every answer.
 
     All legs run concurrently on one shared server; each leg's tokens and dollars go to the
@@ -81,6 +85,7 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
                   -c tests/test_x.py
       git diff | orch fanout --council reviewers --chair anthropic/claude-sonnet-4-5
       orch fanout --retry-failed 20261130-101500-ab12
+      orch fanout --continue "And on Windows?"            # the last wave's legs, again
     """
     from orchestrator import runtime
     from orchestrator.app import requests
@@ -90,8 +95,9 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
     if quiet:
         runtime.quiet()  # -q: only errors on stderr, rate_limit_hold warnings included
     request = requests.fanout(
-        retry_failed=retry_failed, models=models, council=council, words=tuple(words),
-        prompt=None if retry_failed or words else read_prompt(prompt, prompt_file),
+        retry_failed=retry_failed, continue_wave=continue_wave, models=models, council=council, words=tuple(words),
+        prompt=None if retry_failed or words or _prompt_in(continue_wave)
+        else read_prompt(prompt, prompt_file),
         prompt_flags=tuple(f for f, v in (("--prompt", prompt), ("--prompt-file", prompt_file))
                            if v is not None),
         prompt_source=prompt_source_name(prompt, prompt_file), context=tuple(context),
@@ -122,6 +128,13 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
             click.echo(line)
     say_run(doc)
     sys.exit(code)
+
+
+def _prompt_in(continue_wave: str | None) -> bool:
+    """``--continue "why?"``: the prompt came as the option's value (app/requests.py)."""
+    from orchestrator.app.requests import looks_like_wave_id
+
+    return continue_wave is not None and not looks_like_wave_id(continue_wave)
 
 
 def _money(value) -> str:
@@ -211,6 +224,8 @@ def say_run(doc: dict) -> None:
             say(f"{title}{leg['model']} ({leg['leg_id']}): {note}")
     for notice in doc.get("notices") or []:
         say(notice)
+    if doc.get("parent_wave_id"):  # a follow-up (--continue)
+        say(f"wave {doc['wave_id']} continues wave {doc['parent_wave_id']}")
     for reason in doc.get("degraded") or []:  # budgets stopped work: exit 2 (docs/budgets.md)
         say(f"degraded: {reason}", "warning")
     say(wave_totals(doc))

@@ -59,6 +59,8 @@ def runs(ctx, since, status, as_json, runs_dir):
         click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
         for wave in entry.waves or []:  # a bench's trial waves, folded under it
             click.echo(f"  └ {wave['id']}  {wave['status']}  {wave['legs']} legs")
+        if entry.parent:  # a follow-up (orch fanout --continue)
+            click.echo(f"  └ continues {entry.parent}")
 
 
 @runs.command()
@@ -97,6 +99,10 @@ def echo_wave(doc: dict) -> None:
     click.echo(f"{kind} {doc['wave_id']}: {doc['status']}, {_money(doc.get('cost_usd'))}"
                f"{' so far' if live else ''}{rebuilt}")
     _in_flight(doc)
+    if doc.get("parent_wave_id"):
+        click.echo(f"  continues wave {doc['parent_wave_id']}")
+    if doc.get("continued_by"):
+        click.echo(f"  continued by: {', '.join(doc['continued_by'])}")
     if doc.get("kind") == "deliberation":
         rounds = [r for r in doc.get("rounds") or [] if isinstance(r, dict)]
         most = (doc.get("options") or {}).get("rounds")

@@ -19,21 +19,27 @@ from orchestrator.errors import OrchError
 @click.option("--no-daemon", is_flag=True,
               help="Serve from this process even when `orch serve` is up.")
 def ui(port: int, no_open: bool, runs_dir: Path | None, no_daemon: bool) -> None:
-    """A local web view of runs, waves, councils, benches and spend: read-only, on
-    127.0.0.1 only, behind a random token in the one URL it prints.
+    """A local web view of runs, waves, councils, benches and spend, on 127.0.0.1 only,
+    behind a random token in the one URL it prints; its ask page starts a fanout, a council
+    or a bench.
 
     It shows the records orch already writes (the runs folder, bench results, the spend
-    ledger) and can start nothing and spend nothing. When `orch serve`'s daemon runs, the
+    ledger). The ask page runs what `orch fanout`, `orch council run` and `orch bench` would,
+    with their checks and budgets, and shows each leg live, then offers a follow-up; context
+    files come from the git work tree it starts in. When `orch serve`'s daemon runs, the
     view is served from the daemon's process (it lives as long as the daemon) and this
     command prints its URL and returns; otherwise it serves until Ctrl-C.
     """
     folder = (runs_dir or config_mod.runs_dir()).absolute()
     if not no_daemon and _in_daemon(folder, port, no_open):
         return
+    from orchestrator.security.workspace_root import choose
     from orchestrator.ui.server import UIServer
     from orchestrator.ui.views import View
 
-    view = View(folder, config_mod.home() / "bench", config_mod.home() / "cache")
+    root, _ = choose(None)  # the git work tree it starts in: context files come from there
+    view = View(folder, config_mod.home() / "bench", config_mod.home() / "cache",
+                workspace=root)
     try:
         server = UIServer(view, port=port)
     except OSError as exc:

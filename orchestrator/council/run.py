@@ -48,6 +48,9 @@ from orchestrator.request import Usage
 from orchestrator.security.secrets import scrub
 
 QUORUM = 2
+# the keys each stage's wave options carry: which council run, which stage (orchestrator.modes
+# reads them for plugins)
+RUN_KEY, STAGE_KEY = "council_run", "council_stage"
 COVERAGE = 0.8  # a judge that voted on fewer of the findings it was shown is short
 
 
@@ -139,7 +142,7 @@ class CouncilRun:
         """One stage as one wave on the shared server; its legs go to the spend ledger."""
         self._check()
         self._progress(name)
-        options = {**self.options, "council_run": self.run_id, "council_stage": name}
+        options = {**self.options, RUN_KEY: self.run_id, STAGE_KEY: name}
         for key, ceiling in self.ceilings.items():  # the wave's: what the run has left
             if ceiling is not None:
                 left = self.account.left(key)  # the run's account, else this run's own

@@ -36,14 +36,9 @@ class UIHost:
             if server is not None and port in (0, server.port):
                 return {"url": server.url, "port": server.port, "started": False}
             home = config_mod.home()
-            view = View(folder, home / "bench", home / "cache")
-
-            def router(path, query):
-                self.touch()
-                return view(path, query)
-
+            view = View(folder, home / "bench", home / "cache", on_request=self.touch)
             try:
-                server = UIServer(router, port=port)
+                server = UIServer(view, port=port)
             except OSError as exc:
                 raise OrchError(f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); "
                                 "pass another --port, or none for a free one") from None

@@ -48,6 +48,10 @@ from orchestrator.store import write_json_atomic
 from orchestrator.votes import tally
 from orchestrator.votes.answer import digest
 
+# the keys each round's wave options carry: which deliberation, which round (orchestrator.modes
+# reads them for plugins)
+RUN_KEY, ROUND_KEY = "deliberation", "round"
+
 
 def round_wave_id(run_id: str, round_no: int | str) -> str:
     """Where a round's number lives in the ledger: its wave id (docs/spend.md); the chair's
@@ -167,7 +171,7 @@ class Deliberation:
                     histories: list[list[dict]] | None = None, kind: str | None = None,
                     round_no: int | None = None,
                     anonymity: Anonymity | None = None) -> list[LegRecord]:
-        options = {**self.spec.options, "deliberation": self.run_id, "round": round_no}
+        options = {**self.spec.options, RUN_KEY: self.run_id, ROUND_KEY: round_no}
         options.update({key: self.left(key) for key in self.ceilings})  # what the run has left
         spec = WaveSpec(models=models, briefing=self.spec.briefing, briefings=briefings,
                         histories=histories, runs_dir=self.dir / "rounds",

@@ -60,7 +60,7 @@ class Leg:
                  timeout_s: float, ledger: LedgerAppend | None = None,
                  observe: LegObserver | None = None, tag: str | None = None,
                  project_dir: str | None = None, run_id: str | None = None,
-                 intake: Policy | None = None, journal=None,
+                 parent_wave_id: str | None = None, intake: Policy | None = None, journal=None,
                  index: LegIndex | None = None) -> None:
         self.ctx = ctx
         # what every request of this leg passes before the wire (orchestrator/intake/); the
@@ -76,6 +76,7 @@ class Leg:
         self.tag = tag
         self.project_dir = project_dir
         self.run_id = run_id
+        self.parent_wave_id = parent_wave_id  # a follow-up's: the wave it continues
         self._warned: set[str] = set()
         self._files = BackgroundWriter()
         self._conversation = JsonlFile(ctx.dir / "conversation.jsonl")
@@ -269,7 +270,8 @@ class Leg:
             return
         try:
             row = self.record.ledger_row(tag=self.tag, project_dir=self.project_dir,
-                                         run_id=self.run_id, in_flight=in_flight)
+                                         run_id=self.run_id, in_flight=in_flight,
+                                         parent_wave_id=self.parent_wave_id)
             outboxed = await self.ledger(row)
         except Exception as exc:
             self.io_error("ledger", exc)

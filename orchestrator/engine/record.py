@@ -178,7 +178,8 @@ class LegRecord:
         return rec
 
     def ledger_row(self, *, tag: str | None, project_dir: str | None,
-                   run_id: str | None = None, in_flight: bool = False) -> dict[str, Any]:
+                   run_id: str | None = None, in_flight: bool = False,
+                   parent_wave_id: str | None = None) -> dict[str, Any]:
         """The leg's one ledger row as of now. ``in_flight``: written while the leg runs,
         right after an answer was billed, saying what is true if the process dies now
         (aborted, with what was billed so far); the leg's end replaces it in place."""
@@ -195,7 +196,7 @@ class LegRecord:
             "finish_reason": self.finish_reason,
             **self.usage.to_dict(), "cost_usd": self.cost_usd, "cost_source": self.cost_source,
             "duration_s": duration, "tag": tag, "project_dir": project_dir,
-            "run_id": run_id, "seq": self.billed,
+            "run_id": run_id, "parent_wave_id": parent_wave_id, "seq": self.billed,
             "cost_bound_usd": None if self.cost_bound_usd is None
             else round(self.cost_bound_usd, 10),
         }

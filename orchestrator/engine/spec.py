@@ -34,6 +34,7 @@ class WaveSpec:
     workspace: Path | None = None
     kind: str = "leg"
     retry_of: str | None = None
+    parent_wave_id: str | None = None  # a follow-up's: the wave it continues (--continue)
     run_id: str | None = None
     wave_id: str | None = None
     options: dict[str, Any] = field(default_factory=dict)

@@ -18,6 +18,7 @@ from orchestrator import __version__, jobscope
 from orchestrator.account import Account
 from orchestrator.chair.synthesis import FanoutChair
 from orchestrator.config import Config
+from orchestrator.engine import histories
 from orchestrator.engine.context import LegContext, WaveContext
 from orchestrator.engine.degraded import Reporter, degradations, merge_reports, reporter
 from orchestrator.engine.ledger_sink import LedgerSink
@@ -134,7 +135,7 @@ class Wave:
         return Leg(ctx, self.server, self.hooks, timeout_s=self.spec.timeout_s,
                    ledger=self.ledger.append if self.ledger else None, observe=self.observe,
                    tag=self.spec.tag, project_dir=self.spec.project_dir, run_id=self.spec.run_id,
-                   intake=intake or self.intake, journal=self.journal,
+                   parent_wave_id=self.spec.parent_wave_id, intake=intake or self.intake, journal=self.journal,
                    index=self._indexed if self.ledger else None)
 
     async def _settle_index(self) -> None:
@@ -192,6 +193,10 @@ class Wave:
                 await outer.start(self._watch_signals)
             self._write_file("briefing.md", lambda: write_text_atomic(  # scrubbed
                 self.dir / "briefing.md", self.spec.briefing))
+            if self.spec.histories and (self.spec.parent_wave_id or self.spec.retry_of):
+                # what a follow-up of this wave reads back (app/continuation.py)
+                self._write_file(histories.FILE, lambda: histories.write(
+                    self.dir, {leg.ctx.leg_id: leg.ctx.history for leg in self.legs}))
             try:
                 self.write()
             except Exception as exc:  # the final write supersedes it: a warning, not a gap
@@ -266,7 +271,8 @@ class Wave:
             from orchestrator.ledger.spend import default_url
 
             outbox.append(self.ledger.url or default_url(), leg.record.ledger_row(
-                tag=leg.tag, project_dir=leg.project_dir, run_id=leg.run_id))
+                tag=leg.tag, project_dir=leg.project_dir, run_id=leg.run_id,
+                parent_wave_id=leg.parent_wave_id))
         except Exception:  # noqa: BLE001 - no outbox takes it: wave.json still says it
             pass
 
@@ -444,6 +450,7 @@ class Wave:
                 "created_at": self._created,
                 "ended_at": None if status == "running" else now_iso(),
                 "tag": self.spec.tag, "kind": self.spec.kind, "retry_of": self.spec.retry_of,
+                "parent_wave_id": self.spec.parent_wave_id,
                 "run_id": self.spec.run_id, "project_dir": self.spec.project_dir,
                 "models": [m.name for m in self.spec.models],
                 "chair_model": self.spec.chair.name if self.spec.chair else None,

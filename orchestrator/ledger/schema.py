@@ -34,7 +34,7 @@ ROUND_INFIX = "-round-"
 
 # The newest migration (orchestrator/ledger/migrations/versions). A ledger at this revision opens
 # without importing Alembic; tests/test_ledger_migrations.py checks it is Alembic's head.
-HEAD = "0006"
+HEAD = "0007"
 
 
 def utcnow() -> datetime:
@@ -84,6 +84,8 @@ class SpendRow(SQLModel, table=True):
     tag: str | None = None
     project_dir: str | None = Field(default=None, sa_type=sa.Text)
     run_id: str | None = Field(default=None, index=True)  # a council run id
+    # a follow-up's: the wave its wave continues (orch fanout --continue; 0007)
+    parent_wave_id: str | None = Field(default=None, index=True)
     user: str | None = Field(default=None, index=True)  # ORCH_USER, else the OS user
     host: str | None = None  # the machine that made the call
     # How many billed requests of the leg the row holds (1, 2, ...): a leg's row is made at

@@ -107,6 +107,13 @@ FANOUT = {
                                          "answers hold each side, points one answer raised "
                                          "and a resolution; the document gains synthesis "
                                          "(answers by anonymous label, mapped to legs)."},
+            "continue_wave": {"type": "string", "minLength": 1, "maxLength": 200,
+                              "description": "Follow up on an earlier fanout: a wave_id (or "
+                                             "'last') whose models each get prompt with their "
+                                             "own earlier question and answer before it. Only "
+                                             "the models that answered are asked; models, "
+                                             "council and rounds do not apply. The document "
+                                             "gains parent_wave_id."},
         },
     },
 }

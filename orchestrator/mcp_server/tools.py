@@ -84,12 +84,24 @@ def fanout_request(args: dict[str, Any]):
     from orchestrator.briefing import read_prompt
 
     return requests.fanout(models=_models(args), council=args.get("council"),
+                           continue_wave=_wave_id(args.get("continue_wave")),
                            prompt=read_prompt(args["prompt"], None), prompt_source="--prompt",
                            context=tuple(context_paths(args.get("context") or [])),
                            chair=args.get("chair"), rounds=int(args.get("rounds") or 1),
                            peers=args.get("peers"), tools=args.get("tools", "read"),
                            aggregate=args.get("aggregate"), synthesis=args.get("synthesis"),
                            **_common(args, "fanout"))
+
+
+def _wave_id(given: str | None) -> str | None:
+    """A follow-up's wave as the tool names it: a prompt is never taken for it."""
+    from orchestrator.app.requests import looks_like_wave_id
+    from orchestrator.errors import UsageProblem
+
+    if given is not None and not looks_like_wave_id(given):
+        raise UsageProblem(f"continue_wave is a wave_id from an earlier fanout (or 'last'), "
+                           f"not {given[:40]!r}")
+    return given
 
 
 def council_request(args: dict[str, Any]):

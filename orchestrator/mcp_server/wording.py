@@ -21,7 +21,7 @@ _WAVE = {"--models": "models", "--council": "council", "--prompt": "prompt",
          "--no-validate-models": "validate_models: false"}
 ARGUMENTS: dict[str, dict[str, str]] = {
     "fanout": {**_WAVE, "--rounds": "rounds", "--peers": "peers", "--aggregate": "aggregate",
-               "--synthesis": "synthesis"},
+               "--synthesis": "synthesis", "--continue": "continue_wave"},
     "council_run": {**_WAVE, "--diff": "diff"},
     "spend": {"--since": "since", "--group-by": "group_by"},
     "runs": {"--since": "since", "--status": "status"},

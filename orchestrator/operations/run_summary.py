@@ -10,7 +10,7 @@ prints is one it can be filtered on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,9 @@ class RunEntry:
     exit_code: int | None
     dirs: Sequence[Path]
     waves: list[dict[str, Any]] | None = None  # a bench's trial waves, folded under it
+    question: str = ""  # the prompt's first line (its briefing.md's), for the listing
+    models: list[str] = field(default_factory=list)  # the legs' or seats' models, once each
+    parent: str | None = None  # a follow-up's: the wave it continues (--continue)
 
     @property
     def created(self) -> datetime:
@@ -76,7 +79,8 @@ class RunEntry:
                 "cost_usd": self.cost_usd, "created_at": self.created.isoformat(),
                 "tag": self.tag, "exit_code": self.exit_code,
                 "dirs": [str(d) for d in self.dirs],
-                **({"waves": self.waves} if self.waves is not None else {})}
+                **({"waves": self.waves} if self.waves is not None else {}),
+                **({"parent_wave_id": self.parent} if self.parent else {})}
 
 
 def status_of(value: Any) -> str:
@@ -113,13 +117,37 @@ def unreadable(run_id: str, kind: str, folder: Path) -> dict[str, Any]:
             "created_at": when(None, folder), "tag": None, "exit_code": None}
 
 
+QUESTION_BYTES = 4096  # of a briefing.md, read for its first line
+
+
+def question(folder: Path) -> str:
+    """The first non-empty line of the run's ``briefing.md`` (its question; a deliberation's
+    is its first round's), or ""."""
+    try:
+        found = folder / "briefing.md"
+        if not found.exists():
+            found = next(iter(sorted(folder.glob("rounds/*-round-1/briefing.md"))), found)
+        with found.open("rb") as f:
+            text = f.read(QUESTION_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
+
+
+def models_of(entries: list[Any]) -> list[str]:
+    return list(dict.fromkeys(str(e["model"]) for e in entries
+                              if isinstance(e, dict) and e.get("model")))
+
+
 def _wave_summary(wave_id: str, doc: dict[str, Any], folder: Path) -> dict[str, Any]:
     legs = doc.get("legs") or []
-    return {"id": wave_id, "kind": "deliberation" if doc.get("kind") == "deliberation"
+    return {"question": question(folder), "models": models_of(legs), "id": wave_id, "kind": "deliberation" if doc.get("kind") == "deliberation"
             else "wave", "status": status_of(doc.get("status")), "legs": len(legs),
             "cost_usd": doc.get("cost_usd"),
             "created_at": when(doc.get("created_at") or _first_start(legs), folder),
-            "tag": doc.get("tag"), "exit_code": doc.get("exit_code")}
+            "tag": doc.get("tag"), "exit_code": doc.get("exit_code"),
+            "parent": doc["parent_wave_id"] if isinstance(doc.get("parent_wave_id"), str)
+            else None}
 
 
 def wave(runs_dir: Path, wave_id: str, record: Path) -> dict[str, Any]:
@@ -162,7 +190,9 @@ def run(name: str, record: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return unreadable(run_id, kind, record.parent)
     doc = current(doc, record.parent)
-    return {"id": str(doc.get("run_id", run_id)), "kind": str(doc.get("kind", kind)),
+    return {"question": question(record.parent),
+            "models": models_of(doc.get("seats") or doc.get("legs") or []),
+            "id": str(doc.get("run_id", run_id)), "kind": str(doc.get("kind", kind)),
             "status": status_of(doc.get("status")),
             "legs": len(doc.get("seats") or doc.get("legs") or []),
             "cost_usd": doc.get("cost_usd"), "created_at": when(doc.get("created_at"),

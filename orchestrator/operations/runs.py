@@ -67,6 +67,11 @@ def latest(runs_dir: Path, bench_dir: Path | None = None,
     return max(every, key=lambda e: e.created)
 
 
+def children(every: list[RunEntry], wave_id: str) -> list[str]:
+    """The follow-ups of ``wave_id`` (``orch fanout --continue``), oldest first."""
+    return [e.id for e in sorted(every, key=lambda e: e.created_at) if e.parent == wave_id]
+
+
 def document(runs_dir: Path, entry: RunEntry) -> dict[str, Any]:
     """What ``orch status`` shows: a wave's or a deliberation's document (live from its legs,
     rounds and the ledger while it runs); ``run.json`` for a council (its stages so far

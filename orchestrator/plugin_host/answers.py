@@ -158,3 +158,13 @@ CHECKS: dict[str, Check] = {
 def checker(hook: str) -> Check | None:
     """The check for ``hook``'s answers, or None when its answers are not used."""
     return CHECKS.get(hook)
+
+
+def wrong(name: str, check: Check | None, result: Any, who: str = "") -> WrongAnswer | None:
+    """What is wrong with an implementation's answer (``who``: "wrapper " for a wrapper's),
+    or None when it may be taken (a None answer keeps the value: nothing to check). The one
+    tail every hand-over and the inline chain end with."""
+    if result is None or check is None:
+        return None
+    problem = check(result)
+    return None if problem is None else WrongAnswer(f"{name} {who}{problem}")

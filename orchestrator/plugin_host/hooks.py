@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from orchestrator.errors import LegError, OrchError, Refusal
-from orchestrator.plugin_host.answers import NO_AWAIT, WrongAnswer, checker, no_await
+from orchestrator.plugin_host.answers import NO_AWAIT, checker, no_await, wrong
 from orchestrator.plugin_host.boundary import (
     HookTimeout,
     PluginExit,
@@ -92,7 +92,7 @@ class _Impl:
     """One implementation as the runner calls it (the hot loop reads slots, not pluggy's
     attributes)."""
 
-    __slots__ = ("function", "pick", "plugin", "wrapper", "guarded", "fail_closed",
+    __slots__ = ("function", "pick", "plugin", "site", "wrapper", "guarded", "fail_closed",
                  "held_only", "deadline", "is_async", "refused_await")
 
     def __init__(self, impl, hook: str, guarded: bool, default_deadline: float,
@@ -100,6 +100,7 @@ class _Impl:
         self.function = impl.function
         self.pick = _picker(impl.argnames)
         self.plugin: str = impl.plugin_name
+        self.site = (self.plugin, hook)  # what its late writes name (engine/context.py)
         self.wrapper = bool(impl.wrapper)
         self.guarded = guarded
         self.fail_closed = declared.fails_closed(hook) or held
@@ -225,17 +226,16 @@ class HookRunner:
                             getattr(result, "close", lambda: None)()
                             raise no_await(name)
                         result = await result
-                    if result is None or check is None:
-                        continue
-                    problem = check(result)
-                    if problem is not None:
-                        raise WrongAnswer(f"{name} {problem}")
+                    failure = wrong(name, check, result)
+                    if failure is not None:
+                        raise failure
                 except deliberate:
                     raise
                 except Exception as exc:
                     self._failed(impl, name, exc, on_error)
                     continue
-                args[value_arg] = result
+                if result is not None and check is not None:
+                    args[value_arg] = result
             while wrappers:
                 impl, gen = wrappers.pop()  # innermost first, as pluggy unwinds
                 current = args[value_arg]
@@ -247,17 +247,16 @@ class HookRunner:
                         returned, result = _finish(gen, current)
                     if not returned:
                         raise RuntimeError("a wrapper must yield exactly once")
-                    if result is None or check is None:
-                        continue
-                    problem = check(result)
-                    if problem is not None:
-                        raise WrongAnswer(f"{name} wrapper {problem}")
+                    failure = wrong(name, check, result, "wrapper ")
+                    if failure is not None:
+                        raise failure
                 except deliberate:
                     raise
                 except Exception as exc:
                     self._failed(impl, name, exc, on_error)
                     continue
-                args[value_arg] = result
+                if result is not None and check is not None:
+                    args[value_arg] = result
         finally:
             for impl, gen in wrappers:  # a Refusal or OrchError left some wrappers suspended
                 if impl.guarded:  # its finally: is third-party code too
@@ -432,10 +431,9 @@ def _checked(name: str, result: Any) -> Any:
     if inspect.isawaitable(result):
         getattr(result, "close", lambda: None)()  # no "never awaited" warning
         raise no_await(name)
-    check = checker(name)
-    problem = check(result) if check is not None else None
-    if problem is not None:
-        raise WrongAnswer(f"{name} {problem}")
+    failure = wrong(name, checker(name), result)
+    if failure is not None:
+        raise failure
     return result
 
 

@@ -10,8 +10,11 @@ Here each call is a task on an event loop of its own, on a daemon thread: orch w
 within its deadline on its own loop and then stops waiting. The task is cancelled once and
 left behind; the thread never holds the exit. A coroutine that blocks its thread stops only
 this loop: the legs go on, the call is abandoned at its deadline, and once the loop stops
-answering the next calls get a fresh one. One loop serves every call while it turns, so a
-plugin's client (an ``httpx.AsyncClient`` made at import) keeps working from call to call.
+answering the next calls get a fresh one; a call its loop has not started within
+``START_S`` (queued behind a coroutine that blocks the thread) moves to a fresh loop, so one
+leg's blocking hook never makes another leg's call wait out its deadline. One loop serves
+every call while it turns, so a plugin's client (an ``httpx.AsyncClient`` made at import)
+keeps working from call to call.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from orchestrator import tool_thread
 T = TypeVar("T")
 
 STUCK_S = 0.5  # an abandoned call's loop that has not turned for this long gets replaced
+START_S = 1.0  # a call its loop has not started within this moves to a fresh loop
 
 
 class PluginLoop:
@@ -78,6 +82,13 @@ class PluginLoop:
             self._soon(self._pong)
         self._soon(cancel)
 
+    def suspect(self) -> None:
+        """A call sent here was not started in time: new calls go to a fresh loop now; this
+        one is trusted again if it turns."""
+        if self._pinged is None:
+            self._pinged = time.monotonic() - STUCK_S
+            self._soon(self._pong)
+
     def _pong(self) -> None:
         self._pinged = None
 
@@ -95,20 +106,38 @@ async def run(job: Callable[[], Awaitable[T]], deadline: Callable[[], float], *,
     it on). Past it, or when orch's wait is cancelled (a signal), the task is abandoned:
     ToolTimeout (or the cancellation) here. ``quick_s``: as in :func:`tool_thread.run_until`.
     The task runs in a copy of the caller's context (a daemon job's output, its scope)."""
-    plugin = PluginLoop.current()
     handover = tool_thread.Handover(tool_thread.Call(seconds), asyncio.get_running_loop())
     context = contextvars.copy_context()
     task: list[asyncio.Task] = []
+    ran_on: list[PluginLoop] = []
+    claim = threading.Lock()  # taken by the one loop that starts the call, or by its end
 
-    def start() -> None:
-        task.append(plugin.loop.create_task(_settle(handover, job), context=context))
+    def start_on(plugin: PluginLoop) -> Callable[[], None]:
+        def start() -> None:
+            if claim.acquire(blocking=False):
+                ran_on.append(plugin)
+                task.append(plugin.loop.create_task(_settle(handover, job), context=context))
+        return start
 
-    plugin._soon(start)
+    def move() -> None:
+        # another call blocks the loop's thread (``time.sleep`` in ``async def``): this one,
+        # queued behind it, is sent to a fresh loop instead of sharing its fate
+        if not ran_on:
+            sent[-1].suspect()
+            fresh = PluginLoop.current()
+            sent.append(fresh)
+            fresh._soon(start_on(fresh))
+
+    sent = [PluginLoop.current()]
+    sent[0]._soon(start_on(sent[0]))
+    mover = asyncio.get_running_loop().call_later(START_S, move)
     try:
         done = await handover.wait(deadline, quick_s)
     finally:
+        mover.cancel()
         if handover.call.abandoned:
-            plugin.abandon(task)
+            claim.acquire(blocking=False)  # a call abandoned before it started never starts
+            (ran_on or sent)[-1].abandon(task)
     if not done:
         raise tool_thread.ToolTimeout(f"did not finish within its {seconds:g} s limit")
     return handover.result()

@@ -173,8 +173,15 @@ def load(config_plugins: dict | None = None, *, enabled: bool = True,
     as ``broken``. This is the one place plugins are loaded from: the entry points, then the
     plugins directory's files (directory.py), each the same way.
     """
+    from orchestrator.plugin_host.chosen import current
+
     pm = PluginManager()
     allow, deny = selection(config_plugins)
+    if (choice := current()) is not None:  # the testing kit's isolation (chosen.py)
+        enabled, third_party = enabled and choice.builtins, third_party and choice.third_party
+        # the kit's plugin stands for an installed one: a run that disables it by name (a
+        # bench contestant's disable_plugins, ORCH_DISABLE_PLUGINS) runs without it
+        extra = [*((n, p) for n, p in choice.extra if n not in deny), *(extra or [])]
     if enabled and third_party and warn and (problem := folder_problem(config_plugins)):
         warn(problem)
     extra = list(extra or [])

@@ -4,6 +4,7 @@ lines. The pytest fixtures in :mod:`orchestrator.testing.pytest_plugin` hand you
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,116 @@ class OrchKit:
     def run_leg(self, model: str, prompt: str = "Say hello.", **kwargs: Any) -> WaveRun:
         """A one-leg wave; ``.leg`` is its record, ``.bodies`` what it sent."""
         return self.run_wave([model], prompt, **kwargs)
+
+    # -- the other modes: each through the app's own prepare and start ----------------------
+    def _names(self, models: list[str] | str) -> str:
+        names = [models] if isinstance(models, str) else list(models)
+        return ",".join(n if "/" in n else f"{self.provider_name}/{n}" for n in names)
+
+    def _drive(self, request: Any, plugins: list[object] | None, builtins: bool,
+               all_installed: bool) -> tuple[Any, list[Any], list[RecordedRequest]]:
+        """``request`` prepared and run as every face runs it (orchestrator/app), with the
+        plugins chosen as ``run_wave`` chooses them; (handle, events, requests sent)."""
+        import anyio
+
+        from orchestrator import runtime
+        from orchestrator.app.prepare import prepare
+        from orchestrator.app.start import start
+        from orchestrator.plugin_host.chosen import Choice, choosing
+
+        if not self._declared:
+            self.provider()
+        choice = Choice(extra=tuple(named_plugin(p) for p in plugins or []),
+                        builtins=builtins, third_party=all_installed)
+        before, events = len(self.server.requests), []
+        runtime.plugin_manager.cache_clear()  # none built under another choice is reused
+        try:
+            with choosing(choice):
+                handle = start(prepare(request))
+                anyio.run(handle.drive, events.append)
+        finally:
+            runtime.plugin_manager.cache_clear()
+        return handle, events, self.server.requests[before:]
+
+    def run_council(self, seats: list[str], prompt: str = "Review this change.", *,
+                    chair: str = "chair", plugins: list[object] | None = None,
+                    builtins: bool = True, all_installed: bool = False,
+                    options: dict[str, Any] | None = None, **request: Any):
+        """Run a council (reviews, anonymous judging, tally, chair) in this process, as
+        ``orch council run`` does: ``seats`` and ``chair`` are models on the scripted
+        provider (script them with :func:`~orchestrator.testing.council_kit.council_seat`
+        and :func:`~orchestrator.testing.council_kit.council_chair`); ``options``: plugins'
+        declared options (``{"max_words": 5}``); other keywords are ``Council`` request
+        fields (``tools``, ``max_steps``, ``diff``, ...). Returns a ``CouncilResult``."""
+        from orchestrator.app.requests import Council
+        from orchestrator.testing.council_kit import CouncilResult
+
+        fields = {"tools": "none", "validate_models": False, "quiet": True, **request}
+        req = Council(prompt=prompt, models=self._names(seats), chair=self._names(chair),
+                      runs_dir=str(self.home / "runs"), budgets=dict(options or {}), **fields)
+        handle, events, sent = self._drive(req, plugins, builtins, all_installed)
+        return CouncilResult(doc=handle.document or {}, requests=sent, events=events,
+                             extra=handle.extra)
+
+    def run_deliberation(self, models: list[str], prompt: str = "Say hello.", *,
+                         rounds: int = 2, peers: int | None = None, chair: str | None = None,
+                         plugins: list[object] | None = None, builtins: bool = True,
+                         all_installed: bool = False, options: dict[str, Any] | None = None,
+                         **request: Any):
+        """Run a deliberation (``orch fanout --rounds N``) in this process: round 1 a fanout,
+        each later round every leg reading its peers (script them with
+        :func:`~orchestrator.testing.deliberation_kit.deliberator`). Other keywords are
+        ``Fanout`` request fields. Returns a ``DeliberationResult``."""
+        from orchestrator.app.requests import fanout
+        from orchestrator.testing.deliberation_kit import DeliberationResult
+
+        fields = {"tools": "none", "validate_models": False, "quiet": True, **request}
+        req = fanout(prompt=prompt, models=self._names(models), rounds=rounds, peers=peers,
+                     chair=self._names(chair) if chair else None,
+                     runs_dir=str(self.home / "runs"), budgets=dict(options or {}), **fields)
+        handle, events, sent = self._drive(req, plugins, builtins, all_installed)
+        return DeliberationResult(doc=handle.document or {}, requests=sent, events=events)
+
+    def run_bench(self, config: Path | str, *, plugins: list[object] | None = None,
+                  builtins: bool = True, all_installed: bool = False,
+                  ceilings: dict[str, float] | None = None, **request: Any):
+        """Run the bench file ``config`` in this process, as ``orch bench --config`` does
+        (``ceilings``: its run ceilings, ``{"max_cost": 1.0}``; other keywords are ``Bench``
+        request fields). Returns a ``BenchResult``."""
+        from orchestrator.app.requests import Bench
+        from orchestrator.testing.bench_kit import BenchResult
+
+        config = Path(config)
+        out = config.with_name(f"{config.stem}-results.json")
+        req = Bench(config_path=str(config), out=str(out), ceilings=dict(ceilings or {}),
+                    quiet=True, **request)
+        handle, events, sent = self._drive(req, plugins, builtins, all_installed)
+        return BenchResult(doc=handle.document or {}, path=out, requests=sent, events=events,
+                           exit_code=handle.exit_code or 0)
+
+    def run_trial(self, model: str | dict[str, Any], task: str, *,
+                  expect: dict[str, Any] | None = None, verify: str | None = None,
+                  trials: int = 1, plugins: list[object] | None = None, **kwargs: Any):
+        """One bench task for one contestant, through the bench's trial skeleton and its
+        check: ``model`` a model on the scripted provider (``"m"``) or a contestant table
+        (``{"kind": "fanout", "models": [...], "aggregate": "vote"}``); ``expect`` the
+        task's check (``{"contains": "42"}``, ``regex``, ``equals``, ...) or ``verify`` a
+        command. Returns a ``BenchResult``; ``.trial`` is the row, ``.passed`` its verdict."""
+        from orchestrator.testing.bench_kit import write_bench
+
+        if isinstance(model, str):
+            contestant: dict[str, Any] = {"name": model, "model": self._names(model),
+                                          "tools": "none"}
+        else:
+            contestant = {"name": "contestant", **model}
+            for key in ("models", "chair"):
+                if key in contestant:
+                    named = self._names(contestant[key]).split(",")
+                    contestant[key] = named if key == "models" else named[0]
+            if "model" in contestant:
+                contestant["model"] = self._names(contestant["model"])
+        check = {"verify": verify} if verify else {"expect": expect or {"contains": ""}}
+        folder = Path(tempfile.mkdtemp(prefix="trial-", dir=self.home))
+        path = write_bench(folder, [{"id": "task", "task": task, **check}], [contestant],
+                           trials=trials)
+        return self.run_bench(path, plugins=plugins, **kwargs)

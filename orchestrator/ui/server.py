@@ -8,7 +8,11 @@ and every header the browser sees is one this module wrote (no middleware adds C
 The guard, in order: the ``Host`` header must name this server (``127.0.0.1:PORT`` or
 ``localhost:PORT``: a DNS-rebinding page cannot reach it); the request must carry the token,
 as ``?token=`` (answered with an HttpOnly, SameSite=Strict cookie and a redirect that drops
-it from the address bar) or as that cookie; only GET is served. Everything else is 403/405.
+it from the address bar) or as that cookie. A GET reads. A POST (the ask page starting a
+run) must also come from this origin (``Origin``, and ``Sec-Fetch-Site`` when the browser
+sends it), carry the cookie (never ``?token=``) and a form token this server issued for that
+form (:class:`FormTokens`: random, one action, used once); the router sees nothing before all
+of that holds. Everything else is 403/405.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import hmac
 import secrets
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from http import HTTPStatus
 from http.cookies import SimpleCookie
@@ -29,7 +34,9 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self';
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",  # the token never leaves in a Referer
+    # no Referer to any other origin (the token never leaves in one); same-origin, because
+    # with no-referrer a browser sends a form POST as `Origin: null`, which the guard refuses
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
@@ -39,13 +46,41 @@ class Reply:
     """What a route answers: a status, a body and its type (HTML unless said)."""
 
     def __init__(self, body: str | bytes, status: int = 200,
-                 content_type: str = "text/html; charset=utf-8") -> None:
+                 content_type: str = "text/html; charset=utf-8",
+                 location: str | None = None) -> None:
         self.body = body.encode() if isinstance(body, str) else body
         self.status = status
         self.content_type = content_type
+        self.location = location  # a redirect's (303 after a form)
 
 
 Router = Callable[[str, dict[str, list[str]]], Reply]
+MAX_FORM = 1 << 20  # bytes of a posted form: a prompt, not a file upload
+
+
+class FormTokens:
+    """The per-form tokens (CSRF): a page that renders a form asks for one for the form's
+    action; a POST must bring it back, to that action, once. Random, so another origin
+    cannot know one; the oldest are forgotten past ``limit``."""
+
+    def __init__(self, limit: int = 2000) -> None:
+        self._held: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+        self.limit = limit
+
+    def issue(self, action: str) -> str:
+        token = secrets.token_urlsafe(24)
+        with self._lock:
+            self._held[token] = action
+            while len(self._held) > self.limit:
+                self._held.popitem(last=False)
+        return token
+
+    def take(self, token: str, action: str) -> bool:
+        """True once for a token issued for ``action``; it is spent either way."""
+        with self._lock:
+            held = self._held.pop(token, None) if token else None
+        return held is not None and hmac.compare_digest(held.encode(), action.encode())
 
 
 class UIServer(ThreadingHTTPServer):
@@ -59,6 +94,9 @@ class UIServer(ThreadingHTTPServer):
         super().__init__((LOOPBACK, port), _Handler)
         self.port = self.server_address[1]
         self.allowed_hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
+        self.allowed_origins = {f"http://{host}" for host in self.allowed_hosts}
+        # the router's form tokens (orchestrator.ui.views.View has them): none, no POST
+        self.forms: FormTokens | None = getattr(router, "forms", None)
         # one name per port: browsers keep cookies per host, not per port, so two orch ui
         # at once would otherwise overwrite each other's
         self.cookie = f"orch_ui_{self.port}"
@@ -95,8 +133,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _refuse(self, status: int, why: str) -> None:
         self._send(Reply(f"{status} {why}\n", status, "text/plain; charset=utf-8"))
 
-    def _guard(self) -> tuple[str, dict[str, list[str]]] | None:
-        """The path and query of an admitted request, else None (already answered)."""
+    def _guard(self, writes: bool = False) -> tuple[str, dict[str, list[str]]] | None:
+        """The path and query of an admitted request, else None (already answered).
+        ``writes``: a POST, which takes the cookie only (a ``?token=`` is refused)."""
         if self.headers.get("Host", "") not in self.server.allowed_hosts:
             self._refuse(HTTPStatus.FORBIDDEN, "forbidden: wrong Host (open the URL orch ui "
                          "printed)")
@@ -104,6 +143,10 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         query = parse_qs(parts.query)
         given = (query.pop("token", [""]) or [""])[0]
+        if given and writes:
+            self._refuse(HTTPStatus.FORBIDDEN, "forbidden: a form is sent with the cookie, "
+                         "not ?token= (open the URL orch ui printed, then the form)")
+            return None
         if given:
             if not hmac.compare_digest(given.encode(), self.server.token.encode()):
                 self._refuse(HTTPStatus.FORBIDDEN, "forbidden: wrong token")
@@ -142,7 +185,55 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _read_only(self) -> None:
         if self._guard() is not None:
-            self._send(Reply("405 read-only: orch ui serves GET only\n", 405,
+            self._send(Reply("405 read-only: orch ui serves GET here\n", 405,
                              "text/plain; charset=utf-8"), {"Allow": "GET"})
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _read_only  # noqa: N815
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _read_only  # noqa: N815
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        """A form that starts something: every check before the router sees a byte of it."""
+        admitted = self._guard(writes=True)
+        if admitted is None:
+            return
+        path, _ = admitted
+        router, forms = self.server.router, self.server.forms
+        if forms is None or not getattr(router, "accepts_post", lambda p: False)(path):
+            self._send(Reply("405 read-only: orch ui serves GET here\n", 405,
+                             "text/plain; charset=utf-8"), {"Allow": "GET"})
+            return
+        if self.headers.get("Origin", "") not in self.server.allowed_origins:
+            self._refuse(HTTPStatus.FORBIDDEN, "forbidden: the form came from another origin "
+                         "(or none); use the page orch ui serves")
+            return
+        if self.headers.get("Sec-Fetch-Site", "same-origin") != "same-origin":
+            self._refuse(HTTPStatus.FORBIDDEN, "forbidden: the form came from another site")
+            return
+        kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind != "application/x-www-form-urlencoded":
+            self._refuse(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "unsupported: send the page's form")
+            return
+        try:
+            length = int(self.headers.get("Content-Length", ""))
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_FORM:
+            self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE if length > MAX_FORM
+                         else HTTPStatus.LENGTH_REQUIRED, "the form needs a length up to 1 MiB")
+            return
+        try:
+            form = parse_qs(self.rfile.read(length).decode("utf-8"), keep_blank_values=True,
+                            max_num_fields=1000)
+        except (UnicodeDecodeError, ValueError):
+            self._refuse(HTTPStatus.BAD_REQUEST, "bad request: the form is not UTF-8 form data")
+            return
+        token = (form.pop("form_token", [""]) or [""])[-1]
+        if not forms.take(token, path):
+            self._refuse(HTTPStatus.FORBIDDEN, "forbidden: the form token is missing, wrong or "
+                         "used (reload the page and send the form again)")
+            return
+        try:
+            reply = router.post(path, form)
+        except Exception as exc:  # noqa: BLE001 - one bad request must not kill the server
+            reply = Reply(f"500 cannot do this: {type(exc).__name__}: {exc}\n", 500,
+                          "text/plain; charset=utf-8")
+        self._send(reply, {"Location": reply.location} if reply.location else None)

@@ -3,7 +3,9 @@
 :func:`orchestrator.engine.rebuild.load_wave`: a run still going as its legs, stages, rounds
 and the ledger have it now), a council's
 ``run.json``/``tally.json`` (drawn by the same code as its ``report.html``), a bench's
-result file (its own tables and charts), and the ledger's rollups. Nothing here writes."""
+result file (its own tables and charts), and the ledger's rollups. Nothing here writes; the
+ask page (:mod:`orchestrator.ui.ask`) starts runs through the app's prepare and start, behind
+the server's POST guard."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from urllib.parse import urlencode
 
 from orchestrator.errors import OrchError
 from orchestrator.ui.render import page
-from orchestrator.ui.server import Reply
+from orchestrator.ui.server import FormTokens, Reply
 
 STATIC = Path(__file__).parent / "static"
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -46,19 +48,45 @@ class View:
     the ledger from ORCH_LEDGER_URL (else ORCH_HOME/ledger.db)."""
 
     def __init__(self, runs_dir: Path, bench_dir: Path | None = None,
-                 cache_dir: Path | None = None) -> None:
+                 cache_dir: Path | None = None, *, workspace: Path | None = None,
+                 on_request=None) -> None:
         self.runs_dir = runs_dir
         self.bench_dir = bench_dir
         from orchestrator.operations.run_index import RunIndex
+        from orchestrator.ui.ask import Ask
 
         self.index = RunIndex(runs_dir, bench_dir, cache_dir)
+        self.forms = FormTokens()  # the server's POST guard takes them back
+        self.ask = Ask(runs_dir, self.forms, workspace)
+        self.on_request = on_request  # the daemon's: a page visit is activity
+
+    def accepts_post(self, path: str) -> bool:
+        """The paths a form may be sent to: the ask form and a run's follow-up."""
+        parts = [p for p in path.split("/") if p]
+        return parts == ["ask"] or (len(parts) == 3 and parts[0] == "ask"
+                                    and bool(SAFE_ID.match(parts[1]))
+                                    and parts[2] == "follow-up")
+
+    def post(self, path: str, form: dict[str, list[str]]) -> Reply:
+        """A form the server's guard admitted (Host, cookie, Origin, its form token): the
+        only routes that start anything, each through the app's prepare and start."""
+        if self.on_request is not None:
+            self.on_request()
+        parts = [p for p in path.split("/") if p]
+        if parts == ["ask"]:
+            return self.ask.ask(form)
+        return self.ask.follow_up(parts[1], form)
 
     def __call__(self, path: str, query: dict[str, list[str]]) -> Reply:
+        if self.on_request is not None:
+            self.on_request()
         q = {k: v[-1] for k, v in query.items() if v}
         parts = [p for p in path.split("/") if p]
         if not parts:
             return self.runs(q)
         head, rest = parts[0], parts[1:]
+        if head == "ask" and not rest:
+            return self.ask.form()
         if head == "static" and len(rest) == 1:
             return self.static(rest[0])
         if head == "spend" and not rest:
@@ -69,6 +97,11 @@ class View:
             return self.search(q)
         if not rest or not SAFE_ID.match(rest[0]):
             return not_found("no such page")
+        if head == "ask" and len(rest) in (1, 2):
+            reply = self.ask.running(rest[0]) if len(rest) == 1 else \
+                self.ask.events(rest[0], q.get("after", "0")) if rest[1] == "events.json" \
+                else None
+            return reply or not_found(f"no run {rest[0]} started from this page")
         if head == "wave" and len(rest) == 1:
             return self.wave(rest[0])
         if head == "wave" and len(rest) == 2 and rest[1] == "legs.json":
@@ -120,6 +153,7 @@ class View:
         total = sum(e.cost_usd or 0 for e in found)
         shown = found[(page_no - 1) * PAGE:page_no * PAGE]
         rows = [{"id": e.id, "kind": e.kind, "status": e.status, "legs": e.legs,
+                 "question": e.question, "models": e.models,
                  "cost_usd": e.cost_usd, "created": e.created.strftime("%Y-%m-%d %H:%M"),
                  "tag": e.tag, "href": _href(e)} for e in shown]
         filters = {k: v for k, v in (("status", status), ("kind", kind), ("since", since_text))
@@ -177,7 +211,11 @@ class View:
                 text = f.read(BRIEFING_SHOWN).decode("utf-8", "replace")
         except OSError:
             text = None
+        from orchestrator.operations.runs import children
+
         return Reply(page("wave.html", title=f"Wave {doc['wave_id']}", doc=doc, briefing=text,
+                          parent=doc.get("parent_wave_id"),
+                          children=children(self.listing(), doc["wave_id"]),
                           live=doc.get("status") == "running",
                           deliberation=doc.get("kind") == "deliberation"))
 
