@@ -5,8 +5,9 @@ starts, moves and ends (with its cost), each council stage and deliberation roun
 starts and ends, each bench trial as it is graded, the notices and log lines a face says,
 and at the end the document. A face renders them (``orch``'s progress on stderr, `orch
 mcp`'s progress notifications); the daemon sends them to its client as they come
-(``to_dict``/``from_dict``, JSON). A new kind of event (a leg's streamed text: ``type``
-``"text"``) is one more class here; a renderer that does not know a type skips it.
+(``to_dict``/``from_dict``, JSON). A leg's streamed text is :class:`LegText` (``type``
+``"text"``); a new kind of event is one more class here, and a renderer that does not know a
+type skips it.
 Standard library only: the daemon's client reads them without loading the engine.
 """
 
@@ -183,8 +184,9 @@ class LegEvents:
 
     ENDED = ("complete", "error", "aborted", "refused")
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, *, text: bool = False) -> None:
         self.sink = sink
+        self.wants_text = text  # someone shows the text as it arrives: legs stream it
         self._said: dict[str, tuple] = {}
 
     def __call__(self, ctx) -> None:
@@ -204,3 +206,7 @@ class LegEvents:
             self.sink.emit(LegStarted(snap))
         else:
             self.sink.emit(LegProgress(snap))
+
+    def text(self, ctx, text: str) -> None:
+        """A piece of ``ctx``'s answer as it streams (the engine's ``on_text``)."""
+        self.sink.emit(LegText(ctx.record.leg_id, text))

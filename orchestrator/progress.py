@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
@@ -15,7 +16,11 @@ def _cost(r: LegRecord) -> str:
     return "?" if r.cost_usd is None else f"${r.cost_usd:.4f}"
 
 
-def _tokens(r: LegRecord) -> str:
+def _tokens(r: LegRecord, streamed: int = 0) -> str:
+    """``input+output``; while an answer streams, its output so far is estimated (``~``,
+    4 characters a token) until the provider's count arrives with the answer's end."""
+    if streamed:
+        return f"{r.usage.input_tokens}+~{r.usage.output_tokens + math.ceil(streamed / 4)}"
     return f"{r.usage.input_tokens}+{r.usage.output_tokens}"
 
 
@@ -33,6 +38,10 @@ class PlainProgress:
     def __init__(self, stream=None) -> None:
         self.stream = stream or sys.stderr
         self._said: dict[str, str] = {}
+
+    def text(self, leg_id: str, text: str) -> None:
+        """A streamed piece of a leg's answer: lines say starts and ends only."""
+        return None
 
     def __call__(self, ctx: LegContext) -> None:
         r = ctx.record
@@ -56,6 +65,7 @@ class LiveProgress:
 
         self._legs: dict[str, LegRecord] = {}
         self._t0: dict[str, float] = {}
+        self._streamed: dict[str, int] = {}  # characters streamed since the leg's last count
         # Live redraws what __rich__ returns 4 times a second, so elapsed keeps counting;
         # its strings (a model's name) are made inert as they are drawn.
         self._live = outlet.live(self, stderr=True, refresh_per_second=4, transient=False)
@@ -72,11 +82,19 @@ class LiveProgress:
         for r in self._legs.values():
             elapsed = r.duration_s if r.status != RUNNING else time.monotonic() - self._t0[
                 r.leg_id]
-            table.add_row(r.leg_id.rsplit("-", 1)[-1], r.model, r.status, _tokens(r), _cost(r),
-                          f"{elapsed:.1f}s")
+            streamed = self._streamed.get(r.leg_id, 0) if r.status == RUNNING else 0
+            table.add_row(r.leg_id.rsplit("-", 1)[-1], r.model, r.status,
+                          _tokens(r, streamed), _cost(r), f"{elapsed:.1f}s")
         return table
 
+    def text(self, leg_id: str, text: str) -> None:
+        """A streamed piece of a leg's answer: its tokens so far grow with it."""
+        self._streamed[leg_id] = self._streamed.get(leg_id, 0) + len(text)
+
     def __call__(self, ctx: LegContext) -> None:
+        before = self._legs.get(ctx.record.leg_id)
+        if before is None or before.usage != ctx.record.usage:  # billed: the counts are real
+            self._streamed.pop(ctx.record.leg_id, None)
         self._legs[ctx.record.leg_id] = ctx.record
         self._t0.setdefault(ctx.record.leg_id, time.monotonic())
 
@@ -94,9 +112,11 @@ class NoProgress(PlainProgress):
         return None
 
 
-def make_progress(quiet: bool = False):
+def make_progress(quiet: bool = False, live: bool = True):
+    """``live``: False when the answer itself streams to the terminal (a single-leg run):
+    a redrawn table would cut the text it prints above itself into lines."""
     if quiet:
         return NoProgress()
-    if sys.stderr.isatty():
+    if live and sys.stderr.isatty():
         return LiveProgress()
     return PlainProgress()

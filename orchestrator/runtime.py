@@ -194,6 +194,9 @@ def _import_litellm():
     _litellm.set_verbose = False
     _litellm.drop_params = True
     _litellm.telemetry = False
+    # legs stream (models/streamed.py) and orch prices the rebuilt answer itself: litellm's
+    # logging of each finished stream (a second rebuild, its own cost lookup) is pure cost
+    _litellm.disable_streaming_logging = True
     from orchestrator.models.litellm_patch import honest_usage, no_blind_resend, strict_counts
 
     no_blind_resend(_litellm)  # a 422 that names no parameter is not sent twice

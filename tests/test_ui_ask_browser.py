@@ -67,8 +67,10 @@ def test_ask_watch_both_legs_then_follow_up_and_the_ledger_agrees(
         assert sorted(texts) == sorted(["Alpha says blue.", HOSTILE])
         streamed = browser.eval("document.querySelectorAll('section.leg[data-streamed=yes]')"
                                 ".length")
-        if all(r.body.get("stream") for r in scripted_server.chats):  # legs stream their text
-            assert streamed == 2  # it came as LegText events before each leg's end
+        # the page watches: both legs asked for a stream, and their text came as LegText
+        # events before each leg's end
+        assert all(r.body.get("stream") is True for r in scripted_server.chats)
+        assert streamed == 2
         # hostile model text stayed text: no element made of it, nothing ran
         assert browser.eval("document.querySelectorAll('#legs img, #legs script').length") == 0
         assert browser.eval("typeof window.pwned") == "undefined"

@@ -58,6 +58,19 @@ class Prepared:
     pm: Any = None  # this process's plugin manager for it (never sent)
     config: Any = None
     resources: ExitStack = field(default_factory=ExitStack)
+    # a face shows the legs' text as it arrives (a single answer on a terminal, orch ui's
+    # live page): only then do legs ask for a stream. Streaming costs CPU per chunk in litellm
+    # (docs/performance.md, "Streaming"), so a run nobody watches is read whole.
+    watch_text: bool = False
+
+    @property
+    def single_answer(self) -> bool:
+        """One leg and no chair: that leg's answer is the run's output, so a face may show
+        it as it streams (``orch fanout`` prints it on stdout as it arrives)."""
+        plan = self.plan
+        return (self.kind == "wave" and len(getattr(plan, "models", None) or ()) == 1
+                and getattr(plan, "chair", None) is None
+                and not getattr(getattr(self, "request", None), "aggregate", None))
 
     def close(self) -> None:
         self.resources.close()

@@ -152,7 +152,7 @@ class Handle:
             self._send.close()
 
     def observer(self) -> LegEvents:
-        return LegEvents(self)
+        return LegEvents(self, text=bool(getattr(self.prepared, "watch_text", False)))
 
 
 def start(prepared, *, handle_signals: bool = False,

@@ -166,7 +166,7 @@ def to_wire(prepared) -> dict[str, Any]:
             "key_vars": sorted(prepared.key_vars),
             "settings": sorted(prepared.keys.settings),
             "account": dataclasses.asdict(prepared.account), "notices": prepared.notices,
-            "plan": plan}
+            "watch_text": prepared.watch_text, "plan": plan}
 
 
 def from_wire(data: dict[str, Any], keys: dict[str, str] | None = None):
@@ -196,5 +196,5 @@ def from_wire(data: dict[str, Any], keys: dict[str, str] | None = None):
                     models=[_unmodel(m) for m in data["models"]], key_vars=declared,
                     account=Allowance(**data["account"]), plan=plan,
                     keys=RunKeys(values, declared, settings=data.get("settings") or ()),
-                    notices=list(data["notices"]),
+                    notices=list(data["notices"]), watch_text=bool(data.get("watch_text")),
                     pm=runtime.plugin_manager(enabled=plugins), config=runtime.config())

@@ -17,6 +17,7 @@ from orchestrator.events import (
     LegEnded,
     LegProgress,
     LegStarted,
+    LegText,
     Log,
     Notice,
     RoundStarted,
@@ -27,15 +28,27 @@ from orchestrator.notices import say
 
 class Renderer:
     """Events on stderr: the legs' progress (a live table on a terminal, lines otherwise),
-    the run's notices and rounds; ``trials``: a bench's trial lines."""
+    the run's notices and rounds; ``trials``: a bench's trial lines. ``echo``: the one
+    leg's answer on stdout as it streams (cli/echo.py), for a run whose output it is."""
 
     def __init__(self, *, quiet: bool, trials: Callable[[dict], None] | None = None,
-                 display=None) -> None:
+                 display=None, echo=None) -> None:
         from orchestrator.progress import make_progress
 
         self.quiet = quiet
-        self.progress = display if display is not None else make_progress(quiet)
+        self.progress = display if display is not None else make_progress(
+            quiet, live=echo is None)
         self.trials = trials
+        self.echo = echo
+
+    @property
+    def watches_text(self) -> bool:
+        """It shows the legs' text as it arrives: the one answer echoed on stdout, or the
+        live table's tokens so far on a terminal (then the legs stream; else they are read
+        whole, which costs less CPU)."""
+        from orchestrator.progress import LiveProgress
+
+        return self.echo is not None or isinstance(self.progress, LiveProgress)
 
     def __enter__(self) -> Renderer:
         self.progress.__enter__()
@@ -43,9 +56,15 @@ class Renderer:
 
     def __exit__(self, *exc) -> None:
         self.progress.__exit__(*exc)
+        if self.echo is not None:
+            self.echo.close()
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, LegStarted | LegProgress | LegEnded):
+        if isinstance(event, LegText):
+            getattr(self.progress, "text", lambda *a: None)(event.leg_id, event.text)
+            if self.echo is not None:
+                self.echo(event.leg_id, event.text)
+        elif isinstance(event, LegStarted | LegProgress | LegEnded):
             from orchestrator.engine.record import LegRecord
 
             self.progress(SimpleNamespace(record=LegRecord.from_dict(event.leg)))
@@ -68,6 +87,7 @@ def run(prepared, *, renderer: Renderer, no_daemon: bool = False
     if prepared.nothing is not None:
         say(prepared.nothing)
         sys.exit(0)
+    prepared.watch_text = prepared.watch_text or renderer.watches_text
     if not no_daemon and prepared.unfit_for_daemon is None:
         outcome = _on_daemon(prepared, renderer)
         if outcome is not None:

@@ -46,6 +46,8 @@ ABORT_HOOK_S = 0.3
 
 MAX_PLUGIN_ERRORS = 50  # plugin_errors kept on one leg
 
+# called at each change of a leg's state; an observer with a ``text(ctx, text)`` method also
+# gets each piece of the answer as it streams (events.LegEvents)
 LegObserver = Callable[[LegContext], None]
 LedgerAppend = Callable[[dict[str, Any]], Awaitable[str | None]]  # None, or the outbox
 LegIndex = Callable[[Any], None]  # the leg's record, for the search index (engine/index_sink.py)
@@ -415,8 +417,24 @@ class Leg:
             except OSError as exc:  # said on the leg (exit 2); the request still goes
                 self.io_error("request journal", exc)
         response = await self.server.complete(self.ctx.model, admitted,
-                                              on_send=self._count_request)
+                                              on_send=self._count_request,
+                                              on_text=self._streamed if getattr(
+                                                  self.observe, "wants_text", False) else None)
         return response, claim
+
+    def _streamed(self, text: str) -> None:
+        """A piece of the answer as it streams, to the observer's ``text`` (a run's
+        :class:`~orchestrator.events.LegEvents`: a ``LegText`` event). A display that fails
+        never ends the leg."""
+        said = getattr(self.observe, "text", None)
+        if said is None:
+            return
+        try:
+            said(self.ctx, text)
+        except Exception as exc:
+            from orchestrator.runtime import log
+
+            log().warning("progress_error", leg_id=self.ctx.leg_id, error=_describe(exc))
 
     def _count_request(self) -> None:
         """Every request that goes on the wire, gate retries included, answered or not."""

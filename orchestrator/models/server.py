@@ -14,8 +14,10 @@ from typing import Any
 
 from orchestrator.errors import ProviderError
 from orchestrator.intake.admit import Admitted
+from orchestrator.models import streamed
 from orchestrator.models.addressing import ResolvedModel, register_litellm_keys
 from orchestrator.models.proxy import reported_cost
+from orchestrator.models.streamed import STREAM_KWARGS
 from orchestrator.models.token_counts import MAX_TOKEN_COUNT, read_count
 from orchestrator.request import Response, ToolCall, Usage
 from orchestrator.security.secrets import register_params, scrub, scrub_values
@@ -40,9 +42,12 @@ class Server:
         self.peak_in_flight = 0
         self.sent = 0
 
-    def call_kwargs(self, model: ResolvedModel, admitted: Admitted) -> dict[str, Any]:
+    def call_kwargs(self, model: ResolvedModel, admitted: Admitted, *,
+                    stream: bool = False) -> dict[str, Any]:
         """What litellm is called with: only an admitted request's messages (the intake,
-        orchestrator/intake/: credentials, the secret registry, anonymity) are placed in it."""
+        orchestrator/intake/: credentials, the secret registry, anonymity) are placed in it.
+        ``stream``: someone watches the text; the stream is asked for after the request's
+        own params, so a param cannot turn it off (nor on)."""
         if not isinstance(admitted, Admitted):
             raise TypeError("the server sends admitted requests only: pass "
                             "orchestrator.intake.admit(request, policy)")
@@ -70,17 +75,25 @@ class Server:
             kwargs.update(litellm_keys(model))
         kwargs.update(litellm_prices(model))
         kwargs.update(request.params)
+        for name in STREAM_KWARGS:
+            kwargs.pop(name, None)
+        if stream:  # the usage in the stream (streamed.py): the ledger stays exact
+            kwargs.update(STREAM_KWARGS)
         register_params(kwargs)  # the Request registered its own; the model's are added here
         return kwargs
 
     async def complete(self, model: ResolvedModel, admitted: Admitted,
-                       on_send: Callable[[], None] | None = None) -> Response:
+                       on_send: Callable[[], None] | None = None,
+                       on_text: Callable[[str], None] | None = None) -> Response:
         """One answer for an admitted request (orchestrator.intake.admit). ``on_send`` is
         called for every request that goes on the wire, the rate gate's retries included (a
-        leg's ``requests``)."""
+        leg's ``requests``). With ``on_text`` the answer is streamed (models/streamed.py) and
+        ``on_text`` gets each piece of its text as it arrives; without, it is read whole
+        (litellm's stream reader costs CPU per chunk: only a watched leg pays it)."""
         from orchestrator.runtime import litellm
 
-        kwargs = self.call_kwargs(model, admitted)
+        stream = on_text is not None
+        kwargs = self.call_kwargs(model, admitted, stream=stream)
         lm = litellm()
 
         async def send() -> Any:
@@ -90,7 +103,12 @@ class Server:
                 on_send()
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
-                return await lm.acompletion(**kwargs)
+                answer = await lm.acompletion(**kwargs)
+                if stream:  # read to its end, each piece handed on (streamed.py)
+                    answer = await streamed.read(answer, kwargs["messages"], on_text)
+                return answer
+            except ProviderError:  # the stream read, and found it no answer
+                raise
             except Exception as exc:
                 raise unreachable(provider_error(exc), model) from None
             finally:

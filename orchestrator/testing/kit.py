@@ -18,6 +18,21 @@ OFFLINE_ENV = {
 }
 
 
+class _Watcher:
+    """A leg observer that watches the text as it arrives (``run_wave(streamed=True)``)."""
+
+    wants_text = True
+
+    def __init__(self) -> None:
+        self.texts: list[tuple[str, str]] = []
+
+    def __call__(self, ctx) -> None:
+        pass
+
+    def text(self, ctx, text: str) -> None:
+        self.texts.append((ctx.record.leg_id, text))
+
+
 @dataclass
 class WaveRun:
     """What a wave did: its document, each leg's metadata, and the requests on the wire."""
@@ -25,6 +40,7 @@ class WaveRun:
     doc: dict[str, Any]
     requests: list[RecordedRequest]
     runs_dir: Path
+    texts: list[tuple[str, str]] = field(default_factory=list)  # (leg_id, piece), streamed
 
     @property
     def legs(self) -> list[dict[str, Any]]:
@@ -115,14 +131,16 @@ class OrchKit:
     def run_wave(self, models: list[str] | str, prompt: str = "Say hello.", *,
                  plugins: list[object] | None = None, builtins: bool = True,
                  all_installed: bool = False, chair: str | None = None,
-                 **spec: Any) -> WaveRun:
+                 streamed: bool = False, **spec: Any) -> WaveRun:
         """Run one wave in this process. ``models`` are model names on the scripted provider
         (``"m1"``) or full names (``"other/m1"``).
 
         Isolated by default: orch's built-ins and the ``plugins`` passed here (modules, or
         ``(name, plugin)`` pairs) load, no other installed plugin, so a test's result does not
         depend on its neighbours. ``all_installed=True`` loads every installed plugin too;
-        ``builtins=False`` loads none but ``plugins``."""
+        ``builtins=False`` loads none but ``plugins``. ``streamed=True``: the legs' text is
+        watched as it arrives (as ``orch ui`` or a single-answer terminal do), so legs ask for
+        a stream; ``WaveRun.texts`` holds the pieces."""
         import anyio
 
         from orchestrator import runtime
@@ -145,9 +163,11 @@ class OrchKit:
         before = len(self.server.requests)
         wave_spec = WaveSpec(models=resolved, briefing=prompt, runs_dir=runs, chair=chair_model,
                              **spec)
-        wave = Wave(wave_spec, pm=pm, config=cfg, ledger=LedgerSink())
+        watcher = _Watcher() if streamed else None
+        wave = Wave(wave_spec, pm=pm, config=cfg, ledger=LedgerSink(), observe=watcher)
         doc = anyio.run(wave.run)
-        return WaveRun(doc=doc, requests=self.server.requests[before:], runs_dir=runs)
+        return WaveRun(doc=doc, requests=self.server.requests[before:], runs_dir=runs,
+                       texts=watcher.texts if watcher else [])
 
     def mcp_tools(self, *, plugins: list[object] | None = None, builtins: bool = True,
                   all_installed: bool = False) -> dict[str, dict[str, Any]]:

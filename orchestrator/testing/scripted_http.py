@@ -26,7 +26,7 @@ from orchestrator.testing.scripted_reply import (
     estimate_prompt_tokens,
     model_key,
 )
-from orchestrator.testing.scripted_sse import stream_events
+from orchestrator.testing.scripted_sse import stream_events, streamable
 
 
 class ScriptedServer(Protocol):
@@ -245,13 +245,17 @@ class Handler(BaseHTTPRequestHandler):
         if reply.status != 200:
             self._send_json(reply.status, scripted_error(reply), headers)
             return reply.status
+        if reply.body is not None and body.get("stream") and streamable(reply.body):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            self._stream(reply.body, include_usage, headers, reply.chunk_delay)
+            return 200
         if reply.body is not None:
             self._send(200, raw_body(reply), "application/json", headers)
             return 200
         doc = completion(owner.next_id(), key, body, reply, prompt_tokens)
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            self._stream(doc, include_usage, headers)
+            self._stream(doc, include_usage, headers, reply.chunk_delay)
         else:
             self._send_json(200, doc, headers)
         return 200
@@ -263,8 +267,9 @@ class Handler(BaseHTTPRequestHandler):
             raise Aborted
 
     def _stream(self, doc: dict[str, Any], include_usage: bool,
-                headers: dict[str, str]) -> None:
-        """Server-sent events in chunked transfer encoding, as OpenAI streams them."""
+                headers: dict[str, str], delay: float = 0.0) -> None:
+        """Server-sent events in chunked transfer encoding, as OpenAI streams them; each
+        chunk flushed, ``delay`` seconds apart (text that arrives while the leg runs)."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -272,7 +277,10 @@ class Handler(BaseHTTPRequestHandler):
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
-        for event in stream_events(doc, include_usage):
+        for i, event in enumerate(stream_events(doc, include_usage)):
+            if i and delay:
+                self.wfile.flush()
+                self._wait(delay)
             data = f"data: {event}\n\n".encode()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.write(b"0\r\n\r\n")

@@ -34,7 +34,9 @@ class Reply:
     drop: bool = False  # close the socket without answering
     reasoning: str | None = None  # message.reasoning_content
     headers: dict[str, str] | None = None  # extra response headers
-    no_usage: bool = False  # leave ``usage`` out of the response (a provider that omits it)
+    no_usage: bool = False  # leave ``usage`` out of the response (a provider that omits it;
+    # streamed: no usage chunk, even when ``stream_options.include_usage`` asks for one)
+    chunk_delay: float = 0.0  # streamed: seconds between two chunks (text arriving live)
     error_body: dict[str, Any] | None = None  # an error status sent with exactly this body
     # sent instead of the completion, for malformed replies: a dict or list goes as JSON
     # (e.g. {"choices": []}), str or bytes as they are (a garbage body)

@@ -9,12 +9,13 @@ from typing import Any
 
 def stream_events(completion: dict[str, Any], include_usage: bool) -> list[str]:
     """The ``data:`` payloads for ``completion``: a role chunk, the reasoning, the text word by
-    word, each tool call (name, then arguments), the finish, the usage if asked, [DONE]."""
-    base = {"id": completion["id"], "object": "chat.completion.chunk",
-            "created": completion["created"], "model": completion["model"],
+    word, each tool call (name, then arguments), the finish, the usage if asked (and the
+    completion has one: as it is, a hostile one too), [DONE]."""
+    base = {"id": completion.get("id", "chatcmpl-scripted"), "object": "chat.completion.chunk",
+            "created": completion.get("created", 0), "model": completion.get("model", "m"),
             "system_fingerprint": None}
     choice = completion["choices"][0]
-    message = choice["message"]
+    message = choice.get("message") or {}
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
         obj = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
@@ -34,8 +35,16 @@ def stream_events(completion: dict[str, Any], include_usage: bool) -> list[str]:
                                                           "arguments": ""}}]}))
         events.append(chunk({"tool_calls": [{"index": i, "function": {
             "arguments": call["function"]["arguments"]}}]}))
-    events.append(chunk({}, choice["finish_reason"]))
-    if include_usage:
+    events.append(chunk({}, choice.get("finish_reason")))
+    if include_usage and "usage" in completion:  # a provider that reports none sends none
         events.append(json.dumps({**base, "choices": [], "usage": completion["usage"]}))
     events.append("[DONE]")
     return events
+
+
+def streamable(body: Any) -> bool:
+    """Whether a scripted raw ``body`` is a completion (its choices hold a message) that a
+    streamed request gets as events; any other body goes as it is (a broken reply)."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    return (isinstance(choices, list) and bool(choices) and isinstance(choices[0], dict)
+            and isinstance(choices[0].get("message"), dict))

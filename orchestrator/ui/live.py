@@ -54,6 +54,7 @@ class LiveRuns:
         """Run ``prepared`` (already through every check) in a thread; its :class:`Live`."""
         from orchestrator.app.start import start
 
+        prepared.watch_text = True  # the page shows each leg's text as it arrives
         handle = start(prepared)  # nothing to run: an OrchError, before any thread
         live = Live(run_id=prepared.run_id, kind=prepared.kind,
                     models=[m.name for m in prepared.models], question=question, parent=parent)
