@@ -49,9 +49,9 @@ def test_a_word_that_never_ends_is_still_released():
 
 def test_every_face_that_passes_streamed_text_on_holds_it():
     """Every module that reads a leg's streamed text (``LegText``) is one of these: the event
-    itself, the CLI's renderer (it hands the text to its echo, and to the live table, which
-    only counts it) and `orch mcp`'s progress, which send it on through ``WordHold``. A new
-    face that reads it fails here until it is held (or listed with its reason)."""
+    itself, the CLI's renderer (it hands the text to the live table, which counts it and
+    previews the one answer) and `orch mcp`'s progress; the two that show or send it hold it
+    in ``WordHold``. A new face that reads it fails here until it is held (or listed)."""
     readers = set()
     for folder in ("orchestrator", "plugins"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -62,6 +62,7 @@ def test_every_face_that_passes_streamed_text_on_holds_it():
                 readers.add(str(path.relative_to(ROOT)))
     assert readers == {"orchestrator/events.py", "orchestrator/cli/running.py",
                        "orchestrator/mcp_server/tools.py"}
-    for sender in ("orchestrator/cli/echo.py", "orchestrator/mcp_server/tools.py"):
+    for sender in ("orchestrator/progress.py", "orchestrator/mcp_server/tools.py"):
         assert "WordHold(" in (ROOT / sender).read_text(), sender
-    assert "echo(event.leg_id, event.text)" in (ROOT / "orchestrator/cli/running.py").read_text()
+    renderer = (ROOT / "orchestrator/cli/running.py").read_text()
+    assert '(self.progress, "text", lambda *a: None)(event.leg_id, event.text)' in renderer

@@ -2,8 +2,8 @@
 
 A provider splits its answer wherever it likes: a key shape (``sk-...``) or a control
 sequence may arrive in two chunks, and a scrubber that sees each chunk alone sees neither.
-Every face that passes streamed text on as it arrives (the CLI's echo of a single answer,
-`orch mcp`'s progress notifications) holds each piece here until the whitespace after it
+Every face that passes streamed text on as it arrives (the live table's preview of a single
+answer, `orch mcp`'s progress notifications) holds each piece here until the whitespace after it
 has come, and masks (``secrets.scrub``) and makes inert (``outlet.inert``) what is released:
 :func:`WordHold.take` and :func:`WordHold.rest` return text ready to print or send.
 """
@@ -24,7 +24,7 @@ class WordHold:
     def __init__(self, *, inert: bool = True) -> None:
         self.raw = ""
         self._held = ""
-        self._inert = inert  # False: the writer's own outlet makes it inert (stdout's)
+        self._inert = inert  # False: the writer's own outlet makes it inert
 
     def take(self, text: str) -> str:
         """``text`` added; the whole words now complete, masked (and inert), or ''."""
