@@ -92,7 +92,8 @@ class LiveProgress:
     def _tail(self):
         """The previewed leg's text so far: the last lines that fit under the table (a
         live display taller than the screen could not be redrawn in place)."""
-        text = next((t for t in self._shown.values() if t), "")
+        # drawn on rich's refresh thread while the run's thread adds text: a copy
+        text = next((t for t in list(self._shown.values()) if t), "")
         if not text:
             return None
         from rich.text import Text
