@@ -228,6 +228,64 @@ def test_fanout_returns_the_wave_document_with_progress_and_ledger_rows(
         assert f"{leg['leg_id']} {leg['model']} complete" in messages
 
 
+def test_a_watching_client_gets_each_legs_text_as_progress_and_others_read_whole(
+        mcp_env, tmp_path, orch_home, scripted_server):
+    """A call with a progressToken streams its legs (the wire asks for a stream) and sends
+    their text as progress notifications, masked and inert, with the existing progress; a
+    follow-up (continue_wave) too; a call without one is read whole, as before. On the real
+    `orch mcp` over stdio: the one process test of this promise."""
+    hostile = f"Blue light \x1b]52;c;ZXZpbA==\x07 scatters more, key {KEY} never shown."
+    scripted_server.script("a", Reply(text=hostile, chunk_delay=0.01,
+                                      usage={"prompt_tokens": 20, "completion_tokens": 10}))
+    scripted_server.script("b", Reply(text="b says red.", chunk_delay=0.01))
+    seen: dict[str, list] = {"first": [], "follow": []}
+
+    async def body(session):
+        async def first(value, total, message):
+            seen["first"].append((value, total, message))
+
+        async def follow(value, total, message):
+            seen["follow"].append((value, total, message))
+
+        one = await session.call_tool(
+            "fanout", {"models": ["scripted/a", "scripted/b"], "prompt": "Why is the sky blue?",
+                       "tools": "none"}, progress_callback=first)
+        scripted_server.script("a", Reply(text="Follow-up answer from a.", chunk_delay=0.01))
+        scripted_server.script("b", Reply(text="Follow-up answer from b."))
+        two = await session.call_tool("fanout", {"continue_wave": "last", "prompt": "And why?"},
+                                      progress_callback=follow)
+        three = await session.call_tool(
+            "fanout", {"models": ["scripted/a"], "prompt": "Nobody watches", "tools": "none"})
+        return one, two, three
+
+    sess, (one, two, three) = run_session(mcp_env, tmp_path, body, here=False)
+    for result in (one, two, three):
+        assert not result.is_error, result.content
+    chats = scripted_server.chats
+    assert [c.body.get("stream") for c in chats] == [True, True, True, True, None]
+    doc = one.structured_content
+    by_model = {leg["model"]: leg for leg in doc["legs"]}
+    for name in ("first", "follow"):
+        values = [p[0] for p in seen[name]]
+        assert values == sorted(values) and len(set(values)) == len(values), name
+        assert values[-1] == 2 and {p[1] for p in seen[name]} == {2}
+    texts = [m for _, _, m in seen["first"] if ": " in m]
+    leg_a = by_model["scripted/a"]["leg_id"]
+    streamed_a = "".join(m.split(": ", 1)[1] for m in texts if m.startswith(f"{leg_a} "))
+    assert "Blue light" in streamed_a and "scatters more" in streamed_a
+    assert "\x1b" not in streamed_a and "\\x1b]52" in streamed_a  # shown, inert
+    assert KEY not in json.dumps(seen) and "never shown." in streamed_a
+    assert len(texts) > 4  # piece by piece, not one message at the end
+    # each leg's text arrived before that leg's end line
+    lines = [m for _, _, m in seen["first"]]
+    assert lines.index(next(m for m in lines if m.startswith(f"{leg_a} scripted/a:"))) < \
+        lines.index(next(m for m in lines if m.startswith(f"{leg_a} scripted/a complete")))
+    follow_a = "".join(m.split(": ", 1)[1] for _, _, m in seen["follow"]
+                       if " scripted/a: " in m)
+    assert follow_a == "Follow-up answer from a."
+    assert three.structured_content["legs"][0]["answer"] == "Follow-up answer from a."
+
+
 def test_a_cancelled_call_finalises_the_wave_as_sigint_would(
         mcp_env, tmp_path, orch_home, scripted_server):
     scripted_server.script("slow", Reply(hang=True))

@@ -12,6 +12,8 @@ from orchestrator.mcp_server.tools import JOBS
 
 
 class Job:
+    watches = False
+
     def progress(self, value, total, message) -> None:
         pass
 

@@ -120,8 +120,8 @@ def test_json_keeps_the_bytes_as_json_escapes(orch, scripted_server):
 def test_on_a_terminal_the_answer_is_inert_and_the_table_still_draws(orch, scripted_server,
                                                                      tmp_path, models):
     """stdout and stderr on a pseudo-terminal: rich's live table draws (its own escapes),
-    the model's escapes print as text. One leg: its answer streams on stdout, a word at a
-    time, with no table redrawn under it (that would cut the text into lines)."""
+    the model's escapes print as text. One leg: its answer streams under the table as well
+    (a word at a time), then stdout prints it."""
     import fcntl
     import pty
     import struct
@@ -153,7 +153,7 @@ def test_on_a_terminal_the_answer_is_inert_and_the_table_still_draws(orch, scrip
     os.close(master)
     text = seen.decode("utf-8", "replace")
     assert proc.returncode == 0, text
-    assert ("orch wave" in text) is ("," in models)  # the live table was drawn
+    assert "orch wave" in text  # the live table was drawn
     for raw in RAW:
         assert raw not in text, (raw, text)
     assert "tests: 3 failed\\r\\x1b[2Kall tests passed" in text

@@ -1,13 +1,13 @@
-"""What the terminal shows of a streaming leg: a single-leg ``orch fanout`` prints the text
-on stdout as it arrives (once through the real ``orch``), each write through the outlet (an
-escape split across two pieces stays text, a key split across two is masked whole),
-``--json`` prints no streamed text, and the live table counts a leg's tokens as they come."""
+"""What the terminal shows of a streaming leg: a single-leg ``orch fanout`` on a terminal
+shows the text of its step in progress under the live table (stderr) as it arrives, a tool
+step's too, and stdout carries the final answer only, as in a pipe (once through the real
+``orch``); ``--json`` prints no streamed text, and the live table counts a leg's tokens."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,34 +22,82 @@ from orchestrator.testing.scripted_server import Reply
 ORCH = str(Path(sys.executable).parent / "orch")
 
 
-def test_a_single_leg_fanout_prints_its_text_before_the_leg_ends(orch, scripted_server,
-                                                                  orch_home, tmp_path):
-    orch.provider()
-    # 12 words, 0.4 s apart: the leg runs ~5 s after its first word
-    words = " ".join(f"word{i}" for i in range(12))
-    scripted_server.script("m", Reply(text=words, chunk_delay=0.4))
-    env = dict(os.environ, ORCH_HOME=str(orch_home), ORCH_DAEMON="off")
-    proc = subprocess.Popen([ORCH, "fanout", "-m", "scripted/m", "--tools", "none",
-                             "--no-validate-models", "say words"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                            env=env)
+def _pty_run(args, env, cwd, until: bytes):
+    """``orch ARGS`` with stderr on a terminal (a pty, 40 rows of 100) and stdout a pipe:
+    (what the terminal showed before ``until`` appeared on it, whether the process still ran
+    then, stdout, the terminal's whole output, exit code)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    proc = subprocess.Popen([ORCH, *args], stdout=subprocess.PIPE, stderr=slave,
+                            stdin=subprocess.DEVNULL, cwd=cwd, env=env)
+    os.close(slave)
+    shown, running_then = b"", None
     try:
-        first = b""
-        while b"word0" not in first:  # read stdout as it comes, not at the end
-            piece = os.read(proc.stdout.fileno(), 64)
-            assert piece, "stdout closed before any text: " + proc.stderr.read().decode()
-            first += piece
-        running_when_seen = proc.poll() is None
-        served = scripted_server.requests[0].t_end
-        out, err = proc.communicate(timeout=120)
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            assert ready, "the terminal showed nothing for 60 s: " + shown.decode(
+                errors="replace")
+            try:
+                piece = os.read(master, 4096)
+            except OSError:  # the process closed the terminal
+                break
+            if not piece:
+                break
+            shown += piece
+            if running_then is None and until in shown:
+                running_then = proc.poll() is None
+        out = proc.stdout.read()
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert running_when_seen and served is None  # the answer was still streaming
-    stdout = (first + out).decode()
-    assert stdout.startswith(words)  # the text first, as it came
-    assert "\n== scripted/m (" in stdout and stdout.count(words) == 1  # then its head
-    assert proc.returncode == 0, err.decode()
+        os.close(master)
+    return running_then, out.decode(), shown.decode(errors="replace"), proc.returncode
+
+
+_HEAD = re.compile(r"== scripted/m \(\S+\) · complete · \d+\+\d+ tok · unknown · \d+\.\ds")
+
+
+def test_a_single_leg_run_shows_its_text_as_it_streams_and_stdout_is_the_pipes(
+        orch, scripted_server, orch_home, tmp_path):
+    """On a terminal the one leg's text is shown while it streams, the text of a step that
+    ends in tool calls too, under the live table on stderr; stdout carries the final answer
+    only, byte for byte what the same run prints into a pipe (once through the real ``orch``)."""
+    orch.provider()
+    words = " ".join(f"word{i}" for i in range(12))
+    def script() -> None:  # a tool step's text (~2 s), then ~5 s of the answer
+        scripted_server.script(
+            "m", Reply(text="Let me look at the files first.", chunk_delay=0.3,
+                       tool_calls=[{"name": "list", "arguments": {}}]),
+            Reply(text=words, chunk_delay=0.4))
+
+    script()
+    (tmp_path / "notes.txt").write_text("a file to list\n")
+    env = dict(os.environ, ORCH_HOME=str(orch_home), ORCH_DAEMON="off", TERM="xterm")
+    args = ["fanout", "-m", "scripted/m", "--tools", "read", "--no-validate-models",
+            "--workspace", str(tmp_path), "say words"]
+    running_then, out, shown, code = _pty_run(args, env, tmp_path, b"word0")
+    assert code == 0, shown
+    assert running_then  # the text was on the terminal while the leg still ran
+    assert scripted_server.chats[0].body["stream"] is True  # watched: it streamed
+    assert "Let me look at the" in shown  # the tool step's text was shown as it came
+    assert "Let me" not in out and out.count(words) == 1
+    # the same run into a pipe: nothing watches, read whole, the same stdout (but the ids,
+    # the seconds and the prompt's size, which holds the tool call's id)
+    script()
+    piped = CliRunner().invoke(cli, args)
+    assert piped.exit_code == 0, piped.output
+    assert [c.body.get("stream") for c in scripted_server.chats] == [True, True, None, None]
+    for stdout in (out, piped.stdout):
+        head, rest = stdout.split("\n", 1)
+        assert _HEAD.fullmatch(head), head
+        assert rest == f"{words}\n\n"
 
 
 def test_json_output_has_no_streamed_text(orch, scripted_server):
@@ -71,48 +119,6 @@ def test_two_legs_print_no_streamed_text(orch, scripted_server):
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("== ")  # the answers under their heads, as before
     assert result.stdout.count("alpha answer") == 1
-
-
-def _echoed(pieces: list[str]) -> str:
-    """What the outlet-wrapped stdout shows for ``pieces`` streamed to one leg."""
-    from orchestrator.cli.echo import TextEcho
-    from orchestrator.security.scrubbed_io import ScrubbedStream
-
-    out = io.StringIO()
-    saved = sys.stdout
-    sys.stdout = ScrubbedStream(out)
-    try:
-        echo = TextEcho()
-        for piece in pieces:
-            echo("leg-1", piece)
-        echo.close()
-    finally:
-        sys.stdout = saved
-    return out.getvalue()
-
-
-def test_an_escape_split_across_two_pieces_stays_inert():
-    shown = _echoed(["Hello \x1b", "[2J world \x1b]52;c;", "ZXZpbA==\x07 done"])
-    assert "\x1b" not in shown and "\x07" not in shown
-    assert shown == "Hello \\x1b[2J world \\x1b]52;c;ZXZpbA==\\x07 done\n"
-
-
-def test_a_key_split_across_two_pieces_is_masked_whole():
-    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
-    shown = _echoed(["the key is ", key[:12], key[12:], " ok"])
-    assert key not in shown and key[12:] not in shown
-    assert shown.startswith("the key is ") and shown.endswith(" ok\n")
-
-
-def test_only_the_first_leg_is_echoed():
-    shown = _echoed(["one ", "two "])
-    assert shown == "one two \n"
-    from orchestrator.cli.echo import TextEcho
-
-    echo = TextEcho()
-    echo.leg_id = "leg-1"
-    echo("leg-2", "not mine ")
-    assert echo.text == ""
 
 
 def test_the_live_table_counts_tokens_as_they_stream(monkeypatch):
@@ -141,36 +147,53 @@ def test_the_live_table_counts_tokens_as_they_stream(monkeypatch):
     assert cells()[3] == "30+11"
 
 
+def test_the_preview_shows_the_step_in_progress_and_no_tool_steps_text_stays():
+    """The one answer's text under the live table: the step in progress, masked and inert a
+    whole word at a time; gone when the step's answer is read (a tool step's text is not the
+    output; the final answer's goes to stdout at the end)."""
+    from orchestrator.engine.record import RUNNING, LegRecord
+    from orchestrator.progress import LiveProgress
+    from orchestrator.request import Usage
+
+    progress = LiveProgress(preview=True)
+    record = LegRecord(leg_id="w-1", wave_id="w", model="scripted/m", provider="scripted")
+    record.status = RUNNING
+    progress(SimpleNamespace(record=record))
+
+    def tail() -> str:
+        shown = progress._tail()
+        return "" if shown is None else shown.plain
+
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
+    for piece in ["Let me look \x1b", "[2J with ", key[:12], key[12:], " first. "]:
+        progress.text("w-1", piece)
+    assert tail().startswith("Let me look \\x1b[2J with ***") and key[12:] not in tail()
+    step = LegRecord.from_dict(record.to_dict())
+    step.status, step.steps, step.requests, step.usage = RUNNING, 1, 1, Usage(30, 11)
+    progress(SimpleNamespace(record=step))  # the tool step's answer was read
+    assert tail() == ""
+    progress.text("w-1", "The answer ")
+    assert tail() == "The answer "
+    progress.text("w-2", "another leg ")  # only the one leg's text is previewed
+    assert "another" not in tail()
+    done = LegRecord.from_dict(step.to_dict())
+    done.status, done.steps, done.requests, done.usage = "complete", 2, 2, Usage(60, 20)
+    progress(SimpleNamespace(record=done))
+    assert tail() == ""
+
+
 @pytest.mark.usefixtures("both_ways")
-def test_the_streamed_text_reaches_stdout_in_process_and_through_the_daemon(orch,
-                                                                            scripted_server):
-    """The daemon relays each LegText to its client as a JSON frame (events.from_dict knows
-    ``text``): a single-leg run prints its answer from the pieces either way."""
+def test_a_single_leg_runs_stdout_is_its_answer_in_process_and_through_the_daemon(
+        orch, scripted_server):
+    """Into a pipe nothing watches: the leg is read whole and stdout is the head line and
+    the answer, in process and through the daemon alike."""
     from orchestrator.testing.daemon import invoke
 
     orch.provider()
-    scripted_server.script("m", Reply(text="streamed through \x1b[2J the relay"))
+    scripted_server.script("m", Reply(text="answered through \x1b[2J the relay"))
     result = invoke(["fanout", "-m", "scripted/m", "--tools", "none",
                      "--no-validate-models", "-p", "q"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("streamed through \\x1b[2J the relay\n== scripted/m (")
-    assert result.stdout.count("the relay") == 1
-
-
-def test_a_reader_that_leaves_ends_the_echo_not_the_run():
-    from orchestrator.cli.echo import TextEcho
-
-    class Closed(io.StringIO):
-        def write(self, text):
-            raise BrokenPipeError(32, "Broken pipe")
-
-    saved = sys.stdout
-    sys.stdout = Closed()
-    try:
-        echo = TextEcho()
-        echo("leg-1", "one two ")
-        echo("leg-1", "three ")  # no second attempt, no error
-        echo.close()
-    finally:
-        sys.stdout = saved
-    assert echo.gone and echo.text == "one two three "
+    assert result.stdout.startswith("== scripted/m (")
+    assert result.stdout.endswith("answered through \\x1b[2J the relay\n\n")
+    assert "stream" not in scripted_server.chats[-1].body

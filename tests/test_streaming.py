@@ -98,6 +98,38 @@ def test_a_stream_with_no_usage_falls_back_to_the_marked_estimate(orch, scripted
     assert run.doc["cost_exact"] is False
 
 
+@pytest.mark.parametrize("no_usage", [False, True], ids=["usage", "no-usage"])
+def test_a_provider_that_ignores_stream_is_read_whole_as_if_unwatched(
+        orch, scripted_server, orch_home, no_usage):
+    """A watched leg asks for a stream; a provider that answers with one plain JSON completion
+    instead is read whole: the same answer, usage and dollars in the ledger as the same leg
+    nobody watched (its text handed on at once), not a ``bad_response``."""
+    orch.provider(input_cost_per_mtok=1000.0, output_cost_per_mtok=1000.0)
+    usage = {"prompt_tokens": 77, "completion_tokens": 9}
+    scripted_server.script("m", Reply(text="a whole answer", usage=usage, no_usage=no_usage,
+                                      ignores_stream=True))
+    watched = orch.run_leg("m", "q", streamed=True)
+    unwatched = orch.run_leg("m", "q")
+    assert watched.bodies[0]["stream"] is True  # asked for, and not given
+    assert "stream" not in unwatched.bodies[0]
+    for run in (watched, unwatched):
+        assert run.leg["status"] == "complete" and run.leg["answer"] == "a whole answer"
+    assert "".join(t for _, t in watched.texts) == "a whole answer"
+    keep = ("input_tokens", "output_tokens", "cached_tokens", "reasoning_tokens", "cost_usd",
+            "cost_source", "status", "model")
+    rows = ledger(orch_home)
+    assert len(rows) == 2
+    assert {k: rows[0][k] for k in keep} == {k: rows[1][k] for k in keep}
+    if no_usage:  # the fallback holds: no usage, the marked estimate, an unknown cost
+        assert rows[0]["cost_source"] == "unknown" and rows[0]["cost_usd"] is None
+        assert watched.leg["usage_estimated"] is True
+        assert watched.leg["usage"] == unwatched.leg["usage"]
+    else:
+        assert (rows[0]["input_tokens"], rows[0]["output_tokens"]) == (77, 9)
+        assert rows[0]["cost_usd"] == pytest.approx((77 + 9) * 1000 / 1e6)
+    assert watched.doc["cost_exact"] == unwatched.doc["cost_exact"]
+
+
 def test_a_streamed_tool_call_runs_and_the_answer_follows(orch, scripted_server):
     from orchestrator.hookspecs import hookimpl
     from orchestrator.tools import Tool

@@ -108,17 +108,14 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
         runs_dir=str(runs_dir) if runs_dir else None, budgets=dict(budgets),
         validate_models=not no_validate, quiet=quiet)
     prepared = click.get_current_context().with_resource(prepare(request))
-    echo = None
-    if prepared.single_answer and not as_json:  # its answer is the output: as it streams
-        from orchestrator.cli.echo import TextEcho
-
-        echo = TextEcho()
-    doc, code, _ = run(prepared, renderer=Renderer(quiet=quiet or as_json, echo=echo),
-                       no_daemon=no_daemon)
+    # one answer is the output: on a terminal it is shown as it streams (under the live
+    # table, on stderr); stdout gets it at the end, the same as in a pipe
+    renderer = Renderer(quiet=quiet or as_json, preview=prepared.single_answer)
+    doc, code, _ = run(prepared, renderer=renderer, no_daemon=no_daemon)
     if as_json:
         print_json(doc)
     else:
-        print_human(doc, streamed={echo.leg_id: echo.text} if echo and echo.leg_id else None)
+        print_human(doc)
         if prepared.kind == "deliberation":
             print_outcome(doc)
         from orchestrator.chair.lines import synthesis_lines
@@ -180,23 +177,15 @@ def _leg_head(leg: dict) -> None:
         click.echo(f"Reason: {leg['reason']}")
 
 
-def print_human(doc: dict, streamed: dict[str, str] | None = None) -> None:
-    """The answers on stdout (what the run says about itself: :func:`say_run`). A leg in
-    ``streamed`` (leg id: the text already printed as it streamed) has its head line after
-    that text, and its answer again only when the answer recorded differs (a tool step's
-    text streamed too, a plugin changed the answer)."""
+def print_human(doc: dict) -> None:
+    """The answers on stdout (what the run says about itself: :func:`say_run`)."""
     from orchestrator.security.secrets import scrub_doc
 
     doc = scrub_doc(doc)  # answers and reasons are free text: key shapes masked too
-    streamed = streamed or {}
     for group in answer_groups(doc):
         shared = len(group) > 1
         for leg in group:
             _leg_head(leg)
-            shown = streamed.get(leg["leg_id"])
-            if shown is not None and (leg.get("answer") or "").strip() == shown.strip():
-                click.echo("")
-                continue
             if leg.get("answer") and not shared:
                 click.echo(leg["answer"].rstrip())
             if not shared:

@@ -28,27 +28,26 @@ from orchestrator.notices import say
 
 class Renderer:
     """Events on stderr: the legs' progress (a live table on a terminal, lines otherwise),
-    the run's notices and rounds; ``trials``: a bench's trial lines. ``echo``: the one
-    leg's answer on stdout as it streams (cli/echo.py), for a run whose output it is."""
+    the run's notices and rounds; ``trials``: a bench's trial lines. ``preview``: the run's
+    output is one leg's answer, shown under the live table as it streams (stdout gets it at
+    the end, as in a pipe: progress.LiveProgress)."""
 
     def __init__(self, *, quiet: bool, trials: Callable[[dict], None] | None = None,
-                 display=None, echo=None) -> None:
+                 display=None, preview: bool = False) -> None:
         from orchestrator.progress import make_progress
 
         self.quiet = quiet
-        self.progress = display if display is not None else make_progress(
-            quiet, live=echo is None)
+        self.progress = display if display is not None else make_progress(quiet, preview)
         self.trials = trials
-        self.echo = echo
 
     @property
     def watches_text(self) -> bool:
-        """It shows the legs' text as it arrives: the one answer echoed on stdout, or the
-        live table's tokens so far on a terminal (then the legs stream; else they are read
-        whole, which costs less CPU)."""
+        """It shows the legs' text as it arrives: the live table on a terminal (each leg's
+        tokens so far, the one answer's text under it); then the legs stream, else they
+        are read whole, which costs less CPU."""
         from orchestrator.progress import LiveProgress
 
-        return self.echo is not None or isinstance(self.progress, LiveProgress)
+        return isinstance(self.progress, LiveProgress)
 
     def __enter__(self) -> Renderer:
         self.progress.__enter__()
@@ -56,14 +55,10 @@ class Renderer:
 
     def __exit__(self, *exc) -> None:
         self.progress.__exit__(*exc)
-        if self.echo is not None:
-            self.echo.close()
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, LegText):
             getattr(self.progress, "text", lambda *a: None)(event.leg_id, event.text)
-            if self.echo is not None:
-                self.echo(event.leg_id, event.text)
         elif isinstance(event, LegStarted | LegProgress | LegEnded):
             from orchestrator.engine.record import LegRecord
 

@@ -126,10 +126,13 @@ class Jobs:
 
 
 class Job:
-    """One tool call: progress out as MCP notifications, stopped like Ctrl-C when cancelled."""
+    """One tool call: progress out as MCP notifications, stopped like Ctrl-C when cancelled.
+    ``watches``: the client asked for progress (a ``progressToken`` in the call's ``_meta``):
+    its legs stream, and their text goes out with the progress (tools.LegProgress)."""
 
-    def __init__(self, session) -> None:
+    def __init__(self, session, watches: bool = False) -> None:
         self.session = session
+        self.watches = watches
         self._send, self._receive = anyio.create_memory_object_stream[tuple](math.inf)
         self._interrupt: Callable[[int], None] | None = None
         self._signum: int | None = None
@@ -210,10 +213,12 @@ def tool_error(text: str):
     return _text_result(None, one_line(text))
 
 
-async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None, words=None):
+async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None, words=None,
+                    watches: bool = False):
     """A tool call to its result: the document, or an MCP tool error with a one-line reason.
     ``tools``: the schemas as listed (with the plugins' options) and ``words``: {tool:
-    {flag: argument}} of those options (default for both: read the declarations now)."""
+    {flag: argument}} of those options (default for both: read the declarations now).
+    ``watches``: the client asked for progress notifications (see :class:`Job`)."""
     import click
 
     from orchestrator.mcp_server.schemas import (
@@ -240,7 +245,7 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None, words
     runtime.config.cache_clear()  # a long-lived server reads config.json as each call starts
     if jobs.signum is not None:
         return tool_error(f"orch mcp is stopping (signal {jobs.signum}); start it again")
-    job = Job(session)
+    job = Job(session, watches)
     jobs.add(job)
     try:
         doc = await JOBS[name](args, job)
@@ -260,6 +265,15 @@ async def call_tool(name: str, args: Any, session, jobs: Jobs, tools=None, words
     reason = failure(doc)
     return _text_result(doc, one_line(in_tool_words(name, reason, args, declared_words))
                         if reason else None)
+
+
+def asks_progress(params) -> bool:
+    """Whether a call's ``_meta`` holds a ``progressToken`` (the client shows progress)."""
+    meta = getattr(params, "meta", None) or {}
+    try:
+        return meta.get("progress_token", meta.get("progressToken")) is not None
+    except AttributeError:
+        return False
 
 
 def build(jobs: Jobs):
@@ -291,7 +305,7 @@ def build(jobs: Jobs):
 
     async def on_call_tool(ctx, params):
         return await call_tool(params.name, params.arguments or {}, ctx.session, jobs, TOOLS,
-                               WORDS)
+                               WORDS, watches=asks_progress(params))
 
     return Server("orch", version=__version__, instructions=instructions(declared),
                   on_list_tools=on_list_tools, on_call_tool=on_call_tool)

@@ -14,13 +14,17 @@ import anyio
 from orchestrator.engine.record import RUNNING
 from orchestrator.mcp_server.confine import context_paths
 from orchestrator.security.secrets import scrub_doc
+from orchestrator.security.word_hold import WordHold
 
 TOP_FINDINGS = 10  # council_run returns the most agreed-on findings; report.md has them all
 MAX_STEPS = 20  # `orch fanout`'s default --max-steps
 
 
 class Job(Protocol):
-    """One tool call as a tool sees it (server.py implements it)."""
+    """One tool call as a tool sees it (server.py implements it). ``watches``: the client
+    asked for progress, so the legs' text is worth streaming to it."""
+
+    watches: bool
 
     def progress(self, value: float, total: float | None, message: str) -> None: ...
 
@@ -28,28 +32,57 @@ class Job(Protocol):
                   interrupt: Callable[[int], None]) -> dict[str, Any]: ...
 
 
+TEXT_MESSAGE_MAX = 1000  # characters of a leg's text in one progress notification
+
+
 class LegProgress:
     """Each leg's start and end as a progress notification: a running leg counts a half, an
-    ended one a whole, so the value rises with every change; the message is the line `orch
-    fanout` prints on stderr."""
+    ended one a whole; the message is the line `orch fanout` prints on stderr. A watched
+    call's legs stream (``Job.watches``): each piece of a leg's text is a notification too,
+    ``"LEG_ID MODEL: text"``, a whole word at a time, masked and inert (security/
+    word_hold.py), at most ``TEXT_MESSAGE_MAX`` characters each; a running leg's value rises
+    towards a whole with its text, so the value rises with every notification (MCP's rule)."""
 
     def __init__(self, job: Job, total: int | None) -> None:
         self.job, self.total = job, total
         self._status: dict[str, str] = {}
+        self._models: dict[str, str] = {}
+        self._held: dict[str, WordHold] = {}
+        self._chars: dict[str, int] = {}
 
     def __call__(self, event) -> None:
         from orchestrator.engine.record import LegRecord
-        from orchestrator.events import LegEnded, LegProgress, LegStarted
+        from orchestrator.events import LegEnded, LegProgress, LegStarted, LegText
         from orchestrator.progress import plain_line
 
+        if isinstance(event, LegText):
+            hold = self._held.setdefault(event.leg_id, WordHold())
+            self._text(event.leg_id, hold.take(event.text))
+            return
         if not isinstance(event, LegStarted | LegProgress | LegEnded):
             return
         r = LegRecord.from_dict(event.leg)
+        self._models[r.leg_id] = r.model
         if self._status.get(r.leg_id) == r.status or r.status == "pending":
             return
+        if r.status != RUNNING and r.leg_id in self._held:  # its last words before its end
+            self._text(r.leg_id, self._held.pop(r.leg_id).rest())
         self._status[r.leg_id] = r.status
-        value = sum(0.5 if s == RUNNING else 1.0 for s in self._status.values())
-        self.job.progress(value, self.total, plain_line(r))
+        self.job.progress(self._value(), self.total, plain_line(r))
+
+    def _value(self) -> float:
+        """Half a leg for a running one, plus up to (never quite) half more for its text."""
+        return sum(1.0 if s != RUNNING else 0.5 + 0.5 * (c := self._chars.get(leg, 0))
+                   / (c + 1000) for leg, s in self._status.items())
+
+    def _text(self, leg_id: str, text: str) -> None:
+        if not text or self._status.get(leg_id) != RUNNING:
+            return
+        label = f"{leg_id} {self._models.get(leg_id, '')}".rstrip()
+        for start in range(0, len(text), TEXT_MESSAGE_MAX):
+            piece = text[start:start + TEXT_MESSAGE_MAX]
+            self._chars[leg_id] = self._chars.get(leg_id, 0) + len(piece)
+            self.job.progress(self._value(), self.total, f"{label}: {piece}")
 
 
 def _budgets(args: dict[str, Any], tool: str) -> dict[str, Any]:
@@ -125,6 +158,7 @@ async def _run(request, job: Job, total=None) -> tuple[dict[str, Any], dict[str,
     with await anyio.to_thread.run_sync(prepare, request) as prepared:
         if total is not None:
             total = total(prepared)
+        prepared.watch_text = job.watches  # nobody watching: read whole (docs/performance.md)
         handle = start(prepared)
         progress = LegProgress(job, total)
         doc = await job.run(lambda: handle.drive(progress), handle.interrupt)

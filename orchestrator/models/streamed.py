@@ -12,6 +12,13 @@ usage counted by a tokenizer, which would reach the ledger as if the provider sa
 the response headers (a gateway's charged cost, its rate-limit hints) stay on the stream.
 Here a stream with no usage chunk rebuilds a reply with no usage (the leg's estimate, marked
 as one, as for a plain answer without usage), and the stream's headers are kept on the reply.
+
+A provider may ignore ``"stream": true`` and answer with one plain JSON completion. The
+OpenAI SDK's stream reader finds no event in such a body and litellm hands on an empty
+stream: the answer, already billed, would be lost. Its ``Content-Type`` says which it is
+before a byte is read, so such a body is read whole and converted by litellm's own converter
+for a plain answer: the same reply, usage and cost as a leg nobody watched, its text handed
+on at once.
 """
 
 from __future__ import annotations
@@ -51,6 +58,16 @@ async def read(stream: Any, messages: list[dict[str, Any]],
     leaves no connection open)."""
     from orchestrator.runtime import litellm
 
+    plain = _plain_body(stream)
+    if plain is not None:  # no stream at all: one JSON completion, read whole
+        try:
+            raw = await _read_plain(plain)
+        finally:
+            await _close(stream)
+        text = _answer_text(raw)
+        if text and on_text is not None:
+            on_text(text)
+        return raw
     chunks: list[Any] = []
     try:
         async for chunk in stream:
@@ -78,6 +95,56 @@ async def read(stream: Any, messages: list[dict[str, Any]],
         _keep_marks(usages, raw.usage)
     _keep_headers(stream, raw)
     return raw
+
+
+def _plain_body(stream: Any) -> Any:
+    """The HTTP response under ``stream`` when the provider answered with JSON instead of
+    server-sent events (it ignored ``"stream": true``), else None. Only the OpenAI-compatible
+    client's stream (the SDK's, over httpx) shows its response; another is read as a stream."""
+    response = getattr(getattr(stream, "completion_stream", None), "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None or not hasattr(response, "aread"):
+        return None
+    try:
+        kind = str(headers.get("content-type") or "").split(";")[0].strip().lower()
+    except Exception:
+        return None
+    return response if kind == "application/json" or kind.endswith("+json") else None
+
+
+async def _read_plain(response: Any) -> Any:
+    """A plain JSON completion as litellm makes one for a request that asked for no stream
+    (its OpenAI-compatible converter, with orch's corrections: litellm_patch.py), the
+    response headers kept where a plain reply has them (a gateway's cost, models/proxy.py)."""
+    import json
+
+    from orchestrator.runtime import litellm
+
+    body = await response.aread()
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        raise ProviderError("bad_response", f"the reply is neither server-sent events nor "
+                            f"JSON ({body[:60]!r})") from None
+    if not isinstance(doc, dict):
+        raise ProviderError("bad_response", f"the reply is JSON but no completion "
+                            f"({doc!r:.60})")
+    from litellm.llms.openai import openai as handler
+
+    headers = dict(response.headers)
+    return handler.convert_to_model_response_object(
+        response_object=doc, model_response_object=litellm().ModelResponse(),
+        hidden_params={"headers": headers, "additional_headers": {
+            f"llm_provider-{k}": v for k, v in headers.items()}},
+        _response_headers=headers)
+
+
+def _answer_text(raw: Any) -> str:
+    """The text of a whole reply's first choice ('' when it has none)."""
+    choices = getattr(raw, "choices", None) or ()
+    message = getattr(choices[0], "message", None) if choices else None
+    text = getattr(message, "content", None)
+    return text if isinstance(text, str) else ""
 
 
 def _keep_marks(usages: list[Any], usage: Any) -> None:

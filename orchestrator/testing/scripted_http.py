@@ -245,7 +245,8 @@ class Handler(BaseHTTPRequestHandler):
         if reply.status != 200:
             self._send_json(reply.status, scripted_error(reply), headers)
             return reply.status
-        if reply.body is not None and body.get("stream") and streamable(reply.body):
+        streams = bool(body.get("stream")) and not reply.ignores_stream
+        if reply.body is not None and streams and streamable(reply.body):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(reply.body, include_usage, headers, reply.chunk_delay)
             return 200
@@ -253,7 +254,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, raw_body(reply), "application/json", headers)
             return 200
         doc = completion(owner.next_id(), key, body, reply, prompt_tokens)
-        if body.get("stream"):
+        if streams:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             self._stream(doc, include_usage, headers, reply.chunk_delay)
         else:

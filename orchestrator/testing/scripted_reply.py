@@ -37,6 +37,8 @@ class Reply:
     no_usage: bool = False  # leave ``usage`` out of the response (a provider that omits it;
     # streamed: no usage chunk, even when ``stream_options.include_usage`` asks for one)
     chunk_delay: float = 0.0  # streamed: seconds between two chunks (text arriving live)
+    ignores_stream: bool = False  # a provider that ignores ``"stream": true``: the answer as
+    # one plain JSON completion (``Content-Type: application/json``), never server-sent events
     error_body: dict[str, Any] | None = None  # an error status sent with exactly this body
     # sent instead of the completion, for malformed replies: a dict or list goes as JSON
     # (e.g. {"choices": []}), str or bytes as they are (a garbage body)
