@@ -20,6 +20,7 @@ from typing import Any
 from orchestrator.errors import UsageProblem
 from orchestrator.options import Option
 
+LARGEST = 2 ** 63 - 1  # a whole number a ledger column (SQLite, PostgreSQL bigint) holds
 TRUE, FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
 
 
@@ -56,6 +57,8 @@ def number(value: Any, *, whole: bool = False, min: float | None = None,  # noqa
         if isinstance(parsed, float) and not parsed.is_integer():
             raise BadValue(f"{shown} is not a whole number")
         parsed = int(parsed)
+        if abs(parsed) > LARGEST:
+            raise BadValue(f"{shown[:40]} is too large; give a number up to {LARGEST}")
     else:
         try:
             parsed = float(parsed)
@@ -83,8 +86,10 @@ def checked(option: Option, value: Any) -> Any:
         raise BadValue(f"{value!r} is not true or false")
     if not isinstance(value, str):
         raise BadValue(f"{value!r} is not text")
-    if option.type == "choice" and value not in option.choices:
-        raise BadValue(f"{value!r} is not one of {', '.join(option.choices)}")
+    if option.type == "choice":
+        if value.strip() not in option.choices:
+            raise BadValue(f"{value!r} is not one of {', '.join(option.choices)}")
+        return value.strip()
     return value
 
 

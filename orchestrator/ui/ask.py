@@ -114,8 +114,8 @@ def budgets_of(form: dict[str, list[str]], kind: str, pm) -> dict:
     its bounds; a field for a plugin that is off or that no plugin declares is refused)."""
     from orchestrator.option_values import declared_on, given
 
-    wanted = {name[len(BUDGET):]: _one(form, name) for name in form
-              if name.startswith(BUDGET) and _one(form, name)}
+    wanted = {name[len(BUDGET):]: form[name][-1] for name in form  # as typed: the check
+              if name.startswith(BUDGET) and _one(form, name)}  # says what it refuses
     if not wanted:
         return {}
     command = COMMANDS[kind]
