@@ -32,11 +32,18 @@ class BadValue(UsageProblem):
         super().__init__(f"{name}: {problem}" if name else problem)
 
 
+def said(value: Any, most: int = 40) -> str:
+    """A value as a refusal quotes it: its repr, at most ``most`` characters (a megabyte
+    typed into a form is not said back whole)."""
+    text = repr(value)
+    return text if len(text) <= most else text[:most - 1] + "…"
+
+
 def number(value: Any, *, whole: bool = False, min: float | None = None,  # noqa: A002
            min_open: bool = False, max: float | None = None) -> float | int:  # noqa: A002
     """``value`` (text or a JSON number) as a finite number within the bounds, else
     :class:`BadValue`; ``whole``: an int (``2.0`` is 2, ``2.5`` is refused)."""
-    shown = repr(value)
+    shown = said(value)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise BadValue(f"{shown} is not a number")
     if isinstance(value, str):
@@ -58,12 +65,12 @@ def number(value: Any, *, whole: bool = False, min: float | None = None,  # noqa
             raise BadValue(f"{shown} is not a whole number")
         parsed = int(parsed)
         if abs(parsed) > LARGEST:
-            raise BadValue(f"{shown[:40]} is too large; give a number up to {LARGEST}")
+            raise BadValue(f"{shown} is too large; give a number up to {LARGEST}")
     else:
         try:
             parsed = float(parsed)
         except OverflowError:  # a JSON integer of 400 digits
-            raise BadValue(f"{shown[:40]} is not a finite number; give a plain number like "
+            raise BadValue(f"{shown} is not a finite number; give a plain number like "
                            "2.5") from None
     if min is not None and (parsed < min or (min_open and parsed == min)):
         raise BadValue(f"{shown} must be {'more than' if min_open else 'at least'} {min:g}")
@@ -83,12 +90,12 @@ def checked(option: Option, value: Any) -> Any:
             return value
         if isinstance(value, str) and value.strip().lower() in TRUE + FALSE:
             return value.strip().lower() in TRUE
-        raise BadValue(f"{value!r} is not true or false")
+        raise BadValue(f"{said(value)} is not true or false")
     if not isinstance(value, str):
-        raise BadValue(f"{value!r} is not text")
+        raise BadValue(f"{said(value)} is not text")
     if option.type == "choice":
         if value.strip() not in option.choices:
-            raise BadValue(f"{value!r} is not one of {', '.join(option.choices)}")
+            raise BadValue(f"{said(value)} is not one of {', '.join(option.choices)}")
         return value.strip()
     return value
 
@@ -131,7 +138,9 @@ def given(values: dict[str, Any], declared: list[tuple[str, Option]], *, pm=None
             require_guards({key: values[key] for key in unknown}, pm, None, source=name,
                            command=command)
         known = ", ".join(name(key) for key in by_key) or "none"
-        raise UsageProblem(f"{name(unknown[0])} is not an option of {command.replace('_', ' ')} "
+        first = name(unknown[0])
+        first = first if len(first) <= 60 else first[:59] + "…"
+        raise UsageProblem(f"{first} is not an option of {command.replace('_', ' ')} "
                            f"with the plugins that are on (those are: {known})")
     out = {}
     for key, value in values.items():
