@@ -1,5 +1,5 @@
-"""The one check of a value given for a plugin's declared option (a budget such as
-``--max-cost``, ``--output-budget``, ``--leg-seconds``, ``--thinking``): the CLI's click types
+"""The one check of a value given for a plugin's declared option (a budget: the cost
+ceiling plugin's dollars, a token or time budget, a reasoning effort): the CLI's click types
 (cli/params.py, cli/plugin_options.py), ``orch mcp``'s tool arguments (mcp_server/tools.py)
 and ``orch ui``'s ask form (ui/ask.py) all call it, so the three faces cannot disagree about
 what a valid budget is.
@@ -8,7 +8,7 @@ A value comes as text (a command line, a form) or as a JSON value (an MCP argume
 is a number, never a bool (JSON ``true`` is not 1 dollar), finite (``nan`` compares false with
 every bound, so a ceiling of ``nan`` would be no ceiling; ``1e999`` is ``inf``), whole for an
 int, and within the declared bounds. A refusal is one line without the face's name for the
-value: each face puts its own (``Invalid value for '--max-cost': ``, ``max_cost: ``).
+value: each face puts its own (``Invalid value for '--FLAG': ``, ``ARGUMENT: ``).
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def _whole(form: dict[str, list[str]], key: str, default: int, low: int, high: i
 
 def budget_fields(pm) -> list[dict]:
     """A field per option the plugins that are on declare for a run the form can start (a
-    budget: ``--max-cost``, ``--output-budget``...), with its help and the kinds that take
+    budget: a dollar ceiling, a token budget...), with its help and the kinds that take
     it: what the form renders."""
     from orchestrator.option_values import declared_on
 
