@@ -67,7 +67,7 @@ def test_the_option_is_checked_like_a_built_in_one(orch, wordcap):
     bad = CliRunner().invoke(cli, ["fanout", "-m", "scripted/m", "-p", "hi", "--max-words",
                                    "0"])
     assert bad.exit_code == 2
-    assert "Invalid value for '--max-words': 0 is not in the range 1<=x<=500." in bad.output
+    assert "Invalid value for '--max-words': '0' must be at least 1 " in bad.output
 
 
 def test_with_no_plugins_the_option_is_refused_in_one_line(orch, scripted_server, wordcap):

@@ -57,6 +57,7 @@ def test_ask_watch_both_legs_then_follow_up_and_the_ledger_agrees(
         browser.open(f"{ui.base}/ask")
         browser.eval("document.querySelectorAll('input[name=model]').forEach(b => b.click())")
         type_into(browser, "prompt", "Which colour is the sky?")
+        type_into(browser, "budget-max_cost", "5")  # a per-run budget, as --max-cost 5
         browser.eval("document.getElementById('ask-button').click()")
         browser.wait_for("location.pathname.startsWith('/ask/')")
         first = browser.eval("location.pathname").rsplit("/", 1)[1]
@@ -113,6 +114,8 @@ def test_ask_watch_both_legs_then_follow_up_and_the_ledger_agrees(
     assert all(len(legs) == 2 for legs in by_wave.values())
     assert all(r["status"] == "complete" and r["cost_usd"] > 0 for r in rows)
     assert {r["model"] for r in by_wave[second]} == {"scripted/alpha", "scripted/bravo"}
+    asked = json.loads((orch_home / "runs" / first / "wave.json").read_text())
+    assert asked["options"]["max_cost"] == 5.0  # the form's budget reached the run
     doc = json.loads((orch_home / "runs" / second / "wave.json").read_text())
     assert doc.get("parent_wave_id") == first
     if "parent_wave_id" in rows[0]:  # the ledger's own link, when `continue` has added it

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli.daemon_option import no_daemon_option
+from orchestrator.cli.params import FiniteFloat
 from orchestrator.cli.plugin_options import PluginOptionsCommand, PluginOptionsGroup
 from orchestrator.errors import UsageProblem
 
@@ -24,7 +25,7 @@ from orchestrator.errors import UsageProblem
               help="Model contestants, no config file needed; the first is the baseline.")
 @click.option("--trials", type=click.IntRange(1, 1000), help="Trials per task and contestant (3).")
 @click.option("--jobs", type=click.IntRange(1, 1024), help="Model trials at once (8).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(0, min_open=True), metavar="S",
+@click.option("--timeout", "timeout_s", type=FiniteFloat(0, min_open=True), metavar="S",
               help="Per-trial time limit in seconds (600).")
 @click.option("--selftest", is_flag=True,
               help="Grade every task's solution (must pass) and an empty answer (must fail).")

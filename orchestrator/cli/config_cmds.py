@@ -7,7 +7,6 @@ that holds its key, and the key is read from the environment only when a model i
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -104,9 +103,14 @@ def _check_base_url(url: str) -> str:
 
 
 def _check_cost(flag: str, value: float) -> float:
-    if not math.isfinite(value) or value < 0:
-        raise UsageProblem(f"{flag} must be a number >= 0 (dollars per million tokens), got {value}")
-    return value
+    """A price: a finite number of dollars per million tokens, at least 0 (the check every
+    face shares, orchestrator/option_values.py)."""
+    from orchestrator.option_values import BadValue, number
+
+    try:
+        return number(value, min=0)
+    except BadValue as exc:
+        raise UsageProblem(f"{flag}: {exc.problem} (dollars per million tokens)") from None
 
 
 def _describe_provider(pid: str, entry: dict[str, Any]) -> str:

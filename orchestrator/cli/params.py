@@ -1,4 +1,5 @@
-"""Numbers and inputs the CLI takes, checked as usage errors (exit 2) before anything runs.
+"""Numbers and inputs the CLI takes, checked as usage errors (exit 2) before anything runs,
+by the one check every face shares (orchestrator/option_values.py).
 
 ``float("nan")`` and ``float("inf")`` parse, and click's ranges let NaN through (every
 comparison with it is false): a cost ceiling of ``nan`` would be no ceiling at all.
@@ -6,9 +7,9 @@ comparison with it is false): a cost ceiling of ``nan`` would be no ceiling at a
 
 from __future__ import annotations
 
-import math
-
 import click
+
+from orchestrator.option_values import BadValue, checked, number
 
 
 class FiniteFloat(click.ParamType):
@@ -21,20 +22,38 @@ class FiniteFloat(click.ParamType):
         self.min, self.min_open, self.max = min, min_open, max
 
     def convert(self, value, param, ctx):
-        if isinstance(value, float | int) and not isinstance(value, bool):
-            number = float(value)
-        else:
-            try:
-                number = float(str(value).strip())
-            except ValueError:
-                self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number; give a plain number like 2.5",
-                      param, ctx)
-        if self.min is not None and (number < self.min or (self.min_open
-                                                           and number == self.min)):
-            bound = f"more than {self.min:g}" if self.min_open else f"at least {self.min:g}"
-            self.fail(f"{value!r} must be {bound}", param, ctx)
-        if self.max is not None and number > self.max:
-            self.fail(f"{value!r} must be at most {self.max:g}", param, ctx)
-        return number
+        try:
+            return number(value, min=self.min, min_open=self.min_open, max=self.max)
+        except BadValue as exc:
+            self.fail(exc.problem, param, ctx)
+
+
+class Declared(click.ParamType):
+    """A plugin's declared option (orchestrator.options.Option) with a value: an int, a float
+    or text, checked by :func:`orchestrator.option_values.checked` as ``orch mcp`` and
+    ``orch ui`` check it."""
+
+    def __init__(self, option) -> None:
+        self.option = option
+        self.name = {"int": "integer", "float": "number"}.get(option.type, "text")
+
+    def convert(self, value, param, ctx):
+        try:
+            return checked(self.option, value)
+        except BadValue as exc:
+            self.fail(exc.problem, param, ctx)
+
+
+class DeclaredChoice(click.Choice):
+    """A declared choice: listed in ``--help`` and completed as click's, checked by
+    :func:`orchestrator.option_values.checked`."""
+
+    def __init__(self, option) -> None:
+        super().__init__(option.choices)
+        self.option = option
+
+    def convert(self, value, param, ctx):
+        try:
+            return checked(self.option, value)
+        except BadValue as exc:
+            self.fail(exc.problem, param, ctx)

@@ -10,38 +10,26 @@ from __future__ import annotations
 
 import click
 
-from orchestrator.cli.params import FiniteFloat
-
-CEILINGS_ONLY = ("bench",)  # commands that render only the run ceilings (Option.run_ceiling)
+from orchestrator.cli.params import Declared, DeclaredChoice
 
 
 def click_option(option) -> click.Option:
-    """One declaration as a click option (no default: a flag not given is not passed on)."""
-    kwargs: dict = {"help": option.described, "default": None}
+    """One declaration as a click option (no default: a flag not given is not passed on); a
+    value is checked by the check ``orch mcp`` and ``orch ui`` share (option_values.py)."""
     if option.type == "bool":
         return click.Option([option.flag], is_flag=True, default=None, flag_value=True,
                             help=option.described)
-    if option.type == "int":
-        kwargs["type"] = click.IntRange(
-            None if option.min is None else int(option.min),
-            None if option.max is None else int(option.max), min_open=option.min_open) \
-            if option.min is not None or option.max is not None else click.INT
-    elif option.type == "float":
-        kwargs["type"] = FiniteFloat(option.min, min_open=option.min_open, max=option.max)
-    elif option.type == "choice":
-        kwargs["type"] = click.Choice(option.choices)
-    if option.metavar:
-        kwargs["metavar"] = option.metavar
-    return click.Option([option.flag], **kwargs)
+    kind = DeclaredChoice(option) if option.type == "choice" else Declared(option)
+    return click.Option([option.flag], type=kind, default=None, help=option.described,
+                        metavar=option.metavar)
 
 
 def declared(command: str, reserved=()) -> list:
     """[(plugin, Option)] the enabled plugins declare for ``command`` (for a bench, only the
     run ceilings: its trials are waves of their own)."""
-    found = _declared(command, reserved)
-    if command in CEILINGS_ONLY:
-        found = [(plugin, o) for plugin, o in found if o.run_ceiling]
-    return found
+    from orchestrator.option_values import for_command
+
+    return for_command(command, _declared(command, reserved))
 
 
 def _declared(command: str, reserved=()) -> list:

@@ -12,6 +12,7 @@ import click
 from orchestrator import config as config_mod
 from orchestrator.app.runs import STATUSES, _moment, _statuses, bench_dir, cache_dir, listed, shown
 from orchestrator.cli.common import print_json
+from orchestrator.cli.params import FiniteFloat
 from orchestrator.cli.runs_search import search as search_command
 
 
@@ -160,7 +161,7 @@ def _echo_run(entry, doc: dict) -> None:
 
 @runs.command()
 @click.argument("run_id", metavar="ID")
-@click.option("--interval", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
+@click.option("--interval", type=FiniteFloat(0.05, max=60), default=0.5, show_default=True,
               help="Seconds between reads of the run's files.")
 @runs_dir_option
 def tail(run_id, interval, runs_dir):

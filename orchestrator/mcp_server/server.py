@@ -88,9 +88,16 @@ def invalid(tool: dict[str, Any], args: Any) -> str | None:
 
 
 def _not_finite(args: dict[str, Any]) -> str | None:
+    """A JSON number the schema lets through but no bound holds (``1e999`` parses as inf):
+    refused by the check every face shares (orchestrator/option_values.py)."""
+    from orchestrator.option_values import BadValue, number
+
     for key, value in args.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{key}: {value} is not a finite number; pass a plain number"
+        if isinstance(value, float):
+            try:
+                number(value)
+            except BadValue as exc:
+                return f"{key}: {exc.problem}"
     return None
 
 

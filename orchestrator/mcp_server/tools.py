@@ -86,18 +86,20 @@ class LegProgress:
 
 
 def _budgets(args: dict[str, Any], tool: str) -> dict[str, Any]:
-    """The plugins' declared options (every argument the tool's schema has beyond its own:
-    the schema was checked, so no other can be here); a float one as a float, as the CLI
-    gives it (a JSON ``1`` is ``1.0`` in wave.json)."""
+    """The plugins' declared options (every argument the tool's schema has beyond its own),
+    checked by the check the CLI's flags and ``orch ui``'s form share
+    (orchestrator/option_values.py): a float one as a float, as the CLI gives it (a JSON
+    ``1`` is ``1.0`` in wave.json)."""
     from orchestrator import runtime
     from orchestrator.mcp_server.schemas import CORE_ARGUMENTS
+    from orchestrator.option_values import given
     from orchestrator.plugin_host.declared import declared_options
 
-    out = {k: v for k, v in args.items() if k not in CORE_ARGUMENTS[tool] and v is not None}
-    floats = {o.key for _, o in declared_options(runtime.plugin_manager(), tool)
-              if o.type == "float"}
-    return {k: float(v) if k in floats and not isinstance(v, bool) else v
-            for k, v in out.items()}
+    pm = runtime.plugin_manager()
+    declared = [(p, o) for p, o in declared_options(pm, tool)
+                if o.mcp and o.key not in CORE_ARGUMENTS[tool]]
+    return given({k: v for k, v in args.items() if k not in CORE_ARGUMENTS[tool]}, declared,
+                 pm=pm, command=tool, source=lambda key: key)
 
 
 def _models(args: dict[str, Any]) -> str | None:

@@ -27,6 +27,10 @@ KINDS = ("fanout", "council", "bench")
 SUITES = ("reading", "format", "adversarial", "review")
 LEG_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")  # a folder name, never a path
 LISTED_FILES = 2000  # context files the picker offers; any file inside may be typed
+COMMANDS = {"fanout": "fanout", "council": "council_run", "bench": "bench"}  # a kind's options
+BUDGET = "budget."  # a plugin's declared option in the form: budget.<key> (budget.max_cost)
+FIELDS = frozenset({"kind", "model", "other_models", "prompt", "context", "context_other",
+                    "chair", "rounds", "aggregate", "suite", "trials"})
 
 
 def configured_models(cfg) -> list[str]:
@@ -87,14 +91,54 @@ def _whole(form: dict[str, list[str]], key: str, default: int, low: int, high: i
     return value
 
 
-def request_of(form: dict[str, list[str]], root: Path | None, runs_dir: Path):
+def budget_fields(pm) -> list[dict]:
+    """A field per option the plugins that are on declare for a run the form can start (a
+    budget: a dollar ceiling, a token budget...), with its help and the kinds that take
+    it: what the form renders."""
+    from orchestrator.option_values import declared_on
+
+    fields: dict[str, dict] = {}
+    for kind, command in COMMANDS.items():
+        for plugin, option in declared_on(pm, command):
+            field = fields.setdefault(option.key, {
+                "name": BUDGET + option.key, "flag": option.flag, "type": option.type,
+                "help": option.described, "choices": option.choices, "plugin": plugin,
+                "metavar": option.metavar or "", "kinds": []})
+            field["kinds"].append(kind)
+    return list(fields.values())
+
+
+def budgets_of(form: dict[str, list[str]], kind: str, pm) -> dict:
+    """The budgets a form sets for a ``kind`` of run, each checked as the CLI's flag and the
+    MCP argument are (:func:`orchestrator.option_values.given`: a number, finite, within
+    its bounds; a field for a plugin that is off or that no plugin declares is refused)."""
+    from orchestrator.option_values import declared_on, given
+
+    wanted = {name[len(BUDGET):]: form[name][-1] for name in form  # as typed: the check
+              if name.startswith(BUDGET) and _one(form, name)}  # says what it refuses
+    if not wanted:
+        return {}
+    command = COMMANDS[kind]
+    return given(wanted, declared_on(pm, command), pm=pm, command=command)
+
+
+def request_of(form: dict[str, list[str]], root: Path | None, runs_dir: Path, pm=None):
     """The typed request a form asks for (orchestrator/app/requests.py); a value that makes
-    no request is a one-line ``UsageProblem``, as the CLI's flag would be."""
+    no request is a one-line ``UsageProblem``, as the CLI's flag would be. ``pm``: the
+    plugins that are on (default: the run's)."""
     from orchestrator.app.requests import Bench, Council, fanout
 
+    unknown = sorted(n for n in form if n not in FIELDS and not n.startswith(BUDGET))
+    if unknown:
+        raise UsageProblem(f"the form has no field {unknown[0][:60]!r}; reload the ask page")
     kind = _one(form, "kind", "fanout")
     if kind not in KINDS:
         raise UsageProblem(f"kind is one of {', '.join(KINDS)}, not {kind!r}")
+    if pm is None and any(n.startswith(BUDGET) and _one(form, n) for n in form):
+        from orchestrator import runtime
+
+        pm = runtime.plugin_manager()
+    budgets = budgets_of(form, kind, pm)
     picked = [m.strip() for m in form.get("model", []) if m.strip()]
     picked += [m.strip() for m in _one(form, "other_models").split(",") if m.strip()]
     models = ",".join(dict.fromkeys(picked)) or None
@@ -104,13 +148,13 @@ def request_of(form: dict[str, list[str]], root: Path | None, runs_dir: Path):
                           if c.strip()])
     chair = _one(form, "chair") or None
     common = {"workspace": str(root) if root else None, "runs_dir": str(runs_dir),
-              "quiet": True}
+              "quiet": True, "budgets": budgets}
     if kind == "bench":
         suite = _one(form, "suite", SUITES[0])
         if suite not in SUITES:
             raise UsageProblem(f"suite is one of {', '.join(SUITES)}, not {suite!r}")
         return Bench(builtin=suite, models=tuple(dict.fromkeys(picked)) or None,
-                     trials=_whole(form, "trials", 1, 1, 20), quiet=True)
+                     trials=_whole(form, "trials", 1, 1, 20), quiet=True, ceilings=budgets)
     if not prompt.strip():
         raise UsageProblem("the prompt is empty; type a question")
     if kind == "council":
@@ -143,10 +187,12 @@ class Ask:
 
         try:
             models = configured_models(runtime.config())
+            budgets = budget_fields(runtime.plugin_manager())
         except OrchError as exc:
-            models, error = [], error or str(exc)
+            models, budgets, error = [], [], error or str(exc)
         values = values or {}
         return Reply(page("ask.html", title="Ask", models=models, suites=SUITES, kinds=KINDS,
+                          budgets=budgets,
                           files=workspace_files(self.workspace), workspace=self.workspace,
                           error=error, v={k: v[-1] for k, v in values.items() if v},
                           picked=set(values.get("model", [])),

@@ -181,7 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # noqa: BLE001 - one bad record must not kill the server
             reply = Reply(f"500 cannot show this page: {type(exc).__name__}: {exc}\n", 500,
                           "text/plain; charset=utf-8")
-        self._send(reply)
+        self._send(reply, {"Location": reply.location} if reply.location else None)
 
     def _read_only(self) -> None:
         if self._guard() is not None:

@@ -101,7 +101,7 @@ class View:
             reply = self.ask.running(rest[0]) if len(rest) == 1 else \
                 self.ask.events(rest[0], q.get("after", "0")) if rest[1] == "events.json" \
                 else None
-            return reply or not_found(f"no run {rest[0]} started from this page")
+            return reply or self.recorded(rest[0], events=len(rest) == 2)
         if head == "wave" and len(rest) == 1:
             return self.wave(rest[0])
         if head == "wave" and len(rest) == 2 and rest[1] == "legs.json":
@@ -117,6 +117,20 @@ class View:
         if head == "bench" and len(rest) == 3 and rest[1] == "chart":
             return self.bench_chart(rest[0], rest[2])
         return not_found("no such page")
+
+    def recorded(self, run_id: str, *, events: bool) -> Reply:
+        """A run started from the ask page that this process no longer holds (``orch ui``
+        restarted, or another process started it): its recorded page; its poll says it is
+        over and where the record is. A run nobody recorded is a 404."""
+        entry = next((e for e in self.listing() if e.id == run_id), None)
+        href = _href(entry) if entry is not None else None
+        if href is None:
+            return not_found(f"no run {run_id} started from this page or recorded")
+        if events:
+            body = {"events": [], "next": 0, "done": True, "answers": {}, "kind": entry.kind,
+                    "record": href}
+            return Reply(json.dumps(body), 200, "application/json")
+        return Reply("", 303, "text/plain; charset=utf-8", location=href)
 
     # --- runs -----------------------------------------------------------------------------
 

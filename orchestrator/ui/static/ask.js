@@ -90,6 +90,10 @@
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (doc) {
         if (!doc) { setTimeout(tick, 2000); return; }
+        if (typeof doc.record === "string" && /^\/[a-z]/.test(doc.record)) {
+          window.location.assign(doc.record);  // orch ui restarted: the run's recorded page
+          return;
+        }
         doc.events.forEach(function (ev) { apply(ev, doc.answers || {}); });
         total();
         after = doc.next;
