@@ -441,7 +441,7 @@ def _literal_statuses() -> set[str]:
 
 def test_every_status_orch_writes_is_one_the_listing_prints_and_filters_on(orch_home):
     from orchestrator.app.runs import STATUSES
-    from orchestrator.engine.wave import wave_status
+    from orchestrator.engine.wave_document import wave_status
 
     written = _literal_statuses()
     assert {"degraded", "quorum", "interrupted", "aborted", "partial"} <= written, written
