@@ -122,6 +122,8 @@ def test_a_wave_with_a_chair_continues_its_legs_and_the_chair_again(orch, script
     (["--continue", "x", "-m", "scripted/a"], 2, "drop --models"),
     (["--continue", "x", "--retry-failed", "w"], 2, "either --retry-failed or --continue"),
     (["--continue", "abc", "why", "now"], 2, None),
+    (["--continue=nosuchwave", "-p", "x"], 2, "--continue takes a wave id, not 'nosuchwave'"),
+    (["--continue", "../../etc", "x"], 2, "--continue takes a wave id, not '../../etc'"),
 ])
 def test_usage_mistakes_are_one_line_exit_2(orch, scripted_server, args, code, words):
     orch.provider()

@@ -656,14 +656,34 @@ def test_threads_for_one_token_and_for_several_reach_llama_servers_command_line(
     assert flag(argv, "--threads") == "1" and flag(argv, "--threads-batch") == "2"
 
 
-@pytest.mark.parametrize("cores, load, threads", [
-    (2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 13.0, 1), (8, 3.2, 5), (1, 0.0, 1),
+@pytest.mark.parametrize("cores, busy, threads", [
+    (2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 2.0, 1), (8, 3.2, 5), (1, 0.0, 1),
 ])
-def test_the_server_gets_the_cores_free_as_it_starts(cores, load, threads):
+def test_the_server_gets_the_cores_free_as_it_starts(cores, busy, threads):
     from orchestrator.local.settings import free_cores
 
-    got, why = free_cores(cores, load)
-    assert got == threads and why.startswith(f"{threads} of {cores} cores free (load {load:.1f})")
+    got, why = free_cores(cores, busy)
+    assert got == threads and why == f"{threads} of {cores} cores free ({busy:.1f} busy) " \
+                                      "as the server started"
+
+
+def test_busy_cores_sees_a_core_kept_busy_now_not_a_minute_ago():
+    """The cores counted busy are the ones busy as the server starts (/proc/stat over a short
+    window): a process spinning on one of our cores counts as (almost) one whole core,
+    whatever the 1-minute load average says."""
+    from orchestrator.local.settings import busy_cores
+
+    usable = sorted(os.sched_getaffinity(0))
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(spinner.pid, {usable[0]})
+        time.sleep(0.3)  # on its core
+        busy = busy_cores(usable, seconds=0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert 0.8 <= busy <= len(usable), busy
+    assert busy_cores([usable[0]], seconds=0.3) <= 1.0
 
 
 def test_the_thread_setting_is_chosen_at_the_start_and_said(local_home, monkeypatch):
@@ -673,8 +693,10 @@ def test_the_thread_setting_is_chosen_at_the_start_and_said(local_home, monkeypa
     seed_llama_server()
     write_config(local_home, server_command=None, server="built")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
-    for load, threads in ((0.2, "2"), (9.5, "1")):
-        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+    from orchestrator.local import settings as local_settings
+
+    for load, threads in ((0.2, "2"), (1.9, "1")):
+        monkeypatch.setattr(local_settings, "busy_cores", lambda usable, load=load: load)
         result = orch("fanout", "-m", "local/gemma3-270m,local/gemma3-270m@hot", "-p", "x",
                       "--json")
         argv = json.loads(json.loads(result.stdout)["legs"][0]["answer"])["argv"]
@@ -685,7 +707,7 @@ def test_the_thread_setting_is_chosen_at_the_start_and_said(local_home, monkeypa
                            "waits for it"]
         shown = orch("local", "status").stdout
         assert f"  threads: {threads} (steps of several slots: {threads}; {threads} of 2 " \
-               f"cores free (load {load:.1f}) as the server started)" in shown
+               f"cores free ({load:.1f} busy) as the server started)" in shown
         manager.stop()
     write_config(local_home, n_threads=2)
     doc = json.loads(orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json").stdout)

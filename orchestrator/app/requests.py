@@ -163,9 +163,11 @@ def fanout(*, retry_failed: str | None = None, continue_wave: str | None = None,
     if continue_wave is not None and not looks_like_wave_id(continue_wave):
         # `orch fanout --continue "why?"`: the option takes an optional value, so the
         # prompt came as it; the last wave is continued
-        if words:
-            raise UsageProblem(f"--continue takes a wave id, not {continue_wave!r}; pass the "
-                               "prompt once, e.g. orch fanout --continue WAVE_ID \"why?\"")
+        if words or prompt_flags:  # the prompt came another way: this was meant as an id
+            raise UsageProblem(f"--continue takes a wave id, not {continue_wave!r} (ids begin "
+                               "with a date, e.g. 20261208-0031…; `orch runs` lists them); "
+                               "pass the prompt once, e.g. orch fanout --continue WAVE_ID "
+                               "\"why?\"")
         words, continue_wave = (continue_wave,), LAST
     if words:
         prompt, prompt_source = given_as_argument(words, prompt_flags), "--prompt"

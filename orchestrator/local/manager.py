@@ -27,7 +27,7 @@ from orchestrator.local import llama_server as llama
 from orchestrator.local import state as st
 from orchestrator.local.model import LocalModel, catalogue, prepare
 from orchestrator.local.server_choice import Choice, choose
-from orchestrator.local.settings import HOST, LocalSettings
+from orchestrator.local.settings import HOST, LocalSettings, with_threads
 from orchestrator.security.secrets import _SECRET_NAME, secret_values
 
 MAX_RESTARTS, WINDOW_S = 3, 300.0  # restarts allowed in the window, then a clear error
@@ -157,6 +157,7 @@ class Lease:
 # -- starting ------------------------------------------------------------------------------
 def _launch(settings: LocalSettings, alias: str, slots: int, notices: list[str],
             abandoned: Callable[[], bool]) -> dict[str, Any]:
+    settings = with_threads(settings)  # the cores free now, as it starts
     models = catalogue(settings.models)
     if alias not in models:
         raise OrchError(f"no local model {alias!r} (known: {', '.join(sorted(models))})")

@@ -24,7 +24,7 @@ class LocalSettings:
     n_ctx: int = 8192  # per slot: a council's judge and chair packets fit (docs/local.md)
     max_slots: int = 4  # a wave of N local legs gets min(N, max_slots) parallel slots
     default_alias: str = "gemma3-270m"
-    n_threads: int = 2
+    n_threads: int | None = 2  # None: the cores free as the server starts (with_threads)
     n_threads_batch: int | None = None  # steps of several tokens (slots, prompts); None: n_threads
     threads_reason: str = "local.n_threads"  # why n_threads is what it is (orch local status)
     idle_s: float = 15 * 60.0  # 0: never stop for idleness
@@ -54,13 +54,12 @@ class LocalSettings:
                 isinstance(v, dict) and isinstance(v.get("path"), str) for v in models.values()):
             raise OrchError(f"`{SECTION}.models` in {cfg.path} must map an alias to "
                             "{\"path\": ..., \"sha256\": ...}; add models with `orch local add`")
-        threads, why = (None, "local.n_threads") if raw.get("n_threads") is not None \
-            else free_cores()
+        pinned = raw.get("n_threads") is not None  # else counted as the server starts
         return cls(
             n_ctx=_number(raw, "n_ctx", 8192, int, 128, cfg),
             max_slots=_number(raw, "max_slots", 4, int, 1, cfg, top=64),
-            n_threads=_number(raw, "n_threads", threads, int, 1, cfg),
-            threads_reason=why,
+            n_threads=_number(raw, "n_threads", None, int, 1, cfg),
+            threads_reason="local.n_threads" if pinned else "",
             n_threads_batch=_number(raw, "n_threads_batch", None, int, 1, cfg),
             idle_s=_number(raw, "idle_minutes", 15, float, 0, cfg) * 60.0,
             port=_number(raw, "port", 0, int, 0, cfg, top=65535),
@@ -72,29 +71,91 @@ class LocalSettings:
         )
 
 
+def with_threads(settings: LocalSettings) -> LocalSettings:
+    """``settings`` with its thread count, counted now when config left it to orch: the
+    server's start is the moment the free cores matter (and the only one that pays for
+    looking at them)."""
+    from dataclasses import replace
+
+    if settings.n_threads is not None:
+        return settings
+    threads, why = free_cores()
+    return replace(settings, n_threads=threads, threads_reason=why)
+
+
 def default_threads() -> int:
-    """The threads the local server gets unless ``local.n_threads`` says: :func:`free_cores`."""
+    """The threads the local server gets unless ``local.n_threads`` says: :func:`free_cores`
+    (bench/bench_local.py)."""
     return free_cores()[0]
 
 
-def free_cores(cores: int | None = None, load: float | None = None) -> tuple[int, str]:
+SAMPLE_S = 0.2  # how long the start looks at the cores before it picks the threads
+
+
+def free_cores(cores: int | None = None, busy: float | None = None) -> tuple[int, str]:
     """(threads, why): the cores free as the server starts, at least one. On an idle machine
     every core: a decode step of several slots then uses them all, and 4 local legs decode
     at 1.3x+ the tokens/s of one (docs/performance.md). On a busy one a single thread:
     llama.cpp's threads meet at a barrier every step, and a thread waiting for a core that
     another program holds stalls them all (2 threads ran 8x slower than 1 at load 13 on 2
-    cores). ``cores``: usable cores (default: this process's CPU affinity); ``load``: the
-    1-minute load average (default: now)."""
+    cores). ``cores``: usable cores (default: this process's CPU affinity); ``busy``: how
+    many of them other programs keep busy (default: :func:`busy_cores`, now)."""
+    usable = _usable()
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else os.cpu_count() or 1
-    if load is None:
+        cores = len(usable)
+    if busy is None:
+        busy = busy_cores(usable)
+    threads = max(1, min(cores, int(cores - busy + 0.5)))
+    return threads, f"{threads} of {cores} cores free ({busy:.1f} busy) as the server started"
+
+
+def busy_cores(usable: list[int] | None = None, seconds: float = SAMPLE_S) -> float:
+    """How many of the ``usable`` cores other programs keep busy now: their busy share over
+    ``seconds`` (Linux's /proc/stat), summed. Not the 1-minute load average, which still
+    counts for a minute work that has ended (a `pip install` just before the first run
+    left a 2-core machine at load 0.6-1.1 while it sat idle, and the server got one thread:
+    33 tok/s where two give 58, docs/performance.md). Elsewhere: the load average."""
+    import time
+
+    usable = _usable() if usable is None else usable
+    first = _cpu_times(usable)
+    if first is None:
         try:
-            load = os.getloadavg()[0]
+            return max(0.0, os.getloadavg()[0])
         except OSError:
-            load = 0.0
-    threads = max(1, min(cores, int(cores - load + 0.5)))
-    return threads, f"{threads} of {cores} cores free (load {load:.1f}) as the server started"
+            return 0.0
+    time.sleep(seconds)
+    then = _cpu_times(usable) or first
+    busy = 0.0
+    for cpu, (idle0, total0) in first.items():
+        idle1, total1 = then.get(cpu, (idle0, total0))
+        spent = total1 - total0
+        if spent > 0:
+            busy += 1.0 - (idle1 - idle0) / spent
+    return min(float(len(usable)), max(0.0, busy))
+
+
+def _usable() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def _cpu_times(cpus: list[int]) -> dict[int, tuple[int, int]] | None:
+    """{cpu: (idle ticks, all ticks)} from /proc/stat, or None where there is none."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            lines = stat.read().splitlines()
+    except OSError:
+        return None
+    wanted = {f"cpu{n}": n for n in cpus}
+    out = {}
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if name in wanted:
+            ticks = [int(x) for x in rest.split()[:8]]  # user..steal; guest is inside user
+            out[wanted[name]] = (ticks[3] + ticks[4], sum(ticks))
+    return out or None
 
 
 def _number(raw: dict, key: str, default, kind, low, cfg: Config, top=None):
