@@ -274,7 +274,7 @@ def after_response(leg, request, response):
 def _mend_calls(leg, request, response):
     if not response.tool_calls or not request.tools:
         return None  # no tools were offered: the engine runs nothing
-    from orchestrator.engine.leg import REJECTED_ARGUMENTS
+    from orchestrator.engine.tool_calls import REJECTED_ARGUMENTS
     from orchestrator.request import ToolCall
 
     state = leg.state.setdefault("json_repair", {"repairs": 0, "kinds": {}})

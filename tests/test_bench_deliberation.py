@@ -13,13 +13,13 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
+from ledger_rows import ledger_rows
 
 from orchestrator.testing.daemon import invoke
 from orchestrator.testing.scripted_server import Reply
@@ -90,12 +90,6 @@ def write_bench(tmp_path, deliberating: str, *, plain: bool = True) -> object:
         tools = "none"
         """) + deliberating)
     return config
-
-
-def ledger_rows(home):
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("select * from spend order by id")]
 
 
 @pytest.mark.slow

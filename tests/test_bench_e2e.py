@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import sys
 import textwrap
 
 import pytest
 from click.testing import CliRunner
+from ledger_rows import ledger_rows
 
 from orchestrator.cli import cli
 from orchestrator.testing.sandbox import unsafe_unless_confined
@@ -106,12 +106,6 @@ def bench_setup(orch, scripted_server, tmp_path, monkeypatch):
     agent.write_text(AGENT)
     monkeypatch.chdir(tmp_path)
     return write_config(tmp_path, agent)
-
-
-def ledger_rows(home):
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("select * from spend order by id")]
 
 
 def test_a_bake_off_of_known_contestants(bench_setup, orch_home, scripted_server):

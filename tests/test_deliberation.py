@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections import Counter
 
 import pytest
+from ledger_rows import ledger_rows
 
 from orchestrator.testing.daemon import invoke
 from orchestrator.testing.scripted_server import Reply
@@ -89,12 +89,6 @@ def fanout(*args):
                    "--json", "--tools", "none", *args])
 
 
-def rows(home):
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("select * from spend order by id")]
-
-
 def round_prompts(server):
     """(model, round prompt) for every request that carried peers' answers."""
     return [(r.body["model"], r.body["messages"][-1]["content"]) for r in server.chats
@@ -131,7 +125,7 @@ def test_three_legs_converge_and_stop_on_consensus_at_once(orch, scripted_server
         assert leg["reason"] and leg["tokens"]["input_tokens"] == 1000
         assert leg["cost_usd"] == pytest.approx((1000 + 100) / 1e6)
     # every round's requests are ledger rows, the round in the wave id
-    ledger = rows(orch_home)
+    ledger = ledger_rows(orch_home)
     assert len(ledger) == 6 and len(scripted_server.chats) == 6
     by_round = {}
     for row in ledger:
@@ -300,7 +294,7 @@ def test_stops_when_the_ceiling_cannot_pay_for_the_next_round(orch, scripted_ser
     result = fanout("--rounds", "5", "--max-cost", "0.8", "--output-budget", "50")
     doc = json.loads(result.stdout)
     assert doc["stop"]["rule"] == "ceiling" and doc["stop"]["after_round"] == 2, doc["stop"]
-    assert len(doc["rounds"]) == 2 and len(rows(orch_home)) == 6
+    assert len(doc["rounds"]) == 2 and len(ledger_rows(orch_home)) == 6
     assert doc["cost_usd"] <= 0.8
     assert result.exit_code == 2 and any("round 3" in d for d in doc["degraded"])
 

@@ -7,6 +7,7 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
+from ledger_rows import ledger_rows
 
 from orchestrator.cli import cli
 from orchestrator.testing.daemon import invoke
@@ -19,12 +20,6 @@ def fanout(*args: str, input: str | None = None):
 
 
 both_ways = pytest.mark.usefixtures("both_ways")  # every assertion holds both ways
-
-
-def ledger_rows(home):
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("select * from spend order by id")]
 
 
 @both_ways

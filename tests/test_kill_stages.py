@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ledger_rows import ledger_rows
 from test_council_run import chair, kind_of, seat
 from test_serve import daemon_process, xdg  # noqa: F401 - fixtures
 
@@ -62,31 +62,15 @@ def answered(server, model: str) -> list:
     return [r for r in server.requests_for(model) if r.status == 200]
 
 
-def ledger_rows(home: Path, ident: str | None, by: str = "run_id") -> list[dict]:
-    """The spend rows whose ``by`` column is ``ident`` (None: every row)."""
-    db = home / "ledger.db"
-    if not db.exists():
-        return []
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        if ident is None:
-            return [dict(r) for r in con.execute("select * from spend")]
-        return [dict(r) for r in con.execute(f"select * from spend where {by} = ?", (ident,))]
-    except sqlite3.OperationalError:  # the table is being made
-        return []
-    finally:
-        con.close()
-
-
 def settle(home: Path, run_id: str | None, server, models: list[str]) -> None:
     """Give the runner the moment a real crash would not wait for: until the ledger holds
     as many answers as the server gave (so a kill is after the durable write, as the
     product promises it is, before the next step), or 10 s. A product that writes rows only
     at a stage's end never gets there, and the checks after the kill fail."""
     want = sum(len(answered(server, m)) for m in models)
+    of_run = ("run_id = ?", run_id) if run_id is not None else ()  # None: every row
     try:
-        wait_for(lambda: sum(r["seq"] or 0 for r in ledger_rows(home, run_id)) >= want,
+        wait_for(lambda: sum(r["seq"] or 0 for r in ledger_rows(home, *of_run)) >= want,
                  timeout=10.0)
     except AssertionError:
         pass
@@ -115,7 +99,7 @@ def the_ledger_holds_what_was_answered(server, home: Path, run_id: str,
     total is their cost. Returns that cost."""
     spend = CliRunner().invoke(cli, ["spend", "--since", "all", "--json"])
     assert spend.exit_code == 0, spend.output
-    rows = ledger_rows(home, run_id, by)
+    rows = ledger_rows(home, f"{by} = ?", run_id)
     expected_total = 0.0
     for model in models:
         paid = [usage_of(model, kind_of(r.body) if model != "solo" else "bench")
@@ -561,7 +545,7 @@ def test_kill_9_of_a_bench_keeps_the_answered_trial_paid_once_and_resume_runs_on
     final = json.loads(out.read_text())
     assert "running" not in final and [(t["task"], t["passed"]) for t in final["trials"]] \
         == [("t1", True), ("t2", True)]
-    rows = ledger_rows(orch_home, bench_id)
+    rows = ledger_rows(orch_home, "run_id = ?", bench_id)
     assert sum(r["seq"] or 0 for r in rows) == len(answered(scripted_server, "solo")) == 2
 
 

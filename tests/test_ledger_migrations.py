@@ -59,6 +59,40 @@ def make_legacy(url: str) -> None:
     engine.dispose()
 
 
+def ledger_at(url: str, revision: str, *inserts: str) -> None:
+    """A ledger as an older orch left it: migrated to ``revision`` only, holding the rows
+    ``inserts`` put there."""
+    from alembic import command
+
+    from orchestrator.ledger import migrate as ledger_migrate
+
+    engine = engine_for(url)
+    with engine.begin() as conn:
+        cfg = ledger_migrate._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, revision)
+        for insert in inserts:
+            conn.execute(sa.text(insert))
+    engine.dispose()
+
+
+def upgraded():
+    """``orch ledger upgrade`` run; then this process forgets the database, as a new process
+    would know nothing of it. The command's result."""
+    from orchestrator.ledger import connection as ledger_engine
+
+    up = orch_cli("ledger", "upgrade")
+    ledger_engine.dispose_all()
+    return up
+
+
+# one leg's row, as a ledger at 0004 to 0006 holds it
+LEG_ROW = ("INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
+           "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
+           "cost_source, duration_s, seq) VALUES ('2025-03-01 12:00:00', 'w', 'w-1', 'leg', "
+           "'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5, 1)")
+
+
 def revision_of(url: str) -> str | None:
     engine = engine_for(url)
     with engine.connect() as conn:
@@ -144,16 +178,7 @@ def test_a_ledger_made_before_migrations_is_refused_then_upgraded_with_every_row
 
 
 def test_an_older_revision_names_the_upgrade_and_a_newer_one_names_orch(ledger_url):
-    from alembic import command
-
-    from orchestrator.ledger import migrate as ledger_migrate
-
-    engine = engine_for(ledger_url)
-    with engine.begin() as conn:
-        cfg = ledger_migrate._config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0001")
-    engine.dispose()
+    ledger_at(ledger_url, "0001")
     with pytest.raises(SchemaOutOfDate, match=f"at schema revision 0001, this orch needs {HEAD}; "
                                               "run `orch ledger upgrade`"):
         Ledger()
@@ -205,28 +230,16 @@ def test_0003_adopts_old_rows_without_a_sequence_even_two_of_one_leg(ledger_url)
     """A ledger at 0002 holding two rows of one leg (a plugin's own row beside the leg's, an
     old double replay) upgrades as it is: its rows keep ``seq`` null, outside the unique key;
     the leg rows written afterwards are keyed."""
-    from alembic import command
-
-    from orchestrator.ledger import connection as ledger_engine
-    from orchestrator.ledger import migrate as ledger_migrate
     from orchestrator.ledger.in_flight import IN_FLIGHT
 
-    engine = engine_for(ledger_url)
-    with engine.begin() as conn:
-        cfg = ledger_migrate._config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
-        for _ in range(2):
-            conn.execute(sa.text(
-                "INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
-                "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
-                "cost_source, duration_s) VALUES ('2025-03-01 12:00:00', 'w', 'w-1', 'leg', "
-                "'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5)"))
-    engine.dispose()
-    up = orch_cli("ledger", "upgrade")
+    unsequenced = ("INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
+                   "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
+                   "cost_source, duration_s) VALUES ('2025-03-01 12:00:00', 'w', 'w-1', "
+                   "'leg', 'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5)")
+    ledger_at(ledger_url, "0002", unsequenced, unsequenced)
+    up = upgraded()
     assert up.exit_code == 0 and f"from revision 0002 to revision {HEAD} (2 rows kept)" in \
         up.output, up.output
-    ledger_engine.dispose_all()
     ledger = Ledger()
     assert [(r["leg_id"], r["seq"]) for r in ledger.rows()] == [("w-1", None), ("w-1", None)]
     row = {"wave_id": "w", "leg_id": "w-1", "kind": "leg", "model": "p/m", "provider": "p",
@@ -245,27 +258,16 @@ def test_0003_adopts_old_rows_without_a_sequence_even_two_of_one_leg(ledger_url)
 def test_0004_adds_the_judges_votes_keeping_every_council_row(ledger_url):
     """A ledger at 0003 with council rows upgrades to a ``council_vote`` table (the judges'
     votes `orch council stats --judges` reads) with its rows kept; vote rows then go in."""
-    from alembic import command
-
-    from orchestrator.ledger import connection as ledger_engine
-    from orchestrator.ledger import migrate as ledger_migrate
     from orchestrator.ledger.council_rows import CouncilLedger
 
-    engine = engine_for(ledger_url)
-    with engine.begin() as conn:
-        cfg = ledger_migrate._config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0003")
-        conn.execute(sa.text(
-            "INSERT INTO council (ts, run_id, model, role, status, reviewed, cut, "
-            "findings_blocker, findings_major, findings_minor, findings_nit, confirmed) "
-            "VALUES ('2025-03-01 12:00:00', 'run-1', 'p/m', 'seat', 'reviewed', true, false, "
-            "1, 0, 0, 0, 1)"))
-    engine.dispose()
-    up = orch_cli("ledger", "upgrade")
+    ledger_at(ledger_url, "0003",
+              "INSERT INTO council (ts, run_id, model, role, status, reviewed, cut, "
+              "findings_blocker, findings_major, findings_minor, findings_nit, confirmed) "
+              "VALUES ('2025-03-01 12:00:00', 'run-1', 'p/m', 'seat', 'reviewed', true, false, "
+              "1, 0, 0, 0, 1)")
+    up = upgraded()
     assert up.exit_code == 0 and f"from revision 0003 to revision {HEAD}" in up.output, \
         up.output
-    ledger_engine.dispose_all()
     ledger = CouncilLedger()
     assert [r["run_id"] for r in ledger.rows()] == ["run-1"]
     vote = {"run_id": "run-2", "judge": "p/m", "finding": "F1", "grp": "G1", "position": 0,
@@ -278,26 +280,10 @@ def test_0004_adds_the_judges_votes_keeping_every_council_row(ledger_url):
 def test_0005_adds_the_cost_bound_and_keeps_every_row(ledger_url):
     """A ledger at 0004 upgrades in place: its rows keep ``cost_bound_usd`` null (every cost
     they hold was read), and a bound written afterwards is kept (docs/spend.md)."""
-    from alembic import command
-
-    from orchestrator.ledger import connection as ledger_engine
-    from orchestrator.ledger import migrate as ledger_migrate
-
-    engine = engine_for(ledger_url)
-    with engine.begin() as conn:
-        cfg = ledger_migrate._config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0004")
-        conn.execute(sa.text(
-            "INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
-            "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
-            "cost_source, duration_s, seq) VALUES ('2025-03-01 12:00:00', 'w', 'w-1', 'leg', "
-            "'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5, 1)"))
-    engine.dispose()
-    up = orch_cli("ledger", "upgrade")
+    ledger_at(ledger_url, "0004", LEG_ROW)
+    up = upgraded()
     assert up.exit_code == 0 and f"from revision 0004 to revision {HEAD} (1 rows kept)" in \
         up.output, up.output
-    ledger_engine.dispose_all()
     ledger = Ledger()
     ledger.append({"wave_id": "w", "leg_id": "w-2", "kind": "leg", "model": "p/m",
                    "provider": "p", "status": "complete", "cost_usd": None,
@@ -310,27 +296,11 @@ def test_0007_adds_the_parent_wave_and_keeps_every_row(ledger_url):
     """A ledger at 0006 upgrades in place: its rows keep ``parent_wave_id`` null (none was a
     follow-up), and a follow-up's rows written afterwards name their parent, found by it
     through its index (docs/fanout.md)."""
-    from alembic import command
-
-    from orchestrator.ledger import connection as ledger_engine
-    from orchestrator.ledger import migrate as ledger_migrate
-
-    engine = engine_for(ledger_url)
-    with engine.begin() as conn:
-        cfg = ledger_migrate._config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0006")
-        conn.execute(sa.text(
-            "INSERT INTO spend (ts, wave_id, leg_id, kind, model, provider, status, "
-            "input_tokens, output_tokens, reasoning_tokens, cached_tokens, cost_usd, "
-            "cost_source, duration_s, seq) VALUES ('2025-03-01 12:00:00', 'w', 'w-1', 'leg', "
-            "'p/m', 'p', 'complete', 10, 5, 0, 0, 0.5, 'priced', 1.5, 1)"))
-    engine.dispose()
+    ledger_at(ledger_url, "0006", LEG_ROW)
     assert "parent_wave_id" not in columns_of(ledger_url, "spend")
-    up = orch_cli("ledger", "upgrade")
+    up = upgraded()
     assert up.exit_code == 0 and f"from revision 0006 to revision {HEAD} (1 rows kept)" in \
         up.output, up.output
-    ledger_engine.dispose_all()
     ledger = Ledger()
     ledger.append({"wave_id": "v", "leg_id": "v-1", "kind": "leg", "model": "p/m",
                    "provider": "p", "status": "complete", "seq": 1, "parent_wave_id": "w"})

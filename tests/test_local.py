@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ledger_rows import ledger_rows
 
 from orchestrator.cli import cli
 from orchestrator.local import manager
@@ -140,12 +140,6 @@ def run_orch(home: Path, *args: str, timeout: float = 60) -> subprocess.Complete
                           timeout=timeout)
 
 
-def ledger(home: Path) -> list[dict]:
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("select * from spend order by id")]
-
-
 STARTING = "orch: starting the local model server for "  # the cold start's first line
 
 
@@ -201,7 +195,7 @@ def test_two_variants_run_on_one_started_server_and_cost_nothing(local_home):
         # fanout's default tools are not a request for them: a base model is offered none
         assert "read" in leg["tools_withheld"] and "--tools read" in leg["tools_withheld_why"]
     assert any("started the local model server" in n for n in doc["notices"])
-    rows = ledger(local_home)
+    rows = ledger_rows(local_home)
     assert sorted((r["model"], r["cost_source"], r["cost_usd"]) for r in rows) == [
         ("local/gemma3-270m", "free", 0.0), ("local/gemma3-270m@hot", "free", 0.0)]
     # the next invocation reuses the same server
@@ -310,7 +304,7 @@ def test_missing_server_or_extra_is_one_line(local_home, monkeypatch):
                    "the local server needs xllamacpp (llama.cpp's server, prebuilt): "
                    "pip install -e '.[local]' installs it")
     # nothing was sent, and still a ledger row per leg: runs and spend count the same legs
-    rows = ledger(local_home)
+    rows = ledger_rows(local_home)
     assert [(r["model"], r["status"], r["cost_usd"]) for r in rows] == [
         ("local/gemma3-270m", "error", 0.0), ("local/gemma3-270m@hot", "error", 0.0)]
     assert rows[0]["reason"].startswith("wave_start: the local server needs xllamacpp")
@@ -342,7 +336,7 @@ def test_a_corrupt_added_gguf_is_refused_before_any_start(local_home, tmp_path):
     one_line_error(orch("fanout", "-m", "local/gemma3-270m", "-p", "x"), "fails its sha256")
     assert st.read_state() is None and not supervisors(local_home)
     # nothing was sent: the leg's row says so, at $0 (runs and spend count the same legs)
-    assert [(r["status"], r["cost_usd"]) for r in ledger(local_home)] == [("error", 0.0)]
+    assert [(r["status"], r["cost_usd"]) for r in ledger_rows(local_home)] == [("error", 0.0)]
     path.unlink()
     one_line_error(orch("local", "start"), "is missing")
 
@@ -498,14 +492,14 @@ def test_a_server_dying_mid_wave_errors_the_legs_in_flight_and_the_next_wave_res
     assert doc["status"] == "error"
     for leg in doc["legs"]:
         assert leg["status"] == "error" and leg["reason"].startswith("connection:"), leg["reason"]
-    assert sorted(r["status"] for r in ledger(local_home)) == ["error", "error"]
+    assert sorted(r["status"] for r in ledger_rows(local_home)) == ["error", "error"]
     # the supervisor restarted it; the next wave runs on the new server
     result = orch("fanout", "-m", "local/gemma3-270m", "-p", "x", "--json")
     assert result.exit_code == 0, result.output
     state = st.read_state()
     assert state["restarts"] == 1 and state["server_pid"] != first["server_pid"]
     assert json.loads(result.stdout)["legs"][0]["local_server"]["pid"] == state["server_pid"]
-    assert len(ledger(local_home)) == 3
+    assert len(ledger_rows(local_home)) == 3
 
 
 def test_a_killed_supervisor_is_replaced_by_the_next_use(local_home):
@@ -867,7 +861,6 @@ def test_a_prompt_longer_than_a_slot_is_refused_naming_local_n_ctx(local_home):
                            "--json").stdout)
     assert fits["legs"][0]["status"] == "complete"
     assert sent_legs(local_home) == {fits["legs"][0]["leg_id"]}  # the refused sent nothing
-
 
 
 def test_the_guards_check_the_running_servers_slot_until_its_next_start(local_home):

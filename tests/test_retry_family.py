@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ledger_rows import ledger_rows
 
 from orchestrator.cli import cli
 from orchestrator.testing.daemon import invoke
@@ -30,12 +31,6 @@ def env_for(home: Path, **extra: str) -> dict[str, str]:
     env.update(extra)
     env.pop("ORCH_RUNS_DIR", None)
     return env
-
-
-def spend(home: Path) -> list[dict]:
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("select * from spend order by id")]
 
 
 def waves(home: Path) -> set[str]:
@@ -270,7 +265,7 @@ def test_concurrent_retries_of_one_family_pay_each_leg_once_under_the_ceiling(
     for code, err in told:  # refused while it ran, or planned after it: either way, why
         assert ("being retried now" in err and code == 1) or \
             ("nothing to retry" in err and code == 0), err
-    total = sum(r["cost_usd"] for r in spend(orch_home))
+    total = sum(r["cost_usd"] for r in ledger_rows(orch_home))
     assert total == pytest.approx(8.00004) and total <= 9
 
 
@@ -298,7 +293,7 @@ def test_a_retry_started_while_another_runs_is_refused_in_one_line(
     done = winner.wait(timeout=120)
     assert done.returncode == 0, done.stderr
     assert scripted_server.count("b") == 2
-    total = sum(r["cost_usd"] for r in spend(orch_home))
+    total = sum(r["cost_usd"] for r in ledger_rows(orch_home))
     assert total == pytest.approx(8.00004)
 
 

@@ -16,7 +16,6 @@ import http.client
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ledger_rows import ledger_rows
 from test_council_run import judgement, kind_of, review_text
 from test_deliberation import MODELS, NAMES, ROUND1, USAGE, block, quoted
 from ui_browser import Chromium
@@ -58,20 +58,6 @@ def cli_text(*args: str) -> str:
     result = CliRunner().invoke(cli, list(args))
     assert result.exit_code == 0, result.output
     return result.stdout
-
-
-def ledger(home: Path, where: str, arg: str) -> list[dict]:
-    db = home / "ledger.db"
-    if not db.exists():
-        return []
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute(f"select * from spend where {where}", (arg,))]
-    except sqlite3.OperationalError:  # the table is being made
-        return []
-    finally:
-        con.close()
 
 
 def wait_for(check, what: str, proc: subprocess.Popen, timeout: float = 90.0):
@@ -184,7 +170,7 @@ def test_a_running_council_shows_its_stages_legs_and_what_the_ledger_billed(
         run_dir = wait_for(lambda: next((orch_home / "runs").glob("council-*"), None),
                            "the council's folder", proc)
         run_id = run_dir.name.removeprefix("council-")
-        billed = lambda: ledger(orch_home, "run_id = ?", run_id)  # noqa: E731
+        billed = lambda: ledger_rows(orch_home, "run_id = ?", run_id)  # noqa: E731
 
         # held 1: alpha reviewed (cost(1)), bravo was billed its first step (cost(2): it read a
         # file) and waits on its second; its metadata.json need not say so yet
@@ -289,7 +275,7 @@ def test_a_deliberation_in_round_2_shows_its_rounds_legs_and_what_the_ledger_bil
         wave_json = wait_for(lambda: next((orch_home / "runs").glob("*/wave.json"), None),
                              "the deliberation's wave.json", proc)
         run_id = wave_json.parent.name
-        billed = lambda: ledger(orch_home, "wave_id like ?", f"{run_id}-%")  # noqa: E731
+        billed = lambda: ledger_rows(orch_home, "wave_id like ?", f"{run_id}-%")  # noqa: E731
         # round 1 answered by all three, round 2 by two; the third's reply waits
         wait_for(lambda: scripted_server.count("qwen3-coder") == 2
                  and len([r for r in billed() if r["status"] == "complete"]) == 5,
@@ -441,7 +427,7 @@ def _literal_statuses() -> set[str]:
 
 def test_every_status_orch_writes_is_one_the_listing_prints_and_filters_on(orch_home):
     from orchestrator.app.runs import STATUSES
-    from orchestrator.engine.wave import wave_status
+    from orchestrator.engine.wave_document import wave_status
 
     written = _literal_statuses()
     assert {"degraded", "quorum", "interrupted", "aborted", "partial"} <= written, written

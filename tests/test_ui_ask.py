@@ -11,12 +11,12 @@ import ast
 import http.client
 import json
 import re
-import sqlite3
 import time
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from ledger_rows import ledger_rows
 
 from orchestrator.testing.scripted_server import Reply
 
@@ -91,17 +91,6 @@ def ui(orch, scripted_server, orch_home, tmp_path):
     server = InProcess(orch_home / "runs", workspace)
     yield server
     server.close()
-
-
-def ledger_rows(home: Path) -> list[dict]:
-    if not (home / "ledger.db").exists():
-        return []
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute("select * from spend order by id")]
-    finally:
-        con.close()
 
 
 def waves(home: Path) -> list[Path]:

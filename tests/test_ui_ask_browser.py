@@ -7,10 +7,10 @@ One test: the whole flow (the guard's refusals are in-process in tests/test_ui_a
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 
 import pytest
+from ledger_rows import ledger_rows
 from ui_browser import Chromium, OrchUI
 
 from orchestrator.testing.scripted_server import Reply
@@ -23,15 +23,6 @@ def browser(tmp_path):
     chrome = Chromium(tmp_path / "chromium-profile")
     yield chrome
     chrome.close()
-
-
-def ledger_rows(home) -> list[dict]:
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in con.execute("select * from spend order by id")]
-    finally:
-        con.close()
 
 
 def type_into(browser: Chromium, element_id: str, text: str) -> None:

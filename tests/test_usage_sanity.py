@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ledger_rows import ledger_rows
 
 from orchestrator.cli import cli
 from orchestrator.engine.record import LegRecord
@@ -20,12 +20,6 @@ from orchestrator.models.server import MAX_TOKEN_COUNT, usage_of
 from orchestrator.testing.scripted_server import Reply
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-
-
-def ledger(home):
-    con = sqlite3.connect(home / "ledger.db")
-    con.row_factory = sqlite3.Row
-    return [dict(r) for r in con.execute("select * from spend order by id")]
 
 
 # (id, usage the server reports, input tokens recorded, suspect)
@@ -71,7 +65,7 @@ def test_hostile_usage_keeps_the_answer_and_its_row_and_marks_it(
     scripted_server.script("m", Reply(text="answer", usage=usage))
     run = orch.run_leg("m", "q")
     assert run.leg["status"] == "complete" and run.leg["answer"] == "answer"  # kept
-    rows = ledger(orch_home)
+    rows = ledger_rows(orch_home)
     assert len(rows) == 1
     row = rows[0]
     assert row["status"] == "complete" and row["input_tokens"] == recorded
@@ -108,7 +102,7 @@ def test_missing_or_shapeless_usage_keeps_the_answer_and_its_cost_is_unknown(
     scripted_server.script("m", reply)
     run = orch.run_leg("m", "q")
     assert run.leg["status"] == "complete" and run.leg["answer"] == "answer"
-    row = ledger(orch_home)[0]
+    row = ledger_rows(orch_home)[0]
     assert row["status"] == "complete"
     assert row["cost_source"] == "unknown" and row["cost_usd"] is None
     assert run.doc["cost_exact"] is False  # the wave's total is a floor
@@ -120,7 +114,7 @@ def test_reported_zeros_are_not_missing(orch, scripted_server, orch_home):
     scripted_server.script("m", Reply(text="answer", usage={"prompt_tokens": 0,
                                                             "completion_tokens": 0}))
     run = orch.run_leg("m", "q")
-    assert ledger(orch_home)[0]["cost_source"] == "declared" and run.doc["cost_exact"]
+    assert ledger_rows(orch_home)[0]["cost_source"] == "declared" and run.doc["cost_exact"]
 
 
 def test_a_window_bounds_believable_counts(orch, scripted_server, orch_home):
@@ -128,7 +122,7 @@ def test_a_window_bounds_believable_counts(orch, scripted_server, orch_home):
     scripted_server.script("m", Reply(text="answer", usage={"prompt_tokens": 60_000,
                                                             "completion_tokens": 10}))
     run = orch.run_leg("m", "q")
-    row = ledger(orch_home)[0]
+    row = ledger_rows(orch_home)[0]
     assert row["input_tokens"] == 50_000 and row["cost_source"] == "suspect"  # 10x the window
     assert "input_tokens 60,000 is past the bound of 50,000" in run.leg["notes"][0]
 
@@ -222,7 +216,7 @@ def test_an_empty_answer_ends_the_leg_error(orch, scripted_server, orch_home, re
     assert empty["status"] == "error" and result.exit_code == 2  # partial
     assert empty["reason"] == ("empty_answer: scripted/m answered with neither text nor a tool "
                                "call (finish_reason stop)")
-    rows = {r["leg_id"]: r for r in ledger(orch_home)}  # legs end in any order
+    rows = {r["leg_id"]: r for r in ledger_rows(orch_home)}  # legs end in any order
     assert rows[empty["leg_id"]]["reason"].startswith("empty_answer: ")
     assert rows[empty["leg_id"]]["status"] == "error"
 

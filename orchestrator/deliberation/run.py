@@ -35,7 +35,8 @@ from orchestrator.deliberation.reply import (
 from orchestrator.engine.degraded import reporter
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.record import COMPLETE, LegRecord
-from orchestrator.engine.wave import Wave, WaveSpec, build_document, new_wave_id
+from orchestrator.engine.wave import Wave, WaveSpec, new_wave_id
+from orchestrator.engine.wave_document import build_document, outcomes, wave_status
 from orchestrator.events import NoSink, RoundEnded, RoundStarted, Sink
 from orchestrator.intake import Anonymity
 from orchestrator.ledger.schema import ROUND_INFIX
@@ -448,8 +449,6 @@ class Deliberation:
                             if r.extra.get("anonymity_leaks")}}
 
     def document(self) -> dict[str, Any]:
-        from orchestrator.engine.wave import outcomes, wave_status
-
         finals = outcome.final_records(self.seats, round_wave_id(self.run_id, 1), self.failure)
         status = wave_status(finals + ([self.chair] if self.chair else []))
         if self.signum is not None:

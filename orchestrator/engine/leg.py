@@ -7,24 +7,26 @@ into its wave except for cancellation, so one leg's failure never touches anothe
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 
 from orchestrator.engine.context import LegContext
-from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED, now_iso
+from orchestrator.engine.leg_files import LegFiles
+from orchestrator.engine.leg_files import describe as _describe
+from orchestrator.engine.record import ABORTED, COMPLETE, ERROR, REFUSED
+from orchestrator.engine.tool_calls import (
+    REJECTED_ARGUMENTS,  # noqa: F401 - plugins' old path
+    run_call,
+)
 from orchestrator.errors import LegError, OrchError, ProviderError, Refusal
 from orchestrator.intake import Admitted, Leaked, Policy, admit
 from orchestrator.models.server import Server
 from orchestrator.plugin_host.boundary import said
 from orchestrator.plugin_host.hooks import HookRunner
 from orchestrator.request import Request, Response, Usage
-from orchestrator.security.credential_content import note
 from orchestrator.security.secrets import scrub
-from orchestrator.store import BackgroundWriter, JsonlFile
 from orchestrator.tools import Tool
 
 # The last request at --max-steps carries no tools and this plain instruction.
@@ -32,14 +34,6 @@ FINAL_STEP_DIRECTIVE = (
     "You have reached the step limit for this task and no tools are available any more. "
     "Give your final answer now, from what you already know."
 )
-
-# An after_response plugin that finds a call's arguments unusable replaces them with a JSON
-# object holding this key and what is wrong: the tool does not run, the model gets the reason.
-REJECTED_ARGUMENTS = "_orch_rejected"
-
-# A step's progress alone (tokens, steps) reaches metadata.json at most this often; a change
-# of status always does at once. Steps of a remote model take seconds, so each is written.
-PROGRESS_WRITE_S = 0.5
 
 # A third party's leg_end after a signal: the process leaves within 2 s whatever it does.
 ABORT_HOOK_S = 0.3
@@ -78,11 +72,8 @@ class Leg:
         self.run_id = run_id
         self.parent_wave_id = parent_wave_id  # a follow-up's: the wave it continues
         self._warned: set[str] = set()
-        self._files = BackgroundWriter()
-        self._conversation = JsonlFile(ctx.dir / "conversation.jsonl")
-        self._saved_at = 0.0
+        self.files = LegFiles(ctx)  # metadata.json, conversation.jsonl, io_errors
         self._prepared = False
-        self._dir_made = False
         self._unprepared: BaseException | None = None  # a failure while preparing, for run()
 
     # -- records -------------------------------------------------------------------------
@@ -91,16 +82,10 @@ class Leg:
         return self.ctx.record
 
     def save(self, progress: bool = False) -> None:
-        """metadata.json at every change of state, atomically: a killed run leaves it valid.
-        ``progress`` (a step ended, status unchanged) is written if PROGRESS_WRITE_S passed
-        since the last write: fast local steps would spend more on the file than on the
-        request. The rename runs in order on a worker thread (BackgroundWriter); ``_close``
-        waits for it. A failed write is recorded on the leg (``io_errors``), never raised:
-        the leg's answer and its ledger row matter more than one of its files."""
-        now = time.monotonic()
-        if not progress or now - self._saved_at >= PROGRESS_WRITE_S:
-            self._saved_at = now
-            self._write_metadata()
+        """metadata.json at every change of state (a step's progress at most every
+        PROGRESS_WRITE_S: engine/leg_files.py), then the observer. A failed write is recorded
+        on the leg (``io_errors``), never raised."""
+        self.files.save(progress)
         try:
             self.observe(self.ctx)
         except Exception as exc:  # the progress display must not end a leg
@@ -108,36 +93,12 @@ class Leg:
 
             log().warning("progress_error", leg_id=self.ctx.leg_id, error=_describe(exc))
 
-    def _write_metadata(self) -> None:
-        for _ in range(2):
-            try:
-                self._files.write_json(self.ctx.dir / "metadata.json", self.record.to_dict())
-                return
-            except (TypeError, ValueError, RecursionError) as exc:  # leg.set() of a value
-                # JSON cannot hold (a cycle, an object without a text form)
-                self.io_error("metadata.json", exc)
-                if not unserialisable_extras(self.record.extra):
-                    return
-            except Exception as exc:
-                self.io_error("metadata.json", exc)
-                return
-
     def io_error(self, what: str, exc: BaseException) -> None:
         """A file (or the ledger) failed this leg: said on the leg, once per kind."""
-        error = scrub(f"{what}: {_describe(exc)}")
-        errors = self.record.extra.setdefault("io_errors", [])
-        if error not in errors and len(errors) < 20:
-            errors.append(error)
-            from orchestrator.runtime import log
-
-            log().warning("leg_io_error", leg_id=self.ctx.leg_id, error=error)
+        self.files.io_error(what, exc)
 
     def log(self, kind: str, payload: dict[str, Any]) -> None:
-        try:
-            self._conversation.append({"type": kind, "at": now_iso(), "step": self.ctx.step,
-                                       **payload})
-        except Exception as exc:
-            self.io_error("conversation.jsonl", exc)
+        self.files.log(kind, payload)
 
     def plugin_error(self, plugin: str, hook: str, exc: BaseException) -> None:
         """A plugin raised: the leg goes on without its change; say so once per plugin."""
@@ -160,7 +121,7 @@ class Leg:
         if self._prepared:
             return
         self._prepared = True
-        self._make_dir()  # its hooks may write there
+        self.files.make_dir()  # its hooks may write there
         try:
             with anyio.fail_after(self.timeout_s):
                 await self.hooks.notify("leg_start", self.plugin_error, leg=self.ctx)
@@ -172,7 +133,7 @@ class Leg:
 
     async def run(self) -> None:
         record = self.record
-        self._make_dir()
+        self.files.make_dir()
         record.start()
         self.save()
         try:
@@ -203,7 +164,7 @@ class Leg:
     async def refuse(self, reason: str) -> None:
         """The wave refused to launch this leg (``before_launch``, e.g. the cost ceiling):
         nothing is sent; the leg ends ``refused`` with its files and ledger row."""
-        self._make_dir()
+        self.files.make_dir()
         self.record.finish(REFUSED, scrub(reason))
         await self._close()
 
@@ -212,19 +173,9 @@ class Leg:
         leg the signal caught would, with its files and ledger row (nothing was sent)."""
         if self.record.ended_at is not None:
             return
-        self._make_dir()
+        self.files.make_dir()
         self.record.finish(ABORTED, "aborted: the wave was interrupted")
         await self._close()
-
-    def _make_dir(self) -> None:
-        """The leg's own directory, created exclusively (once): two legs never share one."""
-        if self._dir_made:
-            return
-        self._dir_made = True
-        try:
-            self.ctx.dir.mkdir(parents=True, exist_ok=False)
-        except Exception as exc:
-            self.io_error("directory", exc)
 
     async def _close(self) -> None:
         """The durable end, in order of what matters: the ledger row (the money), then
@@ -245,14 +196,7 @@ class Leg:
         except Exception as exc:  # a plugin's LegError/OrchError after the end changes nothing
             self.plugin_error("?", "leg_end", exc)
         self.save()
-        try:
-            self._conversation.close()
-        except Exception as exc:
-            self.io_error("conversation.jsonl", exc)
-        try:
-            await self._files.drain()
-        except Exception as exc:
-            self.io_error("metadata.json", exc)
+        await self.files.close()
 
     async def unsent(self) -> None:
         """The wave stopped before this leg sent anything (a ``wave_start`` refusal: the
@@ -473,13 +417,9 @@ class Leg:
     async def _run_tools(self, response: Response) -> list[dict[str, Any]]:
         results = []
         for call in response.tool_calls:
-            tool = self.ctx.tools.get(call.name)
-            if tool is None:
-                content = (f"error: no tool named {call.name!r}; available: "
-                           f"{', '.join(sorted(self.ctx.tools)) or 'none'}")
-            else:
-                content = await _call_tool(tool, call.arguments)
-            content = self._withhold(call.name, content)
+            content, withheld = await run_call(call, self.ctx.tools, self.intake)
+            if withheld:
+                self._count_withheld({rule: 1 for rule in withheld})
             message = {"role": "tool", "tool_call_id": call.id, "content": content}
             self.ctx.messages.append(message)
             results.append({"tool": call.name, "id": call.id, "content": content})
@@ -488,62 +428,12 @@ class Leg:
         return results
 
 
-    def _withhold(self, tool: str, content: str) -> str:
-        """Any tool's result, a third party's included, through the intake now (the wire
-        would withhold it anyway): a registered key masked, credential content (a private
-        key, a token in a URL, ...) replaced by a rule the model can read and a line naming
-        the rules, counted on the leg as ``credentials_withheld``."""
-        got = self.intake.text(content, anonymous=False)
-        if not got.withheld:
-            return got.text
-        self._count_withheld({rule: 1 for rule in got.withheld})
-        text = f"{got.text}\n{note(got.withheld)}"
-        self.intake.passed(text, anonymous=False)  # the wire passes it as it is
-        return text
-
-
-async def _call_tool(tool: Tool, arguments: str) -> str:
-    try:
-        args = json.loads(arguments or "{}")
-    except json.JSONDecodeError as exc:
-        return f"error: the arguments are not valid JSON ({exc.msg}); send a JSON object"
-    if not isinstance(args, dict):
-        return "error: the arguments must be a JSON object"
-    if REJECTED_ARGUMENTS in args:
-        return f"error: {args[REJECTED_ARGUMENTS]}"
-    try:
-        return await tool.run(args)
-    except TypeError as exc:
-        return f"error: bad arguments for {tool.name}: {exc}"
-    except Exception as exc:
-        return f"error: {tool.name} failed: {type(exc).__name__}: {exc}"
-
-
 def empty_answer(model: str, response: Response) -> str:
     """The reason of a leg whose final answer has no text (and no tool call it could run)."""
     wrote = "only tool calls on a request that offered no tools" if response.tool_calls \
         else "neither text nor a tool call"
     return (f"empty_answer: {model} answered with {wrote} (finish_reason "
             f"{response.finish_reason or 'none'})")
-
-
-def unserialisable_extras(extra: dict[str, Any]) -> list[str]:
-    """Replace each value in ``extra`` that JSON cannot hold by a note saying so; their keys."""
-    bad = []
-    for key, value in list(extra.items()):
-        try:
-            json.dumps(value, default=str)
-        except (TypeError, ValueError, RecursionError) as exc:
-            extra[key] = f"<not serialisable: {type(value).__name__}: {exc}>"
-            bad.append(key)
-    return bad
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f" ({exc.filename})" if exc.filename else ""
-        return f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}{where}"
-    return (f"{type(exc).__name__}: {exc}".splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _strip_directive(text: str) -> str:

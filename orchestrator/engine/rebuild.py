@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.engine.record import ABORTED, RUNNING, LegRecord, now_iso
-from orchestrator.engine.wave import build_document, wave_status
+from orchestrator.engine.wave_document import build_document, wave_status
 from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.ledger.in_flight import IN_FLIGHT
 from orchestrator.pids import same_process

@@ -2,25 +2,23 @@
 
 ``wave.json`` is written atomically when the wave starts (status ``running``) and when it
 ends; every leg keeps its own ``metadata.json``, so ``orch status`` can rebuild a wave whose
-process was killed.
+process was killed. What the document says is built in engine/wave_document.py.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
 
-from orchestrator import __version__, jobscope
+from orchestrator import jobscope
 from orchestrator.account import Account
 from orchestrator.chair.synthesis import FanoutChair
 from orchestrator.config import Config
 from orchestrator.engine import histories
 from orchestrator.engine.context import LegContext, WaveContext
-from orchestrator.engine.degraded import Reporter, degradations, merge_reports, reporter
+from orchestrator.engine.degraded import reporter
 from orchestrator.engine.ledger_sink import LedgerSink
 from orchestrator.engine.leg import ABORT_HOOK_S, Leg
 from orchestrator.engine.record import (
@@ -32,38 +30,23 @@ from orchestrator.engine.record import (
     now_iso,
 )
 from orchestrator.engine.spec import WaveSpec, new_wave_id
+from orchestrator.engine.wave_document import (
+    EXIT_COMPLETE,
+    EXIT_PARTIAL,
+    build_document,
+    unread_notice,
+    wave_fields,
+    wave_status,
+)
 from orchestrator.errors import Deferred, OrchError, PreflightError, Refusal
 from orchestrator.intake import Policy
 from orchestrator.models.addressing import ResolvedModel
 from orchestrator.models.server import Server
-from orchestrator.pids import process_started
 from orchestrator.plugin_host.boundary import said
 from orchestrator.plugin_host.fail_closed import holders
 from orchestrator.plugin_host.hooks import HookRunner
-from orchestrator.request import Usage
 from orchestrator.security.secrets import register_identifier, scrub
 from orchestrator.store import write_json_atomic, write_text_atomic
-
-EXIT_COMPLETE, EXIT_ERROR, EXIT_PARTIAL = 0, 1, 2
-
-
-def wave_status(records: list[LegRecord]) -> str:
-    statuses = [r.status for r in records]
-    if any(s in (RUNNING, "pending") for s in statuses):
-        return "running"
-    if statuses and all(s == COMPLETE for s in statuses):
-        return "complete"
-    if COMPLETE in statuses:
-        return "partial"
-    if ABORTED in statuses:
-        return "aborted"
-    return "error"
-
-
-def exit_code(status: str, signum: int | None = None) -> int:
-    if signum is not None:
-        return 128 + signum
-    return {"complete": EXIT_COMPLETE, "partial": EXIT_PARTIAL}.get(status, EXIT_ERROR)
 
 
 class Wave:
@@ -446,125 +429,16 @@ class Wave:
             chair=self.chair.record if self.chair else None, runs_dir=self.spec.runs_dir,
             signum=self.signum,
             chair_repair=self.chair_repair.record if self.chair_repair else None,
-            extra={
-                "created_at": self._created,
-                "ended_at": None if status == "running" else now_iso(),
-                "tag": self.spec.tag, "kind": self.spec.kind, "retry_of": self.spec.retry_of,
-                "parent_wave_id": self.spec.parent_wave_id,
-                "run_id": self.spec.run_id, "project_dir": self.spec.project_dir,
-                "models": [m.name for m in self.spec.models],
-                "chair_model": self.spec.chair.name if self.spec.chair else None,
-                "options": self.spec.options, "orch_version": __version__, "pid": os.getpid(),
-                "pid_started": process_started(os.getpid()),
-                "client_pid": jobscope.client_pid(),
-                "notices": self.context.notices,
-                "budget_refusals": self.budget_refusals,
-                "ledger_errors": self.ledger.errors if self.ledger else [],
-                "server": {"requests": self.server.sent,
-                           "peak_in_flight": self.server.peak_in_flight,
-                           "rate_gate": self.server.holds.to_dict()},
-                **outcomes(self.spec.options, [*self.spec.prior, *self.records],
-                           self.synthesis),
-            }, report=reporter(self.hooks, self.context.notice, self.context) if report else None)
+            extra=wave_fields(
+                self.spec, created=self._created,
+                ended=None if status == "running" else now_iso(), records=self.records,
+                synthesis=self.synthesis, notices=self.context.notices,
+                budget_refusals=self.budget_refusals,
+                ledger_errors=self.ledger.errors if self.ledger else [], server=self.server),
+            report=reporter(self.hooks, self.context.notice, self.context) if report else None)
 
     def write(self) -> dict[str, Any]:
         doc = self.document()
         write_json_atomic(self.dir / "wave.json", doc)
         return doc
 
-
-def outcomes(options: dict[str, Any], records: list[LegRecord],
-             synthesis: dict[str, Any] | None) -> dict[str, Any]:
-    """What the wave document says beside the legs: the vote over their answers
-    (``--aggregate vote``) and the chair's structured synthesis, when asked for."""
-    out: dict[str, Any] = {}
-    if options.get("aggregate") == "vote":
-        from orchestrator.votes.aggregate import vote
-
-        out["aggregate"] = vote(records)
-    if synthesis is not None:
-        out["synthesis"] = synthesis
-    return out
-
-
-def build_document(*, wave_id: str, status: str, legs: list[LegRecord],
-                   chair: LegRecord | None, runs_dir: Path, signum: int | None = None,
-                   extra: dict[str, Any] | None = None,
-                   report: Reporter | None = None,
-                   chair_repair: LegRecord | None = None) -> dict[str, Any]:
-    """The wave document: ``wave.json`` and ``orch fanout --json`` (one shape, two places).
-    ``report`` asks the plugins what the document means for the exit code (``wave_report``;
-    engine/degraded.py). ``chair_repair``: a structured synthesis's repair prompt, billed
-    with the wave, not counted in its status."""
-    everything = legs + ([chair] if chair else []) + ([chair_repair] if chair_repair else [])
-    usage = sum((r.shown_usage() for r in everything), Usage())
-    known = [r.cost_usd for r in everything if r.cost_usd is not None]
-    unread = [r for r in everything if r.unread]
-    doc = {
-        "wave_id": wave_id,
-        "status": status,
-        "exit_code": exit_code(status, signum),
-        "legs": [r.to_dict() for r in legs],
-        "chair": chair.to_dict() if chair else None,
-        **({"chair_repair": chair_repair.to_dict()} if chair_repair else {}),
-        "usage": usage.to_dict(),
-        **({"usage_estimated": True} if any(r.unreported for r in everything) else {}),
-        "cost_usd": round(sum(known), 8),
-        # an answer whose cost could not be read is never exact, whatever was computed
-        "cost_exact": len(known) == len(everything) and not unread,
-        # the most it can have cost: each such answer at its claim (None: nothing bounds it)
-        "cost_bound_usd": bound_of(everything) if unread else None,
-        "runs_dir": str(runs_dir),
-        "signal": signum,
-    }
-    doc.update(extra or {})
-    reported = merge_reports(doc, report(doc) if report else [], lambda text: _note(doc, text))
-    # A leg whose files or ledger row failed: the answers stand, the record is incomplete.
-    doc["artifact_errors"] = [f"{r.leg_id}: {e}" for r in everything
-                              for e in r.extra.get("io_errors") or []]
-    if any(str(n).startswith("artifacts incomplete") for n in doc.get("notices") or []):
-        doc["artifact_errors"].append("wave: " + next(
-            n for n in doc["notices"] if str(n).startswith("artifacts incomplete")))
-    # Budgets stop work without failing it: still exit 2, never a clean 0 (engine/degraded.py).
-    doc["degraded"] = degradations(everything, doc) + reported
-    synthesis = doc.get("synthesis")
-    if isinstance(synthesis, dict) and synthesis.get("problem") and chair is not None \
-            and chair.status == COMPLETE:  # asked for a structure, got prose: not clean
-        doc["degraded"].append(f"the chair's structured synthesis could not be read "
-                               f"({synthesis['problem']}): its prose stands")
-    if (doc["degraded"] or doc["artifact_errors"]) and doc["exit_code"] == EXIT_COMPLETE:
-        doc["exit_code"] = EXIT_PARTIAL
-    return doc
-
-
-def bound_of(records: list[LegRecord]) -> float | None:
-    """The most ``records`` can have cost: each leg's bound, else its known cost; None when
-    a leg's cost is unknown with nothing to bound it (no price)."""
-    total = 0.0
-    for r in records:
-        if r.cost_bound_usd is not None:
-            total += r.cost_bound_usd
-        elif r.cost_usd is not None and not r.unread:
-            total += r.cost_usd
-        else:
-            return None
-    return round(total, 8)
-
-
-def unread_notice(records: list[LegRecord]) -> str | None:
-    """What the record says of answers whose cost could not be read (none: None)."""
-    n = sum(r.unread for r in records)
-    if not n:
-        return None
-    known = sum(r.cost_usd or 0.0 for r in records)
-    bound = bound_of(records)
-    most = (f"the total is at most ${bound:.4f} (an upper bound; ${known:.4f} was read)"
-            if bound is not None else "with no price, nothing bounds the total")
-    return (f"{n} answer(s) carried usage orch could not read: each is counted at the most "
-            f"it could cost (the claim it was sent with); {most}")
-
-
-def _note(doc: dict[str, Any], text: str) -> None:
-    notices = doc.setdefault("notices", [])
-    if text not in notices:
-        notices.append(text)
