@@ -177,6 +177,10 @@ def prepare_continue(request: Continue):
     budgets = dict(request.budgets)
     names = {o.key for _, o in declarations(pm, cfg, no_plugins=request.no_plugins)}
     kept = {k: v for k, v in old.items() if k in names and k not in budgets}
+    for key in kept:  # a retry ran on what its family had left: the ceiling set is the one
+        family = old.get(f"{key}_family")  # a follow-up (a new run) keeps, as of its root
+        if isinstance(family, dict) and family.get("ceiling") is not None:
+            kept[key] = family["ceiling"]
     notices: list[str] = []
     if thread.skipped:
         notices.append(f"continuing {len(thread.models)} of "
