@@ -365,3 +365,20 @@ def test_a_wave_json_edited_to_lend_a_leg_another_conversation_is_not_believed(
     bodies = json.dumps([r.body for r in scripted_server.requests])
     assert "INJECTED" not in bodies and "another wave's leg" not in bodies
     assert turns(scripted_server.requests_for("a")[-1])[1] == ("assistant", "a: use a lock")
+
+
+def test_a_kept_budget_whose_plugin_is_now_off_refuses_the_follow_up(
+        orch, scripted_server, monkeypatch):
+    """Never dropped: the wave's ``--max-cost`` with its plugin disabled since is one line,
+    nothing sent."""
+    from orchestrator import runtime
+
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+    parent = first_wave(scripted_server, "--max-cost", "1.5")
+    monkeypatch.setenv("ORCH_DISABLE_PLUGINS", "cost_ceiling")
+    runtime.plugin_manager.cache_clear()
+    done = invoke(["fanout", "--continue", parent, "more?"])
+    assert done.exit_code == 2, done.output
+    assert "--max-cost" in done.stderr and "cost_ceiling" in done.stderr
+    assert parent in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert scripted_server.count() == 2
