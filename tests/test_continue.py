@@ -241,6 +241,29 @@ def test_a_retry_of_a_follow_up_asks_again_with_the_conversation(orch, scripted_
     assert parent
 
 
+def test_a_follow_up_of_a_retry_keeps_the_ceiling_set_not_what_the_retry_had_left(
+        orch, scripted_server):
+    """A retry runs on what its family left of ``--max-cost``; a follow-up is a new run and
+    keeps the amount the user set (the CLI and ``orch ui`` alike: ``follow_up``)."""
+    from orchestrator.app.continuation import follow_up
+    from orchestrator.app.prepare import prepare
+
+    orch.provider(input_cost_per_mtok=10.0, output_cost_per_mtok=10.0)
+    scripted_server.script("a", Reply(text="a: use a lock"))
+    scripted_server.script("b", Reply(status=400, text="no"))
+    done = invoke(["fanout", "-m", "scripted/a,scripted/b", "-p", "Why does it flake?",
+                   "--tools", "none", "--json", "--max-cost", "1.5"])
+    wave = json.loads(done.stdout)["wave_id"]
+    scripted_server.script("b", Reply(text="b: retry it"))
+    retry = invoke(["fanout", "--retry-failed", wave, "--json"])
+    assert retry.exit_code == 0, retry.output
+    retried = json.loads(retry.stdout)
+    assert retried["options"]["max_cost"] < 1.5  # the family's rest
+    with prepare(follow_up(retried["wave_id"], "more?")) as kept:
+        assert kept.account.ceilings == {"max_cost": 1.5}
+        assert kept.plan.options["max_cost"] == 1.5
+
+
 def test_orch_fanout_continue_through_the_real_entry_point(orch, scripted_server):
     orch.provider()
     parent = first_wave(scripted_server)
@@ -342,3 +365,20 @@ def test_a_wave_json_edited_to_lend_a_leg_another_conversation_is_not_believed(
     bodies = json.dumps([r.body for r in scripted_server.requests])
     assert "INJECTED" not in bodies and "another wave's leg" not in bodies
     assert turns(scripted_server.requests_for("a")[-1])[1] == ("assistant", "a: use a lock")
+
+
+def test_a_kept_budget_whose_plugin_is_now_off_refuses_the_follow_up(
+        orch, scripted_server, monkeypatch):
+    """Never dropped: the wave's ``--max-cost`` with its plugin disabled since is one line,
+    nothing sent."""
+    from orchestrator import runtime
+
+    orch.provider(input_cost_per_mtok=1.0, output_cost_per_mtok=2.0)
+    parent = first_wave(scripted_server, "--max-cost", "1.5")
+    monkeypatch.setenv("ORCH_DISABLE_PLUGINS", "cost_ceiling")
+    runtime.plugin_manager.cache_clear()
+    done = invoke(["fanout", "--continue", parent, "more?"])
+    assert done.exit_code == 2, done.output
+    assert "--max-cost" in done.stderr and "cost_ceiling" in done.stderr
+    assert parent in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert scripted_server.count() == 2

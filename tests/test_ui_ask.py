@@ -101,14 +101,15 @@ ASK = {"kind": "fanout", "model": ["scripted/alpha", "scripted/bravo"],
        "prompt": "Which colour?\nSay it in one word."}
 
 
-def test_every_hostile_post_is_refused_with_nothing_sent_or_recorded(ui, scripted_server,
-                                                                     orch_home):
-    scripted_server.script("alpha", Reply(text="blue"))
-    scripted_server.script("bravo", Reply(text="red"))
+def hostile_posts(ui, path: str, fields: dict, token_of) -> None:
+    """POST ``fields`` to ``path`` each hostile way (another origin, no cookie, a spent or
+    another form's token...): each is refused (403/415). ``token_of()``: a good token for
+    the form (from its page). The caller checks nothing was sent or recorded."""
     port = ui.port
-    other_form = ui.form_token()  # a real token, but for another form's action
-    ui.server.forms.take(other_form, "/ask")
-    follow_token = ui.server.forms.issue("/ask/x/follow-up")
+    spent = token_of()  # a real token, spent
+    ui.server.forms.take(spent, path)
+    elsewhere = "/ask/x/follow-up" if path == "/ask" else "/ask"
+    other_form = ui.server.forms.issue(elsewhere)  # good, but for another form's action
     cases = {
         "cross-origin": dict(headers={"Origin": "http://evil.example"}),
         "another port": dict(headers={"Origin": f"http://127.0.0.1:{port + 1}"}),
@@ -121,21 +122,28 @@ def test_every_hostile_post_is_refused_with_nothing_sent_or_recorded(ui, scripte
         "wrong cookie": dict(headers={"Cookie": f"orch_ui_{port}={ui.token[:-2]}xx"}),
         "no form token": dict(token=None),
         "wrong form token": dict(token="x" * 32),
-        "spent form token": dict(token=other_form),
-        "another form's token": dict(token=follow_token),
+        "spent form token": dict(token=spent),
+        "another form's token": dict(token=other_form),
         "not a form": dict(headers={"Content-Type": "text/plain"}),
     }
     for why, how in cases.items():
-        token = how.pop("token") if "token" in how else ui.form_token()
-        resp = ui.post("/ask", ASK, token=token, **how)
+        token = how.pop("token") if "token" in how else token_of()
+        resp = ui.post(path, fields, token=token, **how)
         assert resp.status in (403, 415), (why, resp.status, resp.body)
         assert b"Set-Cookie" not in resp.body and ui.token.encode() not in resp.body
     # the token in the URL (no cookie) starts nothing either
-    resp = ui.request("POST", f"/ask?token={ui.token}",
-                      urlencode({**ASK, "form_token": ui.form_token()}, doseq=True).encode(),
+    resp = ui.request("POST", f"{path}?token={ui.token}",
+                      urlencode({**fields, "form_token": token_of()}, doseq=True).encode(),
                       {"Origin": ui.origin,
                        "Content-Type": "application/x-www-form-urlencoded"})
     assert resp.status == 403
+
+
+def test_every_hostile_post_is_refused_with_nothing_sent_or_recorded(ui, scripted_server,
+                                                                     orch_home):
+    scripted_server.script("alpha", Reply(text="blue"))
+    scripted_server.script("bravo", Reply(text="red"))
+    hostile_posts(ui, "/ask", ASK, ui.form_token)
     assert scripted_server.count() == 0  # nothing on the wire
     assert waves(orch_home) == [] and ledger_rows(orch_home) == []  # nothing recorded
     # the same request, every check met, runs: the refusals above were the guard's
@@ -210,6 +218,7 @@ def test_the_runs_page_shows_each_runs_question_and_models(orch, scripted_server
 ENTRY = {"prepare", "start", "follow_up"}  # orchestrator.app's
 REQUESTS = {"Bench", "Council", "fanout"}  # the typed requests a form becomes
 READS = ("orchestrator.app.search",)  # the search page's query: reads only
+ASKS = {"refusal"}  # app.continuation's: may a wave be followed up (reads its record only)
 # what runs or prepares a run besides the app's entry points (a page may read records:
 # engine.rebuild, council.report_html, bakeoff.report and charts)
 FORBIDDEN = ("orchestrator.engine.wave", "orchestrator.engine.leg", "orchestrator.engine.spec",
@@ -231,7 +240,7 @@ def run_starting_problems(sources: dict[str, str]) -> list[str]:
                 if node.module.startswith(FORBIDDEN):
                     problems.append(f"{name}: imports {node.module}")
                 elif node.module.startswith("orchestrator.app") and node.module not in READS:
-                    extra = {a.name for a in node.names} - ENTRY - REQUESTS
+                    extra = {a.name for a in node.names} - ENTRY - REQUESTS - ASKS
                     if extra:
                         problems.append(f"{name}: imports {sorted(extra)} from {node.module}")
             elif isinstance(node, ast.Import):
@@ -271,6 +280,12 @@ def test_the_run_starting_routes_call_only_the_apps_prepare_and_start(ui):
     assert "start" in post_handlers(sources["live.py"])["start"]  # app.start.start
     views = post_handlers(sources["views.py"])["post"]
     assert views & {"ask", "follow_up"} == {"ask", "follow_up"}
+    # a follow-up box (the live page's, a recorded wave's) posts to that one route
+    for page in ("running", "follow_box"):
+        assert "follow_box" in calls[page] or "issue" in calls[page]
+    assert {"refusal", "follow_box"} <= post_handlers(sources["views.py"])["wave"]
+    assert run_starting_problems({"x.py": "from orchestrator.app.continuation import "
+                                           "prepare_continue\n"})
     # and the follow-up is the app's prepare too: here, or inside the app's follow_up
     module = next(n.module for n in ast.walk(ast.parse(sources["ask.py"]))
                   if isinstance(n, ast.ImportFrom) and n.module

@@ -47,6 +47,18 @@ def follow_up(wave_id: str | None, prompt: str, **options: Any) -> Continue:
     return Continue(wave_id=wave_id, prompt=prompt, **options)
 
 
+def refusal(runs: Path, wave_id: str) -> str | None:
+    """Why ``wave_id`` cannot be followed up now (a deliberation, a council's stage, a wave
+    still running, none of its legs answered: :func:`read_thread`'s own refusals, the ones
+    :func:`follow_up` meets when prepared), or None: what a page asks before it offers a
+    follow-up box. Reads the record only: no plugin, no key, nothing sent."""
+    try:
+        read_thread(runs, wave_id)
+    except OrchError as exc:
+        return str(exc)
+    return None
+
+
 def last_wave(runs: Path) -> str:
     """The newest wave under ``runs``: ids sort by the second they were made, and those of
     the newest second by the moment their ``wave.json`` says."""
@@ -165,6 +177,10 @@ def prepare_continue(request: Continue):
     budgets = dict(request.budgets)
     names = {o.key for _, o in declarations(pm, cfg, no_plugins=request.no_plugins)}
     kept = {k: v for k, v in old.items() if k in names and k not in budgets}
+    for key in kept:  # a retry ran on what its family had left: the ceiling set is the one
+        family = old.get(f"{key}_family")  # a follow-up (a new run) keeps, as of its root
+        if isinstance(family, dict) and family.get("ceiling") is not None:
+            kept[key] = family["ceiling"]
     notices: list[str] = []
     if thread.skipped:
         notices.append(f"continuing {len(thread.models)} of "

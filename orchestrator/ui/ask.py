@@ -31,6 +31,7 @@ COMMANDS = {"fanout": "fanout", "council": "council_run", "bench": "bench"}  # a
 BUDGET = "budget."  # a plugin's declared option in the form: budget.<key> (budget.max_cost)
 FIELDS = frozenset({"kind", "model", "other_models", "prompt", "context", "context_other",
                     "chair", "rounds", "aggregate", "suite", "trials"})
+FOLLOW_FIELDS = frozenset({"prompt"})  # and budget.<key>: the follow-up box's fields
 
 
 def configured_models(cfg) -> list[str]:
@@ -164,6 +165,20 @@ def request_of(form: dict[str, list[str]], root: Path | None, runs_dir: Path, pm
                   aggregate=aggregate, rounds=_whole(form, "rounds", 1, 1, 10), **common)
 
 
+def follow_budgets_of(form: dict[str, list[str]], pm=None) -> dict:
+    """The budgets a follow-up box sets (a fanout's, checked as the ask form's are: an
+    unknown field is refused); none set: the wave's own are kept
+    (:func:`orchestrator.app.continuation.prepare_continue`)."""
+    unknown = sorted(n for n in form if n not in FOLLOW_FIELDS and not n.startswith(BUDGET))
+    if unknown:
+        raise UsageProblem(f"the form has no field {unknown[0][:60]!r}; reload the page")
+    if pm is None and any(n.startswith(BUDGET) and _one(form, n) for n in form):
+        from orchestrator import runtime
+
+        pm = runtime.plugin_manager()
+    return budgets_of(form, "fanout", pm)
+
+
 def first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
 
@@ -199,13 +214,26 @@ class Ask:
                           context=set(values.get("context", [])),
                           form_token=self.forms.issue("/ask")), status)
 
+    def follow_box(self, wave_id: str, *, hidden: bool = False) -> dict:
+        """What a page renders the follow-up box of ``wave_id`` with: its action (the one
+        follow-up route), a form token for it, the fanout's budget fields."""
+        from orchestrator import runtime
+
+        action = f"/ask/{wave_id}/follow-up"
+        try:
+            fields = [b for b in budget_fields(runtime.plugin_manager())
+                      if "fanout" in b["kinds"]]
+        except OrchError:
+            fields = []  # the POST says what is wrong
+        return {"follow": action, "form_token": self.forms.issue(action),
+                "follow_budgets": fields, "follow_hidden": hidden}
+
     def running(self, run_id: str) -> Reply | None:
         live = self.live.get(run_id)
         if live is None:
             return None
-        return Reply(page("asking.html", title=f"Asking: {live.question}", live=live,
-                          follow=f"/ask/{run_id}/follow-up",
-                          form_token=self.forms.issue(f"/ask/{run_id}/follow-up")))
+        box = self.follow_box(run_id, hidden=True) if live.kind == "wave" else {}
+        return Reply(page("asking.html", title=f"Asking: {live.question}", live=live, **box))
 
     def events(self, run_id: str, after: str) -> Reply | None:
         """What the live page polls: the events after the ``after``-th, whether the run is
@@ -266,10 +294,11 @@ class Ask:
 
         prompt = (form.get("prompt") or [""])[-1]
         try:
+            budgets = follow_budgets_of(form)
             if not prompt.strip():
                 raise UsageProblem("the follow-up is empty; type a question")
             prepared = prepare(follow_up(
-                parent, prompt, runs_dir=str(self.runs_dir),
+                parent, prompt, runs_dir=str(self.runs_dir), budgets=budgets,
                 workspace=str(self.workspace) if self.workspace else None, quiet=True))
             try:
                 live = self.live.start(prepared, question=first_line(prompt), parent=parent)

@@ -225,13 +225,17 @@ class View:
                 text = f.read(BRIEFING_SHOWN).decode("utf-8", "replace")
         except OSError:
             text = None
+        from orchestrator.app.continuation import refusal
         from orchestrator.operations.runs import children
 
+        # the follow-up box when the wave can be followed up (the app's refusals decide)
+        box = self.ask.follow_box(doc["wave_id"]) \
+            if refusal(self.runs_dir, doc["wave_id"]) is None else {}
         return Reply(page("wave.html", title=f"Wave {doc['wave_id']}", doc=doc, briefing=text,
                           parent=doc.get("parent_wave_id"),
                           children=children(self.listing(), doc["wave_id"]),
                           live=doc.get("status") == "running",
-                          deliberation=doc.get("kind") == "deliberation"))
+                          deliberation=doc.get("kind") == "deliberation", **box))
 
     def wave_legs(self, wave_id: str) -> Reply:
         """What the wave page polls while the wave runs: each leg's progress, as on disk."""
