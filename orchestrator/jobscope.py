@@ -149,14 +149,16 @@ async def watch(interrupt: Callable[[int], None], interrupted: Callable[[], bool
             interrupt(signum)
 
 
-_process_finalisers: list[Callable[[int], None]] = []
+_process_finalisers: list[Callable[[int], Any]] = []
+_process_last_words: list[Callable[[int, list], None]] = []
 
 
 @contextmanager
-def finaliser(write: Callable[[int], None]) -> Iterator[None]:
+def finaliser(write: Callable[[int], Any]) -> Iterator[None]:
     """While the code inside runs, ``write(signum)`` can write its run's record final from
     what it holds now (a wave: its ``wave.json``), should the command have to leave before
-    the run ends (a hard exit, a second interrupt)."""
+    the run ends (a hard exit, a second interrupt); what it returns (the document written)
+    goes to the command's :func:`last_words`."""
     scope = _current.get()
     held = scope.finalisers if scope is not None else _process_finalisers
     held.append(write)
@@ -166,17 +168,40 @@ def finaliser(write: Callable[[int], None]) -> Iterator[None]:
         held.remove(write)
 
 
+@contextmanager
+def last_words(say: Callable[[int, list], None]) -> Iterator[None]:
+    """While the code inside runs, a hard exit of this process ends with ``say(signum,
+    documents)``, the documents its finalisers wrote: the command's output (a ``--json``
+    document) is printed as the run's end would have printed it, not lost with the exit.
+    A job inside a long-lived process has no output of its own here (its owner answers)."""
+    if _current.get() is not None:
+        yield
+        return
+    _process_last_words.append(say)
+    try:
+        yield
+    finally:
+        _process_last_words.remove(say)
+
+
 def leave_now(signum: int, scope: JobScope | None = None) -> None:
     """Leave at once: every open run's record written final first (FINAL_WRITE_S for them
     all), then the process ends (``128 + signum``) or, in a job, its owner ends it."""
     scope = scope if scope is not None else _current.get()
     writes = list(scope.finalisers if scope is not None else _process_finalisers)
+    says = list(_process_last_words) if scope is None else []
     if writes:
         def write_all() -> None:
+            documents = []
             for write in writes:
                 try:
-                    write(signum)
+                    documents.append(write(signum))
                 except Exception:  # noqa: BLE001 - the next record still gets written
+                    pass
+            for say in says:
+                try:
+                    say(signum, [d for d in documents if d is not None])
+                except Exception:  # noqa: BLE001 - the exit still happens
                     pass
 
         writer = threading.Thread(target=write_all, name="orch-final-write", daemon=True)

@@ -500,6 +500,10 @@ def test_sigterm_ends_the_run_within_2_s_with_the_record_final(
     assert {leg["model"]: leg["status"] for leg in wave["legs"]} == legs
     if hard:
         assert any("written by orch's hard exit" in n for n in wave["notices"])
+    # --json's reader gets the document, the hard exit's too (its last words)
+    doc = json.loads(out)
+    assert doc["wave_id"] == wave["wave_id"] and doc["signal"] == signal.SIGTERM
+    assert {leg["model"]: leg["status"] for leg in doc["legs"]} == legs
     rows = sqlite3.connect(orch_home / "ledger.db").execute(
         "select model, status from spend order by model").fetchall()
     assert ("scripted/good", "complete") in rows  # every billed row

@@ -157,8 +157,10 @@ def test_max_in_flight(litellm, srv):
 
 
 def test_concurrent_burst_is_not_dropped(litellm, srv):
-    """64 legs at once: a small listen backlog would drop SYNs and stall some for 1 s+."""
-    latency = 0.5
+    """64 legs at once: a small listen backlog would drop SYNs and stall some for 1 s+ (the
+    span then passes 2 latencies). A latency of 1 s lets a loaded client (2 busy cores: 64
+    calls took over 0.5 s to send) still have all 64 in flight at once."""
+    latency = 1.0
     srv.script("m", Reply(latency=latency))
     call(litellm, srv)  # litellm's first call pays ~1 s of lazy set-up; keep it out of the timing
 

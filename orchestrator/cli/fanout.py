@@ -111,20 +111,44 @@ def fanout(models, council, prompt, prompt_file, context, chair, synthesis, aggr
     # one answer is the output: on a terminal it is shown as it streams (under the live
     # table, on stderr); stdout gets it at the end, the same as in a pipe
     renderer = Renderer(quiet=quiet or as_json, preview=prepared.single_answer)
-    doc, code, _ = run(prepared, renderer=renderer, no_daemon=no_daemon)
-    if as_json:
-        print_json(doc)
-    else:
-        print_human(doc)
-        if prepared.kind == "deliberation":
-            print_outcome(doc)
-        from orchestrator.chair.lines import synthesis_lines
-        from orchestrator.votes.lines import vote_lines
-
-        for line in [*synthesis_lines(doc.get("synthesis")), *vote_lines(doc.get("aggregate"))]:
-            click.echo(line)
+    with _output_on_hard_exit(prepared.kind, as_json):
+        doc, code, _ = run(prepared, renderer=renderer, no_daemon=no_daemon)
+    _output(doc, as_json, prepared.kind)
     say_run(doc)
     sys.exit(code)
+
+
+def _output(doc: dict, as_json: bool, kind: str) -> None:
+    """The command's output: the document (``--json``) or the answers."""
+    if as_json:
+        print_json(doc)
+        return
+    print_human(doc)
+    if kind == "deliberation":
+        print_outcome(doc)
+    from orchestrator.chair.lines import synthesis_lines
+    from orchestrator.votes.lines import vote_lines
+
+    for line in [*synthesis_lines(doc.get("synthesis")), *vote_lines(doc.get("aggregate"))]:
+        click.echo(line)
+
+
+def _output_on_hard_exit(kind: str, as_json: bool):
+    """Should orch's hard exit end the run (something held it past the signal's 1.5 s), the
+    output is still printed, from the wave.json it wrote: a ``--json`` reader gets its
+    document, not an empty stdout. A deliberation's document is not one wave's: none."""
+    from contextlib import nullcontext
+
+    from orchestrator import jobscope
+
+    if kind == "deliberation":
+        return nullcontext()
+
+    def say(signum: int, documents: list) -> None:
+        if documents:
+            _output(documents[-1], as_json, kind)
+
+    return jobscope.last_words(say)
 
 
 def _prompt_in(continue_wave: str | None) -> bool:

@@ -219,11 +219,12 @@ class Wave:
         if self._end_scope.cancelled_caught:
             self.context.notice("wave_end was cut short: the wave was interrupted")
 
-    def _final_write(self, signum: int) -> None:
+    def _final_write(self, signum: int) -> dict:
         """The record written final from what the legs hold now, from another thread, when
         the command must leave before the wave ends (jobscope's hard timer, a second
         interrupt): each leg still open is ``aborted``, its metadata.json written and its
-        ledger row journaled in the outbox (the next command replays it)."""
+        ledger row journaled in the outbox (the next command replays it). The document
+        written goes to the command's last words (its ``--json`` output)."""
         from orchestrator.engine.record import PENDING
         from orchestrator.store import write_json_atomic as write
 
@@ -243,7 +244,9 @@ class Wave:
             self._journal(leg)
         self.context.notice(f"written by orch's hard exit after signal {signum}: the plugins' "
                             "wave_report was not asked")
-        write(self.dir / "wave.json", self.document(report=False))
+        doc = self.document(report=False)
+        write(self.dir / "wave.json", doc)
+        return doc
 
     def _journal(self, leg: Leg) -> None:
         """A leg's ledger row straight to the outbox (fsync'd), for the next command."""
