@@ -367,6 +367,27 @@ def test_a_wave_json_edited_to_lend_a_leg_another_conversation_is_not_believed(
     assert turns(scripted_server.requests_for("a")[-1])[1] == ("assistant", "a: use a lock")
 
 
+def test_a_leg_id_edited_into_a_path_is_not_followed_out_of_the_runs(orch, scripted_server):
+    """A leg id in ``wave.json`` is a folder name of this wave (``WAVE-N``), never a path:
+    ``WAVE-1/../../elsewhere`` would read an answer from a file outside the runs."""
+    orch.provider()
+    parent = first_wave(scripted_server)
+    path = orch.home / "runs" / parent / "wave.json"
+    doc = json.loads(path.read_text())
+    sneaky = f"{parent}-1/../../elsewhere"
+    (orch.home / "elsewhere").mkdir()
+    (orch.home / "elsewhere" / "metadata.json").write_text(json.dumps(
+        {"wave_id": parent, "leg_id": sneaky, "answer": "READ FROM OUTSIDE THE RUNS"}))
+    doc["legs"].append({**doc["legs"][1], "leg_id": sneaky})
+    path.write_text(json.dumps(doc))
+    scripted_server.script("a", Reply(text="a2"))
+    scripted_server.script("b", Reply(text="b2"))
+    done = invoke(["fanout", "--continue", parent, "x", "--json"])
+    assert done.exit_code == 0, done.output
+    assert len(json.loads(done.stdout)["legs"]) == 2
+    assert "READ FROM OUTSIDE" not in json.dumps([r.body for r in scripted_server.requests])
+
+
 def test_a_kept_budget_whose_plugin_is_now_off_refuses_the_follow_up(
         orch, scripted_server, monkeypatch):
     """Never dropped: the wave's ``--max-cost`` with its plugin disabled since is one line,

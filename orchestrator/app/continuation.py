@@ -18,6 +18,7 @@ the same checks, budgets, ceilings and key declarations as a fanout.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,9 +134,10 @@ def read_thread(runs: Path, given: str | None) -> Thread:
     before = histories.read(runs / wave_id)
     thread = Thread(wave_id=wave_id, doc=doc)
     for leg in doc.get("legs") or []:
-        if not isinstance(leg, dict) or not str(leg.get("leg_id") or "").startswith(
-                f"{wave_id}-"):
-            continue  # not a leg of this wave: never someone else's conversation
+        if not isinstance(leg, dict) or not re.fullmatch(
+                re.escape(wave_id) + r"-\d+", str(leg.get("leg_id") or "")):
+            continue  # not a leg of this wave (WAVE-N, a folder, never a path like
+            # WAVE-1/../..): never someone else's conversation, never a file elsewhere
         answer = _answer(runs, wave_id, leg) if leg.get("status") == "complete" else ""
         if not answer.strip():
             thread.skipped.append(f"{leg.get('model')} ({leg['leg_id']}): "
