@@ -403,3 +403,24 @@ def test_a_kept_budget_whose_plugin_is_now_off_refuses_the_follow_up(
     assert "--max-cost" in done.stderr and "cost_ceiling" in done.stderr
     assert parent in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert scripted_server.count() == 2
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"options": {"max_cost": "abc"}}, "--max-cost kept from wave"),
+    ({"options": {"max_cost": 1.0, "max_cost_family": {"ceiling": "x"}}},
+     "--max-cost kept from wave"),
+    ({"chair_model": 123}, "names no readable chair"),
+])
+def test_a_hand_edited_wave_json_is_one_line_not_an_internal_error(orch, scripted_server,
+                                                                   edit, words):
+    """What a follow-up keeps from its wave's record passes the checks a typed flag does."""
+    orch.provider()
+    parent = first_wave(scripted_server)
+    path = orch.home / "runs" / parent / "wave.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+    sent = scripted_server.count()
+    done = invoke(["fanout", "--continue", parent, "x"])
+    assert done.exit_code == 2, done.output
+    line = done.output.strip().splitlines()[-1]
+    assert words in line and "internal error" not in line and "fix" in line, line
+    assert scripted_server.count() == sent

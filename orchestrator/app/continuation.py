@@ -183,6 +183,7 @@ def prepare_continue(request: Continue):
         family = old.get(f"{key}_family")  # a follow-up (a new run) keeps, as of its root
         if isinstance(family, dict) and family.get("ceiling") is not None:
             kept[key] = family["ceiling"]
+    kept = _checked_kept(kept, pm, cfg, request.no_plugins, wave_id)
     notices: list[str] = []
     if thread.skipped:
         notices.append(f"continuing {len(thread.models)} of "
@@ -192,6 +193,9 @@ def prepare_continue(request: Continue):
         notices.append(f"wave {wave_id} is a retry of wave {doc['retry_of']}: only its own "
                        f"legs are continued; continue wave {doc['retry_of']} for the others")
     chair = request.chair or doc.get("chair_model")
+    if not (chair is None or isinstance(chair, str)):
+        raise UsageProblem(f"wave {wave_id}'s wave.json names no readable chair "
+                           f"({str(chair)[:40]!r}); pass --chair MODEL, or fix wave.json")
 
     for name in [*dict.fromkeys(thread.models), *([chair] if chair else [])]:
         try:
@@ -217,3 +221,19 @@ def prepare_continue(request: Continue):
     spec.parent_wave_id = wave_id
     return as_prepared(Prepared, request, "wave", spec, spec, pm, cfg, notices)
 
+
+
+def _checked_kept(kept: dict[str, Any], pm, cfg, no_plugins: bool, wave_id: str) -> dict:
+    """The budgets a follow-up keeps from its wave's record, through the one check of an
+    option's value (orchestrator/option_values.py) as a typed flag is: a hand-edited
+    ``wave.json`` (``"max_cost": "abc"``) is one line naming the wave and the fix, not an
+    internal error where the run's ceiling is read."""
+    from orchestrator.budget_guards import declarations
+    from orchestrator.option_values import BadValue, given
+
+    try:
+        return given(kept, list(declarations(pm, cfg, no_plugins=no_plugins)), pm=pm,
+                     source=lambda key: f"--{key.replace('_', '-')} kept from wave {wave_id}")
+    except BadValue as exc:
+        raise UsageProblem(f"{exc}; give the follow-up its own value, or fix that "
+                           "wave's wave.json") from None
