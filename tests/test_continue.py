@@ -147,6 +147,8 @@ def test_what_cannot_be_continued_says_why_and_the_fix(orch, scripted_server, tm
     write_json_atomic(runs / "council-20261201-000000-ab" / "run.json", {"run_id": "x"})
     council = invoke(["fanout", "--continue", "council-20261201-000000-ab", "x"])
     assert council.exit_code == 2 and "is a council run, not a wave" in council.output
+    bare = invoke(["fanout", "--continue", "20261201-000000-ab", "x"])  # the id it prints
+    assert bare.exit_code == 2 and "is a council run, not a wave" in bare.output
     scripted_server.script("a", Reply(status=400, text="no"))
     failed = invoke(["fanout", "-m", "scripted/a", "-p", "q", "--tools", "none", "--json"])
     wave = json.loads(failed.stdout)["wave_id"]

@@ -86,11 +86,11 @@ def _wave_id(runs: Path, given: str | None) -> str:
 
     if given is None:
         return last_wave(runs)
-    folder = runs / given.strip()
-    if given.strip() and "/" not in given and folder.is_dir() \
-            and not (folder / "wave.json").exists() and (folder / "run.json").exists():
-        raise UsageProblem(f"{given} is a council run, not a wave; --continue follows up a "
-                           "fanout: pass a wave id from `orch runs`")
+    for folder in (runs / given.strip(), runs / f"council-{given.strip()}"):  # as printed
+        if given.strip() and "/" not in given and folder.is_dir() \
+                and not (folder / "wave.json").exists() and (folder / "run.json").exists():
+            raise UsageProblem(f"{given} is a council run, not a wave; --continue follows "
+                               "up a fanout: pass a wave id from `orch runs`")
     return resolve_wave_id(runs, given)
 
 
