@@ -89,11 +89,12 @@ def test_the_timeout_is_kept_by_every_face_through_the_one_core_function(orch,
     orch.provider()
     answered = answered_wave(scripted_server, tmp_path, "--timeout", "30", "--max-steps", "7")
     failed = failed_wave(scripted_server, tmp_path, "--timeout", "45", "--max-steps", "9")
+    runs = str(orch.home / "runs")
     asked = {
-        "cli": requests.fanout(continue_wave=answered, prompt="more?", runs_dir=str((orch.home / "runs"))),
+        "cli": requests.fanout(continue_wave=answered, prompt="more?", runs_dir=runs),
         "mcp": fanout_request({"prompt": "more?", "continue_wave": answered}),
-        "ui": follow_up(answered, "more?", runs_dir=str((orch.home / "runs"))),
-        "retry": requests.fanout(retry_failed=failed, runs_dir=str((orch.home / "runs"))),
+        "ui": follow_up(answered, "more?", runs_dir=runs),
+        "retry": requests.fanout(retry_failed=failed, runs_dir=runs),
     }
     for face, request in asked.items():
         with prepare(request) as prepared:
