@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,6 +77,29 @@ def test_a_follow_up_keeps_the_waves_max_steps_unless_given_now(orch, scripted_s
     assert followed["parent_wave_id"] == wave
     assert followed["legs"][0]["stopped"] == "max_steps"
     assert followed["leg_limits"]["max_steps"] == sent
+
+
+@pytest.mark.usefixtures("both_ways")
+def test_a_retry_run_by_the_daemon_keeps_them_too(orch, scripted_server, tmp_path):
+    orch.provider()
+    wave = failed_wave(scripted_server, tmp_path, "--max-steps", "2")
+    before = scripted_server.count("a")
+    scripted_server.script("a", looping)
+    assert fanout("--retry-failed", wave)["leg_limits"]["max_steps"] == 2
+    assert scripted_server.count("a") - before == 2
+
+
+def test_orch_fanout_retry_through_the_real_entry_point(orch, scripted_server, tmp_path):
+    orch.provider()
+    wave = failed_wave(scripted_server, tmp_path, "--max-steps", "2", "--timeout", "30")
+    before = scripted_server.count("a")
+    scripted_server.script("a", looping)
+    done = subprocess.run([sys.executable, "-m", "orchestrator", "fanout", "--retry-failed",
+                           wave, "--json"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ORCH_DAEMON": "off"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["leg_limits"] == {"timeout_s": 1800.0, "max_steps": 2}
+    assert scripted_server.count("a") - before == 2
 
 
 def test_the_timeout_is_kept_by_every_face_through_the_one_core_function(orch,
