@@ -58,7 +58,9 @@ def _number(value: Any) -> bool:
 
 
 def _refused(wave_id: str, name: str, value: Any, wanted: str, flag: str) -> OrchError:
-    shown = repr(value)
+    # a number is shown; anything else by its kind only: a record's text is never echoed
+    shown = repr(value) if value is None or _number(value) or isinstance(value, bool) \
+        else f"a {type(value).__name__}"
     shown = shown if len(shown) <= 40 else shown[:37] + "..."
     return OrchError(f"wave {wave_id}'s wave.json records {name} = {shown}, not as orch "
                      f"writes it ({wanted}); restore it, or give the limit now: {flag}")
