@@ -55,7 +55,7 @@ def test_a_retry_keeps_the_waves_max_steps_unless_given_now(orch, scripted_serve
                                                               now, sent):
     orch.provider()
     wave = failed_wave(scripted_server, tmp_path, "--max-steps", "2", "--timeout", "30")
-    doc = json.loads(wave_json((orch.home / "runs"), wave).read_text())
+    doc = json.loads(wave_json(orch.home / "runs", wave).read_text())
     assert doc["leg_limits"] == {"timeout_s": 1800.0, "max_steps": 2}
     before = scripted_server.count("a")
     scripted_server.script("a", looping)
@@ -135,7 +135,7 @@ def test_a_wave_recorded_before_the_limits_were_runs_on_the_defaults(orch, scrip
                                                                      tmp_path):
     orch.provider()
     wave = failed_wave(scripted_server, tmp_path, "--max-steps", "2")
-    path = wave_json((orch.home / "runs"), wave)
+    path = wave_json(orch.home / "runs", wave)
     doc = json.loads(path.read_text())
     del doc["leg_limits"]
     path.write_text(json.dumps(doc))
@@ -148,7 +148,8 @@ def test_a_wave_recorded_before_the_limits_were_runs_on_the_defaults(orch, scrip
 
 TAMPERED = [("max_steps", -1), ("max_steps", "40"), ("max_steps", 10**9), ("max_steps", True),
             ("max_steps", 2.5), ("timeout_s", -5), ("timeout_s", float("nan")),
-            ("timeout_s", "x"), ("timeout_s", 1e308), ("timeout_s", None)]
+            ("timeout_s", "x"), ("timeout_s", 1e308), ("timeout_s", None),
+            ("timeout_s", float("inf")), ("timeout_s", 0), ("max_steps", 0)]
 
 
 def test_a_tampered_limit_is_refused_in_one_line_with_nothing_sent(orch, scripted_server,
@@ -161,9 +162,9 @@ def test_a_tampered_limit_is_refused_in_one_line_with_nothing_sent(orch, scripte
     for key, value in TAMPERED:
         for wave, args in ((failed, ["--retry-failed", failed]),
                            (answered, ["--continue", answered, "more?"])):
-            path = wave_json((orch.home / "runs"), wave)
+            path = wave_json(orch.home / "runs", wave)
             doc = json.loads(path.read_text())
-            doc["leg_limits"][key] = value
+            doc["leg_limits"] = {"timeout_s": 600.0, "max_steps": 2, key: value}  # one bad
             path.write_text(json.dumps(doc))  # NaN goes as NaN: Python's json writes it
             done = invoke(["fanout", "--json", *args])
             assert done.exit_code == 1, (key, value, done.output)
@@ -171,7 +172,7 @@ def test_a_tampered_limit_is_refused_in_one_line_with_nothing_sent(orch, scripte
             assert "\n" not in said and "Traceback" not in said, said
             assert f"records leg_limits.{key} = " in said and "restore it" in said, said
             assert scripted_server.count("a") == sent, (key, value)  # nothing sent
-    path = wave_json((orch.home / "runs"), failed)  # the whole field not as orch writes it
+    path = wave_json(orch.home / "runs", failed)  # the whole field not as orch writes it
     doc = json.loads(path.read_text())
     doc["leg_limits"] = "forever"
     path.write_text(json.dumps(doc))
