@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.app.requests import Continue
-from orchestrator.engine import histories
+from orchestrator.engine import histories, leg_limits
 from orchestrator.errors import OrchError, UsageProblem
 
 
@@ -158,7 +158,8 @@ def read_thread(runs: Path, given: str | None) -> Thread:
 def prepare_continue(request: Continue):
     """A follow-up of a wave, prepared as a fanout is (app/wave.py ``prepare_wave``): its
     answered legs' models, its chair, tools, workspace, tag and budgets unless the request
-    gives its own; each leg's conversation checked as a briefing is."""
+    gives its own, and its legs' time limit and steps (engine/leg_limits.py); each leg's
+    conversation checked as a briefing is."""
     from orchestrator import runtime
     from orchestrator.app.prepared import Prepared
     from orchestrator.app.wave import as_prepared, prepare_wave, runs_dir_of
@@ -196,6 +197,8 @@ def prepare_continue(request: Continue):
     if not (chair is None or isinstance(chair, str)):
         raise UsageProblem(f"wave {wave_id}'s wave.json names no readable chair "
                            f"({str(chair)[:40]!r}); pass --chair MODEL, or fix wave.json")
+    timeout_min, max_steps = leg_limits.kept(  # the wave's legs' limits, as its budgets
+        doc, wave_id, timeout_min=request.timeout_min, max_steps=request.max_steps)
 
     for name in [*dict.fromkeys(thread.models), *([chair] if chair else [])]:
         try:
@@ -207,7 +210,7 @@ def prepare_continue(request: Continue):
     spec, pm = prepare_wave(
         thread.models, compose(request.prompt, read_context(request.context)),
         request.prompt_source, cfg=cfg, runs=runs, chair=chair,
-        timeout_min=request.timeout_min, max_steps=request.max_steps,
+        timeout_min=timeout_min, max_steps=max_steps,
         tools_mode=request.tools or old.get("tools"),
         workspace=request.workspace or old.get("workspace"),
         workspace_any=request.workspace_any, max_legs=request.max_legs,

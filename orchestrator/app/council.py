@@ -71,8 +71,9 @@ def prepare_council(request: Council):
     runs = Path(request.runs_dir) if request.runs_dir else config_mod.runs_dir()
     options = {"plugins": not request.no_plugins, "tools": request.tools,
                "workspace": str(root) if root else None, **budgets}
-    council = CouncilPlan(plan=plan, runs_dir=runs.absolute(), timeout_s=request.timeout_min * 60,
-                          max_steps=request.max_steps, tag=request.tag, project_dir=os.getcwd(),
+    timeout_min, max_steps = request.limits()
+    council = CouncilPlan(plan=plan, runs_dir=runs.absolute(), timeout_s=timeout_min * 60,
+                          max_steps=max_steps, tag=request.tag, project_dir=os.getcwd(),
                           workspace=root, options=options)
     run_id = new_wave_id()
     models = [*seats, chair_model]

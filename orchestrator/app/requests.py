@@ -25,8 +25,10 @@ MAX_TIMEOUT_MIN = 7 * 24 * 60  # a week: past that a leg's time limit means noth
 class Common:
     """What every run of models takes."""
 
-    timeout_min: float = DEFAULT_TIMEOUT_MIN
-    max_steps: int = DEFAULT_MAX_STEPS
+    # None: not given now: the default, or a retry's or follow-up's wave's own
+    # (engine/leg_limits.py); :meth:`limits` says which a fanout or a council runs with
+    timeout_min: float | None = None
+    max_steps: int | None = None
     workspace: str | None = None  # None: the git work tree the run starts in
     workspace_any: bool = False
     tag: str | None = None
@@ -35,6 +37,11 @@ class Common:
     budgets: dict[str, Any] = field(default_factory=dict)  # plugins' declared options
     validate_models: bool = True
     quiet: bool = False  # said nothing but errors (the workspace notice included)
+
+    def limits(self) -> tuple[float, int]:
+        """Each leg's time limit (minutes) and steps: as given, else the defaults."""
+        return (DEFAULT_TIMEOUT_MIN if self.timeout_min is None else self.timeout_min,
+                DEFAULT_MAX_STEPS if self.max_steps is None else self.max_steps)
 
 
 @dataclass(frozen=True)

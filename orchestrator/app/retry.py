@@ -30,6 +30,8 @@ class RetryInputs:
     synthesis: str | None = None
     workspace: str | None = None
     budgets: dict[str, Any] = field(default_factory=dict)
+    timeout_min: float | None = None  # the wave's own unless given now; None: the default
+    max_steps: int | None = None
     kept_from: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)  # retry_slots, ceilings' families
     prior: list[Any] = field(default_factory=list)
@@ -46,6 +48,7 @@ def plan(request, *, runs: Path, cfg, pm, resources: ExitStack) -> RetryInputs:
     ``resources`` is open: one retry of a family at a time, each planning from what the one
     before it paid."""
     from orchestrator.budget_guards import declarations
+    from orchestrator.engine import leg_limits
     from orchestrator.engine.family_claim import claim_family
     from orchestrator.engine.rebuild import resolve_wave_id
     from orchestrator.engine.retry import family_root, plan_retry
@@ -88,6 +91,8 @@ def plan(request, *, runs: Path, cfg, pm, resources: ExitStack) -> RetryInputs:
     kept = {k: v for k, v in old.items() if k in names and k not in budgets}
     out.kept_from = dict.fromkeys(kept, wave_id)
     out.budgets = {**kept, **budgets}  # a retry keeps its wave's budgets unless overridden
+    out.timeout_min, out.max_steps = leg_limits.kept(  # and its legs' limits, as budgets
+        found.wave, wave_id, timeout_min=request.timeout_min, max_steps=request.max_steps)
     for key, family in found.ceilings.items():  # the family's, less what it spent
         out.budgets[key] = family["left"]
         out.options[f"{key}_family"] = family

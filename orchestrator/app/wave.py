@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.app.budgets import require_budget_plugins
-from orchestrator.app.requests import DEFAULT_MAX_LEGS, MAX_TIMEOUT_MIN, Fanout, Retry
+from orchestrator.app.requests import (
+    DEFAULT_MAX_LEGS,
+    DEFAULT_MAX_STEPS,
+    DEFAULT_TIMEOUT_MIN,
+    MAX_TIMEOUT_MIN,
+    Fanout,
+    Retry,
+)
 from orchestrator.briefing import check_briefing
 from orchestrator.errors import UsageProblem
 from orchestrator.models.addressing import check_key
@@ -58,7 +65,8 @@ def check_outcome(*, chair: str | None, rounds: int, aggregate: str | None,
 
 
 def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, runs: Path,
-                 chair: str | None, timeout_min: float, max_steps: int, tools_mode: str | None,
+                 chair: str | None, timeout_min: float | None, max_steps: int | None,
+                 tools_mode: str | None,
                  workspace: str | None, workspace_any: bool, max_legs: int, tag: str | None,
                  no_plugins: bool, budgets: dict, retry_of: str | None = None,
                  prior: list | None = None, retry_options: dict | None = None,
@@ -70,11 +78,14 @@ def prepare_wave(specs: list[str], briefing: str, prompt_source: str, *, cfg, ru
     with. ``tools_asked`` False: the tools are the default, not the user's request (a base
     model is then offered none: the local plugin). ``notices``: where a notice to say once
     the run starts goes (default: stderr now, unless ``quiet``). ``aggregate``,
-    ``synthesis``: what the run ends on besides its answers (:func:`check_outcome`)."""
+    ``synthesis``: what the run ends on besides its answers (:func:`check_outcome`).
+    ``timeout_min``, ``max_steps`` None: the defaults."""
     from orchestrator import runtime
     from orchestrator.engine.spec import WaveSpec, new_wave_id
 
     check_outcome(chair=chair, rounds=rounds, aggregate=aggregate, synthesis=synthesis)
+    timeout_min = DEFAULT_TIMEOUT_MIN if timeout_min is None else timeout_min
+    max_steps = DEFAULT_MAX_STEPS if max_steps is None else max_steps
     if len(specs) > max_legs:
         raise UsageProblem(f"{len(specs)} legs is more than --max-legs {max_legs}; pass fewer "
                         f"models or raise --max-legs")
@@ -168,7 +179,7 @@ def prepare_retry(request: Retry):
         notices: list[str] = []
         spec, pm = prepare_wave(
             inputs.specs, inputs.briefing, inputs.prompt_source, cfg=cfg, runs=runs,
-            chair=inputs.chair, timeout_min=request.timeout_min, max_steps=request.max_steps,
+            chair=inputs.chair, timeout_min=inputs.timeout_min, max_steps=inputs.max_steps,
             tools_mode=inputs.tools, workspace=inputs.workspace,
             workspace_any=request.workspace_any, max_legs=request.max_legs, tag=inputs.tag,
             no_plugins=request.no_plugins, budgets=inputs.budgets, retry_of=inputs.wave_id,

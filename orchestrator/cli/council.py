@@ -125,10 +125,11 @@ def council_remove(name: str) -> None:
 @click.option("--chair", metavar="MODEL",
               help="Writes the verdict; must not be a seat (default: defaults.chair in config).")
 @click.option("--timeout", "timeout_min", type=FiniteFloat(0, min_open=True, max=7 * 24 * 60),
-              default=10.0, show_default=True,
-              metavar="MINUTES", help="Per-call time limit (each seat, judge and chair leg).")
-@click.option("--max-steps", type=click.IntRange(1, 200), default=20, show_default=True,
-              help="Requests one leg may make (tool rounds).")
+              default=None,  # None: the default (Common.limits)
+              metavar="MINUTES",
+              help="Per-call time limit (each seat, judge and chair leg).  [default: 10]")
+@click.option("--max-steps", type=click.IntRange(1, 200), default=None,
+              help="Requests one leg may make (tool rounds).  [default: 20]")
 @click.option("--tools", "tools_mode", type=click.Choice(["none", "read"]), default="read",
               show_default=True, help="Tools seats and judges may call (read: read-only "
               "workspace tools, so seats can read the code under review).")

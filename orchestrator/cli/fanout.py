@@ -38,10 +38,12 @@ from orchestrator.cli.plugin_options import PluginOptionsCommand
               help="With --rounds: each leg reads K peers a round (default: all for up to 5 "
                    "legs, else 4).")
 @click.option("--timeout", "timeout_min", type=FiniteFloat(0, min_open=True, max=MAX_TIMEOUT_MIN),
-              default=10.0, show_default=True,
-              metavar="MINUTES", help="Per-leg time limit.")
-@click.option("--max-steps", type=click.IntRange(1, 200), default=20, show_default=True,
-              help="Requests one leg may make (tool rounds); the last one asks for the answer.")
+              default=None, metavar="MINUTES",
+              help="Per-leg time limit (a retry or --continue: the wave's own).  "
+                   "[default: 10]")
+@click.option("--max-steps", type=click.IntRange(1, 200), default=None,
+              help="Requests one leg may make (tool rounds); the last one asks for the "
+                   "answer (a retry or --continue: the wave's own).  [default: 20]")
 @click.option("--tools", "tools_mode", type=click.Choice(["none", "read"]), default=None,
               help="Tools legs may call: read (default: read-only workspace tools) or none.")
 @click.option("--workspace", metavar="DIR",

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import __version__, jobscope
+from orchestrator.engine import leg_limits
 from orchestrator.engine.degraded import Reporter, degradations, merge_reports
 from orchestrator.engine.record import ABORTED, COMPLETE, RUNNING, LegRecord
 from orchestrator.engine.spec import WaveSpec
@@ -72,7 +73,10 @@ def wave_fields(spec: WaveSpec, *, created: str, ended: str | None, records: lis
         "run_id": spec.run_id, "project_dir": spec.project_dir,
         "models": [m.name for m in spec.models],
         "chair_model": spec.chair.name if spec.chair else None,
-        "options": spec.options, "orch_version": __version__, "pid": os.getpid(),
+        "options": spec.options,
+        # what a retry and a follow-up keep unless given anew (engine/leg_limits.py)
+        leg_limits.FIELD: leg_limits.record(spec.timeout_s, spec.max_steps),
+        "orch_version": __version__, "pid": os.getpid(),
         "pid_started": process_started(os.getpid()),
         "client_pid": jobscope.client_pid(),
         "notices": notices,

@@ -17,7 +17,6 @@ from orchestrator.security.secrets import scrub_doc
 from orchestrator.security.word_hold import WordHold
 
 TOP_FINDINGS = 10  # council_run returns the most agreed-on findings; report.md has them all
-MAX_STEPS = 20  # `orch fanout`'s default --max-steps
 
 
 class Job(Protocol):
@@ -108,7 +107,9 @@ def _models(args: dict[str, Any]) -> str | None:
 
 def _common(args: dict[str, Any], tool: str) -> dict[str, Any]:
     """What `orch fanout` and `orch council run` take, from a tool's arguments."""
-    return {"timeout_min": float(args.get("timeout_minutes", 10.0)), "max_steps": MAX_STEPS,
+    # not given: the default, or (continue_wave) the wave's own (engine/leg_limits.py)
+    timeout = args.get("timeout_minutes")
+    return {"timeout_min": None if timeout is None else float(timeout), "max_steps": None,
             "tag": args.get("tag"), "budgets": _budgets(args, tool),
             "validate_models": args.get("validate_models", True)}
 
