@@ -147,6 +147,8 @@ def test_what_cannot_be_continued_says_why_and_the_fix(orch, scripted_server, tm
     write_json_atomic(runs / "council-20261201-000000-ab" / "run.json", {"run_id": "x"})
     council = invoke(["fanout", "--continue", "council-20261201-000000-ab", "x"])
     assert council.exit_code == 2 and "is a council run, not a wave" in council.output
+    bare = invoke(["fanout", "--continue", "20261201-000000-ab", "x"])  # the id it prints
+    assert bare.exit_code == 2 and "is a council run, not a wave" in bare.output
     scripted_server.script("a", Reply(status=400, text="no"))
     failed = invoke(["fanout", "-m", "scripted/a", "-p", "q", "--tools", "none", "--json"])
     wave = json.loads(failed.stdout)["wave_id"]
@@ -367,6 +369,27 @@ def test_a_wave_json_edited_to_lend_a_leg_another_conversation_is_not_believed(
     assert turns(scripted_server.requests_for("a")[-1])[1] == ("assistant", "a: use a lock")
 
 
+def test_a_leg_id_edited_into_a_path_is_not_followed_out_of_the_runs(orch, scripted_server):
+    """A leg id in ``wave.json`` is a folder name of this wave (``WAVE-N``), never a path:
+    ``WAVE-1/../../elsewhere`` would read an answer from a file outside the runs."""
+    orch.provider()
+    parent = first_wave(scripted_server)
+    path = orch.home / "runs" / parent / "wave.json"
+    doc = json.loads(path.read_text())
+    sneaky = f"{parent}-1/../../elsewhere"
+    (orch.home / "elsewhere").mkdir()
+    (orch.home / "elsewhere" / "metadata.json").write_text(json.dumps(
+        {"wave_id": parent, "leg_id": sneaky, "answer": "READ FROM OUTSIDE THE RUNS"}))
+    doc["legs"].append({**doc["legs"][1], "leg_id": sneaky})
+    path.write_text(json.dumps(doc))
+    scripted_server.script("a", Reply(text="a2"))
+    scripted_server.script("b", Reply(text="b2"))
+    done = invoke(["fanout", "--continue", parent, "x", "--json"])
+    assert done.exit_code == 0, done.output
+    assert len(json.loads(done.stdout)["legs"]) == 2
+    assert "READ FROM OUTSIDE" not in json.dumps([r.body for r in scripted_server.requests])
+
+
 def test_a_kept_budget_whose_plugin_is_now_off_refuses_the_follow_up(
         orch, scripted_server, monkeypatch):
     """Never dropped: the wave's ``--max-cost`` with its plugin disabled since is one line,
@@ -382,3 +405,24 @@ def test_a_kept_budget_whose_plugin_is_now_off_refuses_the_follow_up(
     assert "--max-cost" in done.stderr and "cost_ceiling" in done.stderr
     assert parent in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert scripted_server.count() == 2
+
+
+@pytest.mark.parametrize("edit, words", [
+    ({"options": {"max_cost": "abc"}}, "--max-cost kept from wave"),
+    ({"options": {"max_cost": 1.0, "max_cost_family": {"ceiling": "x"}}},
+     "--max-cost kept from wave"),
+    ({"chair_model": 123}, "names no readable chair"),
+])
+def test_a_hand_edited_wave_json_is_one_line_not_an_internal_error(orch, scripted_server,
+                                                                   edit, words):
+    """What a follow-up keeps from its wave's record passes the checks a typed flag does."""
+    orch.provider()
+    parent = first_wave(scripted_server)
+    path = orch.home / "runs" / parent / "wave.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **edit}))
+    sent = scripted_server.count()
+    done = invoke(["fanout", "--continue", parent, "x"])
+    assert done.exit_code == 2, done.output
+    line = done.output.strip().splitlines()[-1]
+    assert words in line and "internal error" not in line and "fix" in line, line
+    assert scripted_server.count() == sent

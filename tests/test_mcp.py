@@ -631,6 +631,41 @@ def test_a_client_that_vanishes_mid_wave_leaves_it_finalised(mcp_env, tmp_path, 
         assert json.loads(line)["jsonrpc"] == "2.0"
 
 
+def test_a_client_killed_with_its_pipes_closed_ends_orch_mcp_with_0(mcp_env, tmp_path,
+                                                                   orch_home, scripted_server):
+    """A client killed while a watched leg streams: both its pipes close, so the frames orch
+    still has to send (progress, the call's answer) meet a broken pipe. The wave is finalised
+    as above and `orch mcp` exits 0 as docs/mcp.md says, not 1 with an internal error."""
+    scripted_server.script("slow", Reply(text=" ".join(["word"] * 400), chunk_delay=0.02))
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "mcp"], env=mcp_env,
+                            cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(frame({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}))
+        proc.stdin.write(frame({"method": "notifications/initialized"}))
+        proc.stdin.write(frame({"id": 2, "method": "tools/call", "params": {
+            "name": "fanout", "arguments": {"models": ["scripted/slow"], "prompt": "q",
+                                            "tools": "none"}, "_meta": {"progressToken": 7}}}))
+        proc.stdin.flush()
+        for line in proc.stdout:  # the leg's text is streaming to us: now vanish
+            if b"notifications/progress" in line and b"word" in line:
+                break
+        proc.stdout.close()
+        proc.stdin.close()
+        err = proc.stderr.read()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert b"internal error" not in err and b"Traceback" not in err, err.decode()[-2000:]
+    assert proc.returncode == 0, err.decode()[-2000:]
+    wave = json.loads(next((orch_home / "runs").glob("*/wave.json")).read_text())
+    assert wave["status"] == "aborted" and wave["signal"] == signal.SIGINT
+    assert [r["status"] for r in ledger(orch_home, wave["wave_id"])] == ["aborted"]
+
+
 def test_council_run_returns_the_verdict_tiers_and_top_findings(mcp_env, tmp_path, orch_home,
                                                                 scripted_server):
     from test_council_run import script_bench

@@ -331,3 +331,23 @@ def test_paid_legs_takes_the_furthest_copy_of_a_row_updated_in_place(orch_home):
     assert (paid["w-1"].cost_usd, paid["w-1"].complete) == (3.0, True)
     assert (paid["w-2"].cost_usd, paid["w-2"].complete) == (2.0, False)
     assert (paid["w-3"].cost_usd, paid["w-3"].complete) == (0.5, True)  # one row, two copies
+
+
+def test_a_ceiling_edited_by_hand_in_wave_json_is_one_line_not_an_internal_error(
+        orch, scripted_server):
+    """The root's recorded ceiling passes the one check a typed --max-cost does."""
+    orch.provider()
+    scripted_server.script("a", Reply(text="a says"))
+    scripted_server.script("b", Reply(status=400, text="no"))
+    first = json.loads(fanout("-m", "scripted/a,scripted/b", "-p", "q", "--max-cost", "1",
+                              "--json").stdout)
+    path = orch.home / "runs" / first["wave_id"] / "wave.json"
+    doc = json.loads(path.read_text())
+    doc["options"]["max_cost"] = "abc"
+    path.write_text(json.dumps(doc))
+    sent = scripted_server.count()
+    result = fanout("--retry-failed", first["wave_id"])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert f"--max-cost kept from wave {first['wave_id']}: 'abc' is not a number" in line
+    assert "internal error" not in result.output and scripted_server.count() == sent

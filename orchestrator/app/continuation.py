@@ -18,6 +18,7 @@ the same checks, budgets, ceilings and key declarations as a fanout.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,11 +86,11 @@ def _wave_id(runs: Path, given: str | None) -> str:
 
     if given is None:
         return last_wave(runs)
-    folder = runs / given.strip()
-    if given.strip() and "/" not in given and folder.is_dir() \
-            and not (folder / "wave.json").exists() and (folder / "run.json").exists():
-        raise UsageProblem(f"{given} is a council run, not a wave; --continue follows up a "
-                           "fanout: pass a wave id from `orch runs`")
+    for folder in (runs / given.strip(), runs / f"council-{given.strip()}"):  # as printed
+        if given.strip() and "/" not in given and folder.is_dir() \
+                and not (folder / "wave.json").exists() and (folder / "run.json").exists():
+            raise UsageProblem(f"{given} is a council run, not a wave; --continue follows "
+                               "up a fanout: pass a wave id from `orch runs`")
     return resolve_wave_id(runs, given)
 
 
@@ -133,9 +134,10 @@ def read_thread(runs: Path, given: str | None) -> Thread:
     before = histories.read(runs / wave_id)
     thread = Thread(wave_id=wave_id, doc=doc)
     for leg in doc.get("legs") or []:
-        if not isinstance(leg, dict) or not str(leg.get("leg_id") or "").startswith(
-                f"{wave_id}-"):
-            continue  # not a leg of this wave: never someone else's conversation
+        if not isinstance(leg, dict) or not re.fullmatch(
+                re.escape(wave_id) + r"-\d+", str(leg.get("leg_id") or "")):
+            continue  # not a leg of this wave (WAVE-N, a folder, never a path like
+            # WAVE-1/../..): never someone else's conversation, never a file elsewhere
         answer = _answer(runs, wave_id, leg) if leg.get("status") == "complete" else ""
         if not answer.strip():
             thread.skipped.append(f"{leg.get('model')} ({leg['leg_id']}): "
@@ -182,6 +184,7 @@ def prepare_continue(request: Continue):
         family = old.get(f"{key}_family")  # a follow-up (a new run) keeps, as of its root
         if isinstance(family, dict) and family.get("ceiling") is not None:
             kept[key] = family["ceiling"]
+    kept = _checked_kept(kept, pm, cfg, request.no_plugins, wave_id)
     notices: list[str] = []
     if thread.skipped:
         notices.append(f"continuing {len(thread.models)} of "
@@ -191,6 +194,9 @@ def prepare_continue(request: Continue):
         notices.append(f"wave {wave_id} is a retry of wave {doc['retry_of']}: only its own "
                        f"legs are continued; continue wave {doc['retry_of']} for the others")
     chair = request.chair or doc.get("chair_model")
+    if not (chair is None or isinstance(chair, str)):
+        raise UsageProblem(f"wave {wave_id}'s wave.json names no readable chair "
+                           f"({str(chair)[:40]!r}); pass --chair MODEL, or fix wave.json")
     timeout_min, max_steps = leg_limits.kept(  # the wave's legs' limits, as its budgets
         doc, wave_id, timeout_min=request.timeout_min, max_steps=request.max_steps)
 
@@ -218,3 +224,19 @@ def prepare_continue(request: Continue):
     spec.parent_wave_id = wave_id
     return as_prepared(Prepared, request, "wave", spec, spec, pm, cfg, notices)
 
+
+
+def _checked_kept(kept: dict[str, Any], pm, cfg, no_plugins: bool, wave_id: str) -> dict:
+    """The budgets a follow-up keeps from its wave's record, through the one check of an
+    option's value (orchestrator/option_values.py) as a typed flag is: a hand-edited
+    ``wave.json`` (``"max_cost": "abc"``) is one line naming the wave and the fix, not an
+    internal error where the run's ceiling is read."""
+    from orchestrator.budget_guards import declarations
+    from orchestrator.option_values import BadValue, given
+
+    try:
+        return given(kept, list(declarations(pm, cfg, no_plugins=no_plugins)), pm=pm,
+                     source=lambda key: f"--{key.replace('_', '-')} kept from wave {wave_id}")
+    except BadValue as exc:
+        raise UsageProblem(f"{exc}; give the follow-up its own value, or fix that "
+                           "wave's wave.json") from None

@@ -22,7 +22,7 @@ from orchestrator.account import Account
 from orchestrator.account.journal import at_kill, words
 from orchestrator.engine.paid import Paid, paid_legs
 from orchestrator.engine.record import COMPLETE, LegRecord
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageProblem
 from orchestrator.store import read_json
 
 CEILING_REFUSALS = ("COST_CEILING", "BUDGET_CEILING")
@@ -174,7 +174,8 @@ def _family_account_args(root: str, family: list[str], docs: dict[str, dict[str,
     """What the family's one account is opened from: the root's ceilings, the members, and
     each leg's cost (its bound where a cost was not read) as their files say."""
     whole = {o.key: (docs[root].get("options") or {}).get(o.key) for o in ceilings}
-    whole = {k: v for k, v in whole.items() if v is not None}
+    whole = {o.key: _recorded(root, o, whole[o.key]) for o in ceilings
+             if whole[o.key] is not None}
     files: dict[str, float] = {}
     if whole:
         for doc in docs.values():
@@ -214,3 +215,17 @@ def _family_ceiling(root: str, docs: dict[str, dict[str, Any]], account: Account
                         f"{option.flag} {option.metavar or 'USD'} to set a ceiling for this "
                         "retry alone")
     return {"root": root, "ceiling": float(ceiling), "spent": round(spent, 10), "left": left}
+
+
+def _recorded(root: str, option, value: Any) -> Any:
+    """A ceiling as the root's ``wave.json`` records it, through the one check of a flag's
+    value (orchestrator/option_values.py): a hand-edited ``"max_cost": "abc"`` is one line
+    naming the wave and the fix, not an internal error."""
+    from orchestrator.option_values import BadValue, checked
+
+    try:
+        return checked(option, value)
+    except BadValue as exc:
+        raise UsageProblem(f"{option.flag} kept from wave {root}: {exc.problem}; pass "
+                           f"{option.flag} to set this retry's own, or fix that wave's "
+                           "wave.json") from None

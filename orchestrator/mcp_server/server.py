@@ -337,17 +337,25 @@ class _Lines:
 
 class _Wire:
     """The wire's output: registered key values masked in every frame (the last net, as the
-    CLI's scrubbed stdout), then written and flushed."""
+    CLI's scrubbed stdout), then written and flushed. A client that went away (its end of
+    the pipe closed) reads nothing more: later frames are dropped, not an error that would
+    end `orch mcp` with 1 while its calls finalise (stdin's end then stops it with 0)."""
 
     def __init__(self, raw: io.TextIOBase) -> None:
         self.raw = raw
+        self.gone = False
 
     async def write(self, text: str) -> None:
         await anyio.to_thread.run_sync(self._write, scrub_values(text))
 
     def _write(self, text: str) -> None:
-        self.raw.write(text)
-        self.raw.flush()
+        if self.gone:
+            return
+        try:
+            self.raw.write(text)
+            self.raw.flush()
+        except (BrokenPipeError, ConnectionResetError, ValueError):  # ValueError: closed
+            self.gone = True
 
     async def flush(self) -> None:
         return None
