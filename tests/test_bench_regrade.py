@@ -136,7 +136,7 @@ def killed_while_grading(orch, scripted_server, orch_home: Path, tmp_path: Path,
     billed = 1 if hang and not midway else 2
     for model in models:  # t0 and t1 (unless t1 hung), each billed once
         assert len(answered(scripted_server, model)) == billed
-    rows = ledger_rows(orch_home, bench_id)
+    rows = ledger_rows(orch_home, "run_id = ?", bench_id)
     assert len(rows) == billed * len(models)
     assert {r["status"] for r in rows} == ({"complete", "aborted"} if midway else {"complete"})
     return out, bench_id, env, go
@@ -269,7 +269,7 @@ def test_a_resume_killed_while_grading_is_settled_by_the_next_from_its_own_waves
             again.communicate()
     marker = json.loads(out.read_text())["running"]
     assert (marker["wave_prefix"], marker["trials"]) == ("r2-", [2])
-    assert [(r["leg_id"], r["status"]) for r in ledger_rows(orch_home, bench_id)
+    assert [(r["leg_id"], r["status"]) for r in ledger_rows(orch_home, "run_id = ?", bench_id)
             if r["wave_id"] == f"{bench_id}-r2-1"] == [(f"{bench_id}-r2-1-1", "complete")]
     go.touch()
     sent = scripted_server.count("solo")
