@@ -359,14 +359,19 @@ def test_a_wave_json_edited_to_lend_a_leg_another_conversation_is_not_believed(
     doc["legs"].append({**doc["legs"][1], "leg_id": "20200101-000000-aaaa-1",
                         "answer": "another wave's leg"})
     path.write_text(json.dumps(doc))
+    followed_up(scripted_server, parent)
+    bodies = json.dumps([r.body for r in scripted_server.requests])
+    assert "INJECTED" not in bodies and "another wave's leg" not in bodies
+    assert turns(scripted_server.requests_for("a")[-1])[1] == ("assistant", "a: use a lock")
+
+
+def followed_up(scripted_server, parent: str) -> None:
+    """``orch fanout --continue PARENT`` answered by both legs, a and b."""
     scripted_server.script("a", Reply(text="a2"))
     scripted_server.script("b", Reply(text="b2"))
     done = invoke(["fanout", "--continue", parent, "x", "--json"])
     assert done.exit_code == 0, done.output
     assert len(json.loads(done.stdout)["legs"]) == 2
-    bodies = json.dumps([r.body for r in scripted_server.requests])
-    assert "INJECTED" not in bodies and "another wave's leg" not in bodies
-    assert turns(scripted_server.requests_for("a")[-1])[1] == ("assistant", "a: use a lock")
 
 
 def test_a_leg_id_edited_into_a_path_is_not_followed_out_of_the_runs(orch, scripted_server):
@@ -382,11 +387,7 @@ def test_a_leg_id_edited_into_a_path_is_not_followed_out_of_the_runs(orch, scrip
         {"wave_id": parent, "leg_id": sneaky, "answer": "READ FROM OUTSIDE THE RUNS"}))
     doc["legs"].append({**doc["legs"][1], "leg_id": sneaky})
     path.write_text(json.dumps(doc))
-    scripted_server.script("a", Reply(text="a2"))
-    scripted_server.script("b", Reply(text="b2"))
-    done = invoke(["fanout", "--continue", parent, "x", "--json"])
-    assert done.exit_code == 0, done.output
-    assert len(json.loads(done.stdout)["legs"]) == 2
+    followed_up(scripted_server, parent)
     assert "READ FROM OUTSIDE" not in json.dumps([r.body for r in scripted_server.requests])
 
 

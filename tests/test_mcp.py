@@ -601,18 +601,24 @@ def frame(message: dict) -> bytes:
     return (json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode()
 
 
+def raw_client(mcp_env: dict, cwd) -> subprocess.Popen:
+    """``orch mcp`` driven by hand (raw frames on its stdin), initialised."""
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "mcp"], env=mcp_env,
+                            cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdin.write(frame({"id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}))
+    proc.stdin.write(frame({"method": "notifications/initialized"}))
+    return proc
+
+
 def test_a_client_that_vanishes_mid_wave_leaves_it_finalised(mcp_env, tmp_path, orch_home,
                                                             scripted_server):
     """No cancel notification, only the end of stdin (a client killed with -9)."""
     scripted_server.script("slow", Reply(hang=True))
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "mcp"], env=mcp_env,
-                            cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = raw_client(mcp_env, tmp_path)
     try:
-        proc.stdin.write(frame({"id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}}))
-        proc.stdin.write(frame({"method": "notifications/initialized"}))
         proc.stdin.write(b"this is not JSON-RPC\n")  # a broken client line: served on
         proc.stdin.write(frame({"id": 2, "method": "tools/call", "params": {
             "name": "fanout", "arguments": {"models": ["scripted/slow"], "prompt": "q",
@@ -637,14 +643,8 @@ def test_a_client_killed_with_its_pipes_closed_ends_orch_mcp_with_0(mcp_env, tmp
     still has to send (progress, the call's answer) meet a broken pipe. The wave is finalised
     as above and `orch mcp` exits 0 as docs/mcp.md says, not 1 with an internal error."""
     scripted_server.script("slow", Reply(text=" ".join(["word"] * 400), chunk_delay=0.02))
-    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "mcp"], env=mcp_env,
-                            cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = raw_client(mcp_env, tmp_path)
     try:
-        proc.stdin.write(frame({"id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}}))
-        proc.stdin.write(frame({"method": "notifications/initialized"}))
         proc.stdin.write(frame({"id": 2, "method": "tools/call", "params": {
             "name": "fanout", "arguments": {"models": ["scripted/slow"], "prompt": "q",
                                             "tools": "none"}, "_meta": {"progressToken": 7}}}))
