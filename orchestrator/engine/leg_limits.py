@@ -7,7 +7,6 @@ line, never used (tests/test_leg_limits.py holds the readers to this one)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from orchestrator.errors import OrchError
@@ -39,14 +38,14 @@ def kept(doc: dict[str, Any], wave_id: str, *, timeout_min: float | None,
                        "--timeout MINUTES --max-steps N")
     if timeout_min is None and "timeout_s" in limits:
         seconds = limits["timeout_s"]
-        if not (_number(seconds) and math.isfinite(seconds) and 0 < seconds <= MOST_SECONDS):
+        if not _within(seconds, _number(seconds), min=0, min_open=True, max=MOST_SECONDS):
             raise _refused(wave_id, f"{FIELD}.timeout_s", seconds,
                            f"seconds above 0, at most {MOST_SECONDS}", "--timeout MINUTES")
         timeout_min = seconds / 60
     if max_steps is None and "max_steps" in limits:
         steps = limits["max_steps"]
-        if not (isinstance(steps, int) and not isinstance(steps, bool)
-                and 1 <= steps <= MOST_STEPS):
+        if not _within(steps, _number(steps) and isinstance(steps, int), whole=True, min=1,
+                       max=MOST_STEPS):
             raise _refused(wave_id, f"{FIELD}.max_steps", steps,
                            f"a whole number from 1 to {MOST_STEPS}", "--max-steps N")
         max_steps = steps
@@ -54,7 +53,22 @@ def kept(doc: dict[str, Any], wave_id: str, *, timeout_min: float | None,
 
 
 def _number(value: Any) -> bool:
+    """A JSON number as orch writes one (never text, never a bool)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _within(value: Any, written: bool, **bounds: Any) -> bool:
+    """Whether a recorded value is as orch writes it: of the written kind (``written``), and
+    finite within ``bounds`` by the one check of a number (orchestrator/option_values.py)."""
+    from orchestrator.option_values import BadValue, number
+
+    if not written:
+        return False
+    try:
+        number(value, **bounds)
+    except BadValue:
+        return False
+    return True
 
 
 def _refused(wave_id: str, name: str, value: Any, wanted: str, flag: str) -> OrchError:
